@@ -1,0 +1,164 @@
+"""Reliable fetch: each worker identity moves jobs onto its own in-progress list, and
+takes them off only by acknowledging, handing back, or filing them (DESIGN §4, §5)."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from . import lua
+from .config import Config, logger
+from .errors import ConfigurationError, RedisVersionError
+
+MIN_REDIS_VERSION = (6, 2)
+
+
+@dataclass(frozen=True)
+class Work:
+    """A fetched job: the entry exactly as it was on the queue, and that queue's name."""
+
+    raw: bytes
+    queue: str
+
+    def jid(self) -> str:
+        return jid_of(self.raw)
+
+
+def jid_of(raw: bytes) -> str:
+    try:
+        value = json.loads(raw)
+        if isinstance(value, dict) and isinstance(value.get("jid"), str):
+            return value["jid"]
+    except (ValueError, UnicodeDecodeError):
+        pass
+    return "?"
+
+
+def parse_queues(specs: list[str] | None) -> list[tuple[str, int | None]]:
+    """``["critical,3", "default,1"]`` or ``["a", "b"]`` -> [(name, weight or None)].
+
+    Weights must be given for all queues or for none (Sidekiq's rule): mixing them is
+    ambiguous.
+    """
+    parsed: list[tuple[str, int | None]] = []
+    for spec in specs or ["default"]:
+        name, sep, weight = spec.partition(",")
+        name = name.strip()
+        if not name or any(c.isspace() for c in name):
+            raise ConfigurationError(f"invalid queue {spec!r}: expected NAME or NAME,WEIGHT")
+        if sep:
+            try:
+                w = int(weight)
+            except ValueError:
+                raise ConfigurationError(f"invalid queue {spec!r}: weight must be a whole number") from None
+            if w < 1:
+                raise ConfigurationError(f"invalid queue {spec!r}: weight must be at least 1")
+            parsed.append((name, w))
+        else:
+            parsed.append((name, None))
+    weighted = [w is not None for _, w in parsed]
+    if any(weighted) and not all(weighted):
+        raise ConfigurationError("give a weight for every queue or for none (-q NAME,WEIGHT)")
+    if len({n for n, _ in parsed}) != len(parsed):
+        raise ConfigurationError("a queue is listed twice")
+    return parsed
+
+
+def check_redis_version(client: redis.Redis) -> None:
+    version = client.info("server").get("redis_version", "0")
+    parts = tuple(int(p) for p in str(version).split(".")[:2] if p.isdigit())
+    if parts < MIN_REDIS_VERSION:
+        raise RedisVersionError(
+            f"Redis {version} is too old: cogworker's reliable fetch needs Redis >= 6.2 (LMOVE, BLMOVE, LPOS)")
+
+
+class Fetcher:
+    def __init__(self, config: Config, identity: str, queues: list[tuple[str, int | None]],
+                 block_timeout: float = 1.0) -> None:
+        self.config = config
+        self.keys = config.keys
+        self.identity = identity
+        self.in_progress = self.keys.in_progress(identity)
+        self.queues = [name for name, _ in queues]
+        self.weighted = all(w is not None for _, w in queues)
+        self._pool = [name for name, w in queues for _ in range(w or 1)]
+        self.block_timeout = block_timeout
+        self._bad_keys_logged: dict[str, float] = {}
+
+    @property
+    def client(self) -> redis.Redis:
+        return self.config.redis()
+
+    def order(self) -> list[str]:
+        if not self.weighted:
+            return self.queues
+        # Sidekiq's weighted order: a queue with weight 3 is three times as likely to be tried first.
+        pool = self._pool[:]
+        random.shuffle(pool)
+        return list(dict.fromkeys(pool))
+
+    def fetch(self, ack: bytes | None = None) -> Work | None:
+        """One job from the first non-empty queue, or None after blocking ``block_timeout``.
+
+        ``ack``: the previous job, acknowledged in the same round trip.
+        """
+        order = self.order()
+        keys = [self.in_progress, self.keys.orphanings(jid_of(ack) if ack else "-")]
+        keys.extend(self.keys.queue(q) for q in order)
+        reply = lua.run(self.client, "fetch", keys, [ack or b""])
+        index, raw = int(reply[0]), reply[1]
+        if len(reply) > 2:
+            self._log_bad_keys(reply[2:])
+        if index:
+            return Work(raw, order[index - 1])
+        if self.block_timeout <= 0:
+            return None
+        # Nothing waiting: block on the queue tried first, so an idle worker wakes within
+        # milliseconds of a push; BLMOVE lands it straight on the in-progress list.
+        first = order[0]
+        try:
+            raw = self.client.blmove(self.keys.queue(first), self.in_progress, self.block_timeout,
+                                     "RIGHT", "LEFT")
+        except redis.ResponseError as exc:
+            if "WRONGTYPE" not in str(exc):
+                raise
+            self._log_bad_keys([self.keys.queue(first).encode()])
+            time.sleep(min(self.block_timeout, 1.0))
+            return None
+        return Work(raw, first) if raw is not None else None
+
+    def _log_bad_keys(self, keys: list[Any]) -> None:
+        now = time.monotonic()
+        for key in keys:
+            name = key.decode() if isinstance(key, bytes) else str(key)
+            if now - self._bad_keys_logged.get(name, -1e9) > 60:
+                self._bad_keys_logged[name] = now
+                logger.error("queue key %s holds the wrong type: skipped (other queues keep running)", name)
+
+    def acknowledge(self, raw: bytes) -> None:
+        lua.run(self.client, "ack", [self.in_progress, self.keys.orphanings(jid_of(raw))], [raw])
+
+    def give_back(self, raw: bytes) -> bool:
+        """Back on its queue, at the fetch end (it has not run). False if no longer ours."""
+        return lua.run(self.client, "give_back", [self.in_progress],
+                       [raw, self.keys.queue_prefix, "default", self.keys.unique_prefix]) == 1
+
+    def file(self, raw: bytes, zset: str, score: float, entry: str | bytes) -> bool:
+        """Into retry or dead, off the in-progress list, in one step. False if no longer ours."""
+        dead = zset == self.keys.dead
+        args = [raw, repr(score), entry, "dead" if dead else "",
+                repr(time.time() - self.config.dead_timeout), self.config.dead_max_jobs]
+        return lua.run(self.client, "file", [self.in_progress, zset, self.keys.orphanings(jid_of(raw))],
+                       args) == 1
+
+    def park_unsettled(self, raw: bytes, record: str) -> bool:
+        return lua.run(self.client, "park_unsettled", [self.in_progress, self.keys.unsettled],
+                       [raw, record]) == 1
+
+    def listed(self) -> list[bytes]:
+        return self.client.lrange(self.in_progress, 0, -1)

@@ -1,0 +1,73 @@
+"""Every Redis key name cogworker uses (DESIGN §4). Nothing else builds key strings."""
+
+from __future__ import annotations
+
+
+class Keys:
+    """Key names for one namespace.
+
+    A namespace written as a Cluster hash tag (``{cogworker}``) keeps every key in one
+    slot, so the multi-key Lua scripts stay valid on Redis Cluster.
+    """
+
+    def __init__(self, namespace: str = "cogworker") -> None:
+        if not namespace or any(c.isspace() for c in namespace):
+            raise ValueError(f"invalid namespace {namespace!r}: must be non-empty, without whitespace")
+        self.namespace = namespace
+        ns = namespace
+        self.queue_prefix = f"{ns}:queue:"
+        self.queues = f"{ns}:queues"
+        self.schedule = f"{ns}:schedule"
+        self.retry = f"{ns}:retry"
+        self.dead = f"{ns}:dead"
+        self.in_progress_prefix = f"{ns}:in_progress:"
+        self.in_progress_identities = f"{ns}:in_progress_identities"
+        self.processes = f"{ns}:processes"
+        self.process_prefix = f"{ns}:process:"
+        self.last_beat = f"{ns}:last_beat"
+        self.workers_prefix = f"{ns}:workers:"
+        self.orphanings_prefix = f"{ns}:orphanings:"
+        self.repeat_orphans = f"{ns}:repeat_orphans"
+        self.unsettled = f"{ns}:unsettled"
+        self.stats_processed = f"{ns}:stats:processed"
+        self.stats_failed = f"{ns}:stats:failed"
+        self.unique_prefix = f"{ns}:unique:"
+        self.attempts_prefix = f"{ns}:attempts:"
+        self.throughput_prefix = f"{ns}:throughput:"
+        self.periodic_prefix = f"{ns}:periodic:"
+        self.periodic_schedule = f"{ns}:periodic:schedule"
+        self.periodic_disabled = f"{ns}:periodic:disabled"
+
+    def queue(self, name: str) -> str:
+        return self.queue_prefix + name
+
+    def in_progress(self, identity: str) -> str:
+        return self.in_progress_prefix + identity
+
+    def process(self, identity: str) -> str:
+        return self.process_prefix + identity
+
+    def workers(self, identity: str) -> str:
+        return self.workers_prefix + identity
+
+    def orphanings(self, jid: str) -> str:
+        return self.orphanings_prefix + jid
+
+    def unique(self, digest: str) -> str:
+        return self.unique_prefix + digest
+
+    def attempts(self, jid: str) -> str:
+        return self.attempts_prefix + jid
+
+    def throughput(self, minute: int) -> str:
+        """Per-minute processed/failed counts and ms per job class (a hash)."""
+        return f"{self.throughput_prefix}{minute}"
+
+    def periodic_last_slot(self, pjid: str) -> str:
+        return f"{self.periodic_prefix}last_slot:{pjid}"
+
+    def periodic_lock(self, pjid: str, slot: int) -> str:
+        return f"{self.periodic_prefix}lock:{pjid}:{slot}"
+
+    def periodic_running(self, pjid: str) -> str:
+        return f"{self.periodic_prefix}running:{pjid}"

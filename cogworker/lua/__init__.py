@@ -1,0 +1,54 @@
+"""The Lua scripts, one file each, run through redis-py's ``Script``.
+
+``Script`` runs EVALSHA and, on NOSCRIPT (after SCRIPT FLUSH or a Redis restart), loads
+the script and runs it again; in a pipeline it loads missing scripts before EXEC.
+A script may start with ``--! include NAME`` lines to share a Lua function.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import redis
+from redis.commands.core import Script
+
+_DIR = Path(__file__).parent
+_lock = threading.Lock()
+# client -> {name: Script}; weak so a dropped client takes its scripts with it.
+_registered: weakref.WeakKeyDictionary[Any, dict[str, Script]] = weakref.WeakKeyDictionary()
+
+
+@cache
+def source(name: str) -> str:
+    text = (_DIR / f"{name}.lua").read_text()
+    parts = []
+    for line in text.splitlines():
+        if line.startswith("--! include "):
+            parts.append(source(line.split()[-1]))
+    parts.append(text)
+    return "\n".join(parts)
+
+
+def script(client: redis.Redis, name: str) -> Script:
+    scripts = _registered.get(client)
+    if scripts is None:
+        with _lock:
+            scripts = _registered.setdefault(client, {})
+    found = scripts.get(name)
+    if found is None:
+        found = scripts[name] = client.register_script(source(name))
+    return found
+
+
+def run(client: redis.Redis, name: str, keys: list[Any], args: list[Any], pipe: Any = None) -> Any:
+    """Run script ``name``; with ``pipe``, queue it on that pipeline instead."""
+    return script(client, name)(keys=keys, args=args, client=pipe if pipe is not None else client)
+
+
+def reset() -> None:
+    with _lock:
+        _registered.clear()

@@ -1,0 +1,19 @@
+-- Files a fetched job in a sorted set (retry or dead) and takes it off the in-progress
+-- list, in one step: a failure routed to retry/dead, an interruption, a bad payload.
+-- KEYS[1] = in-progress list, KEYS[2] = retry or dead, KEYS[3] = the job's orphan counter.
+-- ARGV[1] = the job as fetched, ARGV[2] = score, ARGV[3] = the entry to file,
+-- ARGV[4] = "dead" to trim the dead set, ARGV[5] = trim: oldest score kept,
+-- ARGV[6] = trim: most entries kept.
+-- A no-op (0) if the job is no longer in progress: someone requeued it, and filing it
+-- too would make two copies.
+if not redis.call("LPOS", KEYS[1], ARGV[1]) then
+  return 0
+end
+redis.call("ZADD", KEYS[2], ARGV[2], ARGV[3])
+redis.call("LREM", KEYS[1], 1, ARGV[1])
+redis.pcall("DEL", KEYS[3])
+if ARGV[4] == "dead" then
+  redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", "(" .. ARGV[5])
+  redis.call("ZREMRANGEBYRANK", KEYS[2], 0, -(tonumber(ARGV[6]) + 1))
+end
+return 1

@@ -1,0 +1,12 @@
+-- KEYS[1] = in-progress list, KEYS[2] = in_progress_identities, KEYS[3] = last_beat,
+-- KEYS[4] = processes, KEYS[5] = process key, KEYS[6] = workers key; ARGV[1] = identity.
+-- Deregisters a process. Its registration as a list owner (and its last beat, which
+-- orphan recovery needs) stays while anything is still on its list.
+redis.call("SREM", KEYS[4], ARGV[1])
+redis.call("DEL", KEYS[5], KEYS[6])
+if redis.call("LLEN", KEYS[1]) == 0 then
+  redis.call("SREM", KEYS[2], ARGV[1])
+  redis.call("HDEL", KEYS[3], ARGV[1])
+  return 1
+end
+return 0

@@ -1,0 +1,10 @@
+-- KEYS[1] = in-progress list, KEYS[2] = unsettled; ARGV[1] = the job as fetched,
+-- ARGV[2] = its {set, score, payload} record. A job that ran and failed but could not
+-- be filed is handed over for any live process to file: never requeued (that would run
+-- it again). Handed over first, removed second.
+if not redis.call("LPOS", KEYS[1], ARGV[1]) then
+  return 0
+end
+redis.call("RPUSH", KEYS[2], ARGV[2])
+redis.call("LREM", KEYS[1], 1, ARGV[1])
+return 1

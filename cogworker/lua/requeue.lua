@@ -1,0 +1,93 @@
+--! include _requeue_job
+-- Puts a whole in-progress list back on its queues: a dead process's (orphan recovery,
+-- a dead child) or a stopping process's own.
+-- KEYS[1] = the in-progress list, KEYS[2] = its owner's process key, KEYS[3] = last_beat,
+-- KEYS[4] = repeat_orphans, KEYS[5] = dead.
+-- ARGV[1] = queue key prefix, ARGV[2] = default queue, ARGV[3] = unique lock prefix,
+-- ARGV[4] = owner identity, ARGV[5] = orphan threshold in seconds, or "" to requeue
+-- without asking whether the owner is dead, ARGV[6] = the caller's clock (epoch s),
+-- ARGV[7] = orphan counter prefix, ARGV[8] = its TTL, ARGV[9] = max orphanings,
+-- ARGV[10] = "1" to count an orphaning per job, ARGV[11..] = "d:<job>" (finished, only
+-- the ack is missing: dropping it is the ack) or "k:<job>" (leave it on the list).
+-- Returns {moved, jobs filed raw in dead...} or {-1} if the owner turned out alive.
+if ARGV[5] ~= "" then
+  -- Checked here, atomically with the requeue: checked separately, an owner that beat
+  -- in between would lose jobs it is still running to a second run.
+  if redis.call("EXISTS", KEYS[2]) == 1 then
+    return {-1}
+  end
+  -- A stamp that is not a number counts as none (the process key alone then decides);
+  -- TIME refused falls back on the caller's clock.
+  local last = tonumber(redis.call("HGET", KEYS[3], ARGV[4]) or "")
+  if last then
+    local now = tonumber(ARGV[6])
+    local ok, time = pcall(redis.call, "TIME")
+    if ok then now = tonumber(time[1]) end
+    if now - last <= tonumber(ARGV[5]) then
+      return {-1}
+    end
+  end
+end
+local finished, keep = {}, {}
+for i = 11, #ARGV do
+  local mark, payload = string.sub(ARGV[i], 1, 2), string.sub(ARGV[i], 3)
+  if mark == "d:" then finished[payload] = true else keep[payload] = true end
+end
+local moved, kept, buried = 0, {}, {}
+-- One pass over the list as it stands, newest (the head) first: each goes to the fetch
+-- end of its queue, so the oldest lands last, nearest that end, and runs first. Each job is peeked, written where it goes, and only then removed: a script
+-- stopped by an error keeps the writes made before it, so popping first would lose the
+-- job. A job whose requeue fails (its queue key of the wrong type) goes to the tail
+-- instead, so it can't hold up the rest; it is retried on the next pass.
+for _ = 1, redis.call("LLEN", KEYS[1]) do
+  local job = redis.call("LINDEX", KEYS[1], 0)
+  if not job then break end
+  if finished[job] then
+    redis.call("LPOP", KEYS[1])
+    local ok, decoded = pcall(cjson.decode, job)
+    if ok and type(decoded) == "table" and type(decoded["jid"]) == "string" then
+      redis.pcall("DEL", ARGV[7] .. decoded["jid"])
+    end
+  elseif keep[job] then
+    table.insert(kept, redis.call("LPOP", KEYS[1]))
+  else
+    local counter, parked = nil, false
+    if ARGV[10] == "1" then
+      local ok, decoded = pcall(cjson.decode, job)
+      if ok and type(decoded) == "table" and type(decoded["jid"]) == "string" then
+        counter = ARGV[7] .. decoded["jid"]
+        local current = redis.pcall("GET", counter)
+        local count = type(current) == "string" and tonumber(current) or nil
+        if count == nil and current then
+          redis.pcall("DEL", counter) -- unusable: start over rather than switch the limit off
+        end
+        count = (count or 0) + 1
+        if count > tonumber(ARGV[9]) then
+          parked = type(redis.pcall("RPUSH", KEYS[4], job)) == "number"
+          if not parked then
+            -- Parking list unusable: straight to dead, raw; the caller completes it.
+            parked = type(redis.pcall("ZADD", KEYS[5], ARGV[6], job)) == "number"
+            if parked then table.insert(buried, job) end
+          end
+        end
+      end
+    end
+    local written = parked or pcall(requeue_job, job, ARGV[1], ARGV[2], ARGV[3])
+    redis.call("LPOP", KEYS[1])
+    if written then
+      if counter and not parked then
+        redis.pcall("INCR", counter)
+        redis.pcall("EXPIRE", counter, ARGV[8])
+      end
+      moved = moved + 1
+    else
+      redis.call("RPUSH", KEYS[1], job)
+    end
+  end
+end
+for _, job in ipairs(kept) do
+  redis.call("RPUSH", KEYS[1], job)
+end
+local reply = {moved}
+for _, job in ipairs(buried) do table.insert(reply, job) end
+return reply

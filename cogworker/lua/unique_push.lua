@@ -1,0 +1,15 @@
+-- A unique job's push: takes the lock and writes the job in one step, or writes nothing
+-- when the lock is held (a duplicate).
+-- KEYS[1] = the unique lock, KEYS[2] = the queue (or schedule), KEYS[3] = known queues.
+-- ARGV[1] = jid, ARGV[2] = lock TTL (s), ARGV[3] = payload, ARGV[4] = run-at epoch for
+-- the schedule, or "" for the queue, ARGV[5] = queue name.
+if not redis.call("SET", KEYS[1], ARGV[1], "NX", "EX", ARGV[2]) then
+  return 0
+end
+if ARGV[4] ~= "" then
+  redis.call("ZADD", KEYS[2], ARGV[4], ARGV[3])
+else
+  redis.call("LPUSH", KEYS[2], ARGV[3])
+  redis.call("SADD", KEYS[3], ARGV[5])
+end
+return 1

@@ -1,0 +1,135 @@
+"""``python -m cogworker.worker MODULE``: the whole system in one process, for development
+and tests. The worker loop runs in the main thread; a housekeeping thread beats, polls
+schedule/retry, recovers orphans and ticks cron."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+import redis
+
+from . import heartbeat
+from .boot import import_app
+from .config import configure, get_config, logger, validate_redis_url
+from .errors import ConfigurationError, RedisVersionError
+from .fetch import parse_queues
+from .recovery import OrphanRecovery, requeue_in_progress
+from .scheduler import Poller
+from .worker import HardStop, Worker
+
+RECOVERY_INTERVAL = 30.0
+
+
+class Housekeeper(threading.Thread):
+    def __init__(self, worker: Worker, queues: list[str], cron: bool = True) -> None:
+        super().__init__(name="cogworker-housekeeper", daemon=True)
+        self.worker = worker
+        self.config = worker.config
+        self.record = heartbeat.ProcessRecord(worker.identity, "worker", 0, queues)
+        self.poller = Poller(self.config)
+        self.recovery = OrphanRecovery(self.config, own=[worker.identity])
+        self.stopped = threading.Event()
+        self.ticker: Any = None
+        if cron:
+            from . import periodic
+
+            # None when the app registered no periodic entries.
+            self.ticker = periodic.ticker_for(self.config, ready=lambda: self.recovery.completed_passes > 0)
+
+    def run(self) -> None:
+        import os
+
+        self.record.pid = os.getpid()
+        next_beat = next_recovery = 0.0
+        scanned = False
+        while not self.stopped.is_set():
+            now = time.monotonic()
+            try:
+                if now >= next_beat:
+                    self.record.busy = int(self.worker.busy)
+                    current = self.worker.current
+                    self.record.running = {"jid": current.jid(), "queue": current.queue} if current else None
+                    heartbeat.beat(self.config, [self.record])
+                    next_beat = now + self.config.heartbeat_interval
+                if now >= next_recovery:
+                    self.recovery.run(scan=not scanned)
+                    scanned = True
+                    next_recovery = now + RECOVERY_INTERVAL
+                if self.poller.due():
+                    self.poller.poll()
+                if self.ticker is not None:
+                    self.ticker.tick()
+            except redis.RedisError as exc:
+                logger.debug("housekeeping: %s", exc)
+            wait = 0.5 if self.ticker is None else max(0.01, min(0.5, self.ticker.seconds_to_next()))
+            self.stopped.wait(wait)
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m cogworker.worker",
+                                     description="Run cogworker in one process (development, tests).")
+    parser.add_argument("module", help="the app module that defines the jobs, e.g. app.jobs")
+    parser.add_argument("-q", "--queue", action="append", dest="queues", metavar="QUEUE[,WEIGHT]")
+    parser.add_argument("--redis-url")
+    parser.add_argument("--namespace")
+    parser.add_argument("--no-cron", action="store_true", help="don't run periodic jobs")
+    parser.add_argument("--verbose", "-v", action="store_true")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(process)d %(levelname)s %(message)s")
+    try:
+        if args.redis_url:
+            validate_redis_url(args.redis_url)
+        queues = parse_queues(args.queues)
+        import_app(args.module)
+        if args.redis_url or args.namespace:
+            current = get_config()
+            configure(redis_url=args.redis_url or current.redis_url,
+                      namespace=args.namespace or current.namespace)
+    except ConfigurationError as exc:
+        sys.exit(f"cogworker: {exc}")
+
+    worker = Worker(queues)
+    keeper = Housekeeper(worker, [q for q, _ in queues], cron=not args.no_cron)
+    signals = {"count": 0}
+
+    def on_stop(signum: int, frame: Any) -> None:
+        signals["count"] += 1
+        worker.stop()
+        keeper.stop()
+        if signals["count"] > 1 and worker.busy:
+            raise HardStop()  # second signal: abandon the running job (it is handed back)
+
+    signal.signal(signal.SIGTERM, on_stop)
+    signal.signal(signal.SIGINT, on_stop)
+    logger.info("cogworker %s: worker %s on queues %s", args.module, worker.identity,
+                ",".join(q for q, _ in queues))
+    keeper.start()
+    try:
+        worker.run()
+    except RedisVersionError as exc:
+        sys.exit(f"cogworker: {exc}")
+    finally:
+        keeper.stop()
+        keeper.join(timeout=5)
+        try:
+            # What is still listed was never started or only lacks its ack (dropped = acked).
+            requeue_in_progress(worker.config, worker.identity, drop=worker.pending.acks(),
+                                keep=list(worker.pending.filings()))
+            heartbeat.deregister(worker.config, worker.identity)
+        except redis.RedisError as exc:
+            logger.error("couldn't clean up on exit (orphan recovery will): %s", exc)
+    logger.info("cogworker: stopped")

@@ -1,0 +1,62 @@
+"""The scheduled poller: due entries of ``schedule`` and ``retry`` onto their queues.
+
+One script per batch, so two pollers can never enqueue the same entry twice.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+import redis
+
+from . import lua
+from .config import Config, logger
+
+BATCH = 100
+
+
+class Poller:
+    def __init__(self, config: Config, interval: float = 1.0) -> None:
+        self.config = config
+        self.interval = interval
+        self.next_at = 0.0
+        self._logged: dict[str, str] = {}
+
+    def due(self) -> bool:
+        return time.monotonic() >= self.next_at
+
+    def poll(self) -> int:
+        """Moves every due entry; returns how many. Each sorted set on its own: one of the
+        wrong type is logged and the other is still polled."""
+        # Jittered, so several masters don't poll in lock-step.
+        self.next_at = time.monotonic() + self.interval * random.uniform(0.5, 1.0)
+        keys = self.config.keys
+        moved = 0
+        for zset in (keys.schedule, keys.retry):
+            try:
+                moved += self.drain(zset)
+                self._logged.pop(zset, None)
+            except (redis.ConnectionError, redis.TimeoutError):
+                raise
+            except redis.RedisError as exc:
+                message = f"{type(exc).__name__}: {exc}"
+                if self._logged.get(zset) != message:  # once per distinct problem, not per second
+                    self._logged[zset] = message
+                    logger.error("scheduled poller: can't read %s (%s); other sets still polled", zset, message)
+        return moved
+
+    def drain(self, zset: str) -> int:
+        keys = self.config.keys
+        client = self.config.redis()
+        moved = 0
+        while True:
+            now = time.time()
+            got, bad = lua.run(client, "poll_due", [zset, keys.queues, keys.dead],
+                               [repr(now), BATCH, keys.queue_prefix, "default", repr(now)])
+            if bad:
+                logger.error("scheduled poller: %d unreadable entr%s in %s moved to dead", bad,
+                             "y" if bad == 1 else "ies", zset)
+            moved += got
+            if got + bad < BATCH:
+                return moved

@@ -1,0 +1,102 @@
+"""Counters, per-minute throughput and the per-jid attempts log.
+
+Kept off the hot path: a worker adds to an in-memory ``StatsBuffer``; the buffer is
+written in one pipeline at most every second (by the prefork master, which gets the
+children's buffers over their pipes, or by a single-process worker itself).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from typing import Any
+
+from .config import Config
+
+THROUGHPUT_TTL = 2 * 24 * 3600
+
+
+class StatsBuffer:
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.processed = 0
+        self.failed = 0
+        # minute -> field -> amount; fields: processed, failed, ms:<class>, count:<class>
+        self.minutes: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+
+    def __bool__(self) -> bool:
+        return bool(self.processed or self.failed)
+
+    def record(self, job_class: str, ok: bool, ms: float, now: float | None = None) -> None:
+        minute = int((now or time.time()) // 60)
+        fields = self.minutes[minute]
+        if ok:
+            self.processed += 1
+            fields["processed"] += 1
+        else:
+            self.failed += 1
+            fields["failed"] += 1
+        fields["ms:" + job_class] += ms
+        fields["count:" + job_class] += 1
+
+    def take(self) -> dict[str, Any]:
+        """A plain, picklable snapshot (for the pipe to the master); clears the buffer."""
+        snap = {"processed": self.processed, "failed": self.failed,
+                "minutes": {m: dict(f) for m, f in self.minutes.items()}}
+        self.clear()
+        return snap
+
+    def merge(self, snap: dict[str, Any]) -> None:
+        self.processed += snap["processed"]
+        self.failed += snap["failed"]
+        for minute, fields in snap["minutes"].items():
+            mine = self.minutes[minute]
+            for field, amount in fields.items():
+                mine[field] += amount
+
+
+def flush(config: Config, snap: dict[str, Any]) -> None:
+    """Write a snapshot in one round trip. Raises on a Redis error: the caller keeps it."""
+    keys = config.keys
+    pipe = config.redis().pipeline(transaction=False)
+    if snap["processed"]:
+        pipe.incrby(keys.stats_processed, snap["processed"])
+    if snap["failed"]:
+        pipe.incrby(keys.stats_failed, snap["failed"])
+    for minute, fields in snap["minutes"].items():
+        key = keys.throughput(minute)
+        for field, amount in fields.items():
+            if field.startswith("ms:"):
+                pipe.hincrbyfloat(key, field, round(amount, 3))
+            else:
+                pipe.hincrby(key, field, int(amount))
+        pipe.expire(key, THROUGHPUT_TTL)
+    pipe.execute()
+
+
+def throughput(config: Config, minute: int) -> dict[str, float]:
+    """One minute's counts and total ms per job class (for a UI or a test)."""
+    raw = config.redis().hgetall(config.keys.throughput(minute))
+    return {k.decode(): float(v) for k, v in raw.items()}
+
+
+def record_attempt(config: Config, client: Any, jid: str, attempt: int, outcome: str,
+                   error: BaseException | None = None) -> None:
+    """Append to the job's attempts log (``attempts:<jid>``, a list with a TTL)."""
+    from .job import error_class_name, error_message
+
+    entry = {"attempt": attempt, "outcome": outcome, "at": time.time(),
+             "error_class": error_class_name(error) if error else None,
+             "error_message": error_message(error) if error else None}
+    key = config.keys.attempts(jid)
+    pipe = client.pipeline(transaction=False)
+    pipe.rpush(key, json.dumps(entry))
+    pipe.expire(key, config.attempts_ttl)
+    pipe.execute()
+
+
+def attempts(config: Config, jid: str) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in config.redis().lrange(config.keys.attempts(jid), 0, -1)]

@@ -1,0 +1,499 @@
+"""The worker loop of one identity: fetch -> execute -> settle, one job at a time.
+
+A prefork child runs this loop unchanged; so does ``python -m cogworker.worker MODULE``
+(see ``cogworker.runner``). It has no signal handling of its own: whoever owns it calls
+``stop()``, ``quiet()`` or ``hard_stop()``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from . import settle, stats, unique
+from .config import Config, get_config, logger
+from .errors import JobTimeout
+from .fetch import Fetcher, Work, check_redis_version, jid_of
+from .job import Job, resolve
+from .middleware import server_middleware
+from .settle import ACK, Filing, Pending
+
+GIVE_BACK = "give_back"
+SETTLED = "settled"  # filed in retry/dead, already off the in-progress list
+RECONCILE_INTERVAL = 5.0
+STATS_INTERVAL = 1.0
+ACK_ATTEMPTS = 3
+
+
+class HardStop(BaseException):
+    """Raised inside a running job to abandon it (stop-now): it is handed back, not failed."""
+
+
+def new_identity() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
+
+
+class Reporter:
+    """What the loop tells its owner. The default writes stats to Redis itself; a prefork
+    child's reporter sends everything to the master over its pipe."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.buffer: dict[str, Any] | None = None
+
+    def ready(self) -> None:
+        """The first fetch was made: the process booted fine."""
+
+    def started(self, work: Work, payload: dict[str, Any], deadline: float | None) -> None:
+        """A job began to run."""
+
+    def finished(self, work: Work, disposition: str) -> None:
+        """A job's run ended; ``disposition`` says what the worker will do with the entry."""
+
+    def pending(self, raw: bytes, how: str | Filing) -> None:
+        """A settlement could not be written; the worker keeps retrying it."""
+
+    def settled(self, raw: bytes) -> None:
+        """A pending settlement went through after all."""
+
+    def stats(self, snap: dict[str, Any]) -> None:
+        """A batch of counters. Raises if it could not be delivered (the worker keeps it)."""
+        stats.flush(self.config, snap)
+
+
+class Outage:
+    """Logs a Redis outage once when it starts and once when it ends, not per attempt."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.since: float | None = None
+        self.failures = 0
+
+    def failed(self, exc: BaseException) -> float:
+        self.failures += 1
+        if self.since is None:
+            self.since = time.monotonic()
+            logger.error("%s: Redis unavailable (%s: %s); retrying with backoff", self.what,
+                         type(exc).__name__, exc)
+        return min(0.1 * 2 ** min(self.failures, 6), 5.0)
+
+    def ok(self) -> None:
+        if self.since is not None:
+            logger.warning("%s: Redis is back after %.1fs", self.what, time.monotonic() - self.since)
+        self.since = None
+        self.failures = 0
+
+
+class Worker:
+    """One identity, one job at a time, stoppable from outside."""
+
+    def __init__(self, queues: list[tuple[str, int | None]], *, config: Config | None = None,
+                 identity: str | None = None, reporter: Reporter | None = None,
+                 max_jobs: int | None = None, block_timeout: float = 1.0,
+                 should_stop: Callable[[], bool] | None = None) -> None:
+        self.config = config or get_config()
+        self.identity = identity or new_identity()
+        self.fetcher = Fetcher(self.config, self.identity, queues, block_timeout)
+        self.reporter = reporter or Reporter(self.config)
+        self.max_jobs = max_jobs
+        self.should_stop = should_stop
+        self.pending = Pending()
+        self.current: Work | None = None
+        self.ack_due: bytes | None = None  # rides on the next fetch
+        self.jobs_done = 0
+        self._stopping = threading.Event()
+        self._quiet = threading.Event()
+        self._strays: set[bytes] = set()
+        self._stats = stats.StatsBuffer()
+        self._last_stats = time.monotonic()
+        self._last_reconcile = time.monotonic()
+        self._ran: Any = None
+        self._ready = False
+        self._outage = Outage(f"worker {self.identity}")
+
+    # -- control (thread- and signal-safe: they only set flags) --------------------------
+
+    def stop(self) -> None:
+        """Finish the current job, then leave the loop."""
+        self._stopping.set()
+
+    def quiet(self) -> None:
+        """Stop fetching; a running job finishes."""
+        self._quiet.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set() or bool(self.should_stop and self.should_stop())
+
+    @property
+    def busy(self) -> bool:
+        return self.current is not None
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Checks the server and registers this identity's in-progress list before any
+        fetch, so orphan recovery can find it even if this process dies at once."""
+        while not self.stopping:
+            try:
+                client = self.config.redis()
+                check_redis_version(client)
+                keys = self.config.keys
+                pipe = client.pipeline(transaction=False)
+                pipe.sadd(keys.in_progress_identities, self.identity)
+                pipe.hset(keys.last_beat, self.identity, time.time())
+                pipe.execute()
+                self._outage.ok()
+                return
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                time.sleep(self._outage.failed(exc))
+
+    def run(self) -> None:
+        self.startup()
+        try:
+            while not self.stopping:
+                if self.max_jobs is not None and self.jobs_done >= self.max_jobs:
+                    logger.info("worker %s: did %d jobs (max_jobs), leaving", self.identity, self.jobs_done)
+                    break
+                self.housekeep()
+                if self._quiet.is_set():
+                    time.sleep(0.2)
+                    continue
+                work = self._fetch()
+                if work is not None:
+                    self.process(work)
+        finally:
+            self.finish()
+
+    def _fetch(self) -> Work | None:
+        try:
+            work = self.fetcher.fetch(ack=self.ack_due)
+        except redis.RedisError as exc:
+            if self.ack_due is not None:
+                # Unknown whether it landed; LREM is idempotent, so reconcile just repeats it.
+                self._owe(self.ack_due, ACK)
+                self.ack_due = None
+            if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+                time.sleep(self._outage.failed(exc))
+            else:
+                logger.error("worker %s: fetch failed: %s: %s", self.identity, type(exc).__name__, exc)
+                time.sleep(1.0)
+            return None
+        self.ack_due = None
+        self._outage.ok()
+        if not self._ready:
+            self._ready = True
+            self.reporter.ready()
+        return work
+
+    def housekeep(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._last_stats >= STATS_INTERVAL:
+            self._last_stats = now
+            self.flush_stats()
+        if force or now - self._last_reconcile >= RECONCILE_INTERVAL:
+            self._last_reconcile = now
+            try:
+                self.reconcile()
+            except redis.RedisError as exc:
+                logger.debug("reconcile skipped: %s", exc)
+
+    def flush_stats(self) -> None:
+        if not self._stats:
+            return
+        snap = self._stats.take()
+        try:
+            self.reporter.stats(snap)
+        except Exception as exc:  # kept for the next flush: counters are never worth a job
+            self._stats.merge(snap)
+            logger.debug("stats not delivered yet: %s", exc)
+
+    # -- one job -------------------------------------------------------------------------
+
+    def process(self, work: Work) -> None:
+        if self.stopping:
+            self._give_back(work)
+            return
+        payload, why = settle.parse_payload(work.raw)
+        if payload is None:
+            self._bury_bad_payload(work, why)
+            return
+        self.current = work
+        self._ran = None
+        disposition = None
+        timeout = payload.get("timeout")
+        deadline = time.time() + float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
+        self.reporter.started(work, payload, deadline)
+        try:
+            disposition = self.execute(work, payload)
+        except HardStop:
+            logger.warning("jid=%s abandoned by a stop-now; handing it back", payload["jid"])
+        except Exception:
+            logger.exception("bookkeeping failed around jid=%s", payload["jid"])
+        finally:
+            self.current = None
+            # `execute` raising leaves `disposition` unset: before the job ran that's a
+            # hand-back; once it ran, whatever its outcome dictates (`_ran`), so a bug in
+            # the bookkeeping can't re-queue a job that already ran.
+            final = disposition or self._ran or GIVE_BACK
+            self.reporter.finished(work, final if isinstance(final, str) else "interrupt")
+            self.settle(work, final)
+            self.jobs_done += 1
+
+    def execute(self, work: Work, payload: dict[str, Any]) -> Any:
+        name = payload["class"]
+        job: Any = None
+        resolution_error: BaseException | None = None
+        try:
+            job = resolve(name)
+        except Exception as exc:
+            resolution_error = exc
+        if payload.get("unique_until") == "start":
+            self._best_effort("unique release", unique.release, self.config.redis(), payload)
+        logger.debug("start: %s jid=%s", name, payload["jid"])
+        started = time.perf_counter()
+        error = self.run_job(job, payload, work.queue, resolution_error)
+        ms = (time.perf_counter() - started) * 1000
+        self._ran = ACK if error is None else ("interrupt", error)
+        self._stats.record(name, error is None, ms)
+        if error is None:
+            return self.finish_success(payload)
+        return self.finish_failure(work, payload, job, error)
+
+    def run_job(self, job: Any, payload: dict[str, Any], queue: str,
+                resolution_error: BaseException | None) -> BaseException | None:
+        """The job's own outcome: None, or what it (or a middleware) raised.
+
+        A resolution failure is raised as the chain's innermost step, so every server
+        middleware sees it like a perform-time error.
+        """
+        def perform() -> Any:
+            if resolution_error is not None:
+                raise resolution_error
+            func = job.func if isinstance(job, Job) else job
+            return func(*payload.get("args") or [], **payload.get("kwargs") or {})
+
+        timeout = payload.get("timeout")
+        timer = _SoftTimeout(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
+        try:
+            if timer:
+                timer.arm()
+            server_middleware.invoke((job if resolution_error is None else None, payload, queue), perform)
+            return None
+        except HardStop:
+            raise
+        except BaseException as exc:  # a job's SystemExit is its failure, not ours
+            return exc
+        finally:
+            if timer:
+                timer.disarm()
+
+    def finish_success(self, payload: dict[str, Any]) -> str:
+        if payload.get("unique_until", "success") == "success" and payload.get("unique_digest"):
+            self._best_effort("unique release", unique.release, self.config.redis(), payload)
+        if payload.get("retry_count"):
+            self._best_effort("attempts log", stats.record_attempt, self.config, self.config.redis(),
+                              payload["jid"], int(payload["retry_count"]) + 1, "succeeded")
+        return ACK
+
+    def finish_failure(self, work: Work, payload: dict[str, Any], job: Any, error: BaseException) -> Any:
+        logger.warning("fail: %s jid=%s: %s: %s", payload["class"], payload["jid"],
+                       type(error).__name__, settle.error_message(error))
+        backoff = job.backoff_for if isinstance(job, Job) else _default_backoff
+        try:
+            filing = settle.route_failure(self.config, payload, error, backoff)
+            filed = self.fetcher.file(work.raw, filing.zset, filing.score, filing.entry)
+        except Exception as exc:
+            logger.error("couldn't record the failure of jid=%s: %s: %s", payload["jid"],
+                         type(exc).__name__, exc)
+            return ("interrupt", error)
+        if not filed:
+            logger.warning("jid=%s was no longer in progress when its failure was filed", payload["jid"])
+        self._after_filing(payload, filing, error)
+        return SETTLED
+
+    def _after_filing(self, payload: dict[str, Any], filing: Filing, error: BaseException) -> None:
+        """Everything after the retry/dead write is best-effort: it never changes the job's fate."""
+        client = self.config.redis()
+        if filing.retrying:
+            self._best_effort("lock extension", unique.extend, client, payload, filing.delay)
+        elif payload.get("unique_until", "success") == "success":
+            self._best_effort("unique release", unique.release, client, payload)
+        outcome = "retrying" if filing.retrying else "dead"
+        self._best_effort("attempts log", stats.record_attempt, self.config, client, payload["jid"],
+                          int(payload.get("retry_count") or 1), outcome, error)
+
+    # -- settlement ------------------------------------------------------------------------
+
+    def settle(self, work: Work, disposition: Any) -> None:
+        if disposition == ACK:
+            if self.stopping or self.ack_due is not None:
+                self._acknowledge(work.raw)
+            else:
+                self.ack_due = work.raw
+        elif disposition == SETTLED:
+            pass
+        elif disposition == GIVE_BACK:
+            self._give_back(work)
+        else:
+            self.interrupt(work, disposition[1])
+
+    def _acknowledge(self, raw: bytes) -> None:
+        """A failed ack leaves a finished job on the list: retried briefly, then owed."""
+        for attempt in range(1, ACK_ATTEMPTS + 1):
+            try:
+                self.fetcher.acknowledge(raw)
+                return
+            except redis.RedisError as exc:
+                if attempt == ACK_ATTEMPTS:
+                    logger.error("couldn't acknowledge finished jid=%s after %d attempts (will retry): %s",
+                                 jid_of(raw), attempt, exc)
+                    self._owe(raw, ACK)
+                    return
+                time.sleep(0.1 * attempt)
+
+    def _give_back(self, work: Work) -> None:
+        """Only for a job that hasn't run. If even this fails, it stays on the list, where
+        reconcile (or the owner's shutdown, or orphan recovery) requeues it later."""
+        try:
+            self.fetcher.give_back(work.raw)
+        except redis.RedisError as exc:
+            logger.error("couldn't hand back jid=%s (left in progress): %s", work.jid(), exc)
+
+    def interrupt(self, work: Work, error: BaseException) -> None:
+        """Ran and failed, but filing that failed: into retry after 30 s x count, or dead."""
+        try:
+            filing = settle.interruption(self.config, work.raw, error)
+        except Exception as exc:
+            logger.error("couldn't build the interruption of jid=%s: %s", work.jid(), exc)
+            self._owe(work.raw, settle.plain_dead(self.config, work.raw, settle.error_class_name(error),
+                                                  settle.error_message(error), work.jid()))
+            return
+        try:
+            self.fetcher.file(work.raw, filing.zset, filing.score, filing.entry)
+        except Exception as exc:
+            logger.error("couldn't file the interruption of jid=%s (will retry): %s", work.jid(), exc)
+            self._owe(work.raw, filing)
+            return
+        where = f"retrying in {filing.delay:.0f}s" if filing.retrying else "moved to dead"
+        logger.error("couldn't record the failure of jid=%s (%s); %s", work.jid(), type(error).__name__, where)
+
+    def _owe(self, raw: bytes, how: str | Filing) -> None:
+        self.pending.add(raw, how)
+        self.reporter.pending(raw, how)
+
+    def _bury_bad_payload(self, work: Work, why: str) -> None:
+        logger.error("unreadable job on queue %s moved to dead: %s", work.queue, why)
+        filing = settle.plain_dead(self.config, work.raw, "cogworker.BadPayload", why)
+        try:
+            self.fetcher.file(work.raw, filing.zset, filing.score, filing.entry)
+        except redis.RedisError:
+            self._owe(work.raw, filing)
+
+    def settle_pending(self, listed: set[bytes] | None = None) -> None:
+        """Finishes each owed settlement that can be finished now; one that fails stays."""
+        for raw, how in list(self.pending.items.items()):
+            if listed is not None and raw not in listed:
+                self.pending.pop(raw)  # no longer ours (already settled, or requeued by recovery)
+                self.reporter.settled(raw)
+                continue
+            try:
+                if how == ACK:
+                    self.fetcher.acknowledge(raw)
+                else:
+                    assert isinstance(how, Filing)
+                    self.fetcher.file(raw, how.zset, how.score, how.entry)
+            except redis.RedisError as exc:
+                logger.debug("still couldn't settle jid=%s: %s", jid_of(raw), exc)
+                continue
+            self.pending.pop(raw)
+            self.reporter.settled(raw)
+
+    def reconcile(self) -> None:
+        """This identity's entries that nothing is running: owed settlements are finished,
+        never re-run; any other stray is requeued once seen on two passes in a row (the
+        second look rules out a job caught between fetch and start)."""
+        listed = self.fetcher.listed()
+        running = {self.current.raw} if self.current else set()
+        if self.ack_due is not None:
+            running.add(self.ack_due)
+        self.settle_pending(set(listed))
+        strays = {raw for raw in listed if raw not in running and raw not in self.pending}
+        for raw in strays & self._strays:
+            if self.fetcher.give_back(raw):
+                logger.warning("requeued stray in-progress job jid=%s", jid_of(raw))
+        self._strays = strays - self._strays
+
+    def finish(self) -> None:
+        """Leaving the loop: settle what is owed, hand over what can't be settled."""
+        if self.ack_due is not None:
+            raw, self.ack_due = self.ack_due, None
+            self._acknowledge(raw)
+        try:
+            self.settle_pending(set(self.fetcher.listed()))
+        except redis.RedisError:
+            pass
+        for raw, filing in self.pending.filings().items():
+            try:
+                self.fetcher.park_unsettled(raw, filing.record())
+                self.pending.pop(raw)
+                self.reporter.settled(raw)
+            except redis.RedisError as exc:
+                logger.error("couldn't hand over the unsettled failure of jid=%s: %s", jid_of(raw), exc)
+        self.flush_stats()
+
+    def _best_effort(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception as exc:
+            logger.error("%s failed (ignored): %s: %s", what, type(exc).__name__, exc)
+
+
+def _default_backoff(count: int, error: BaseException) -> float:
+    from .job import default_backoff
+
+    return default_backoff(count, error)
+
+
+class _SoftTimeout:
+    """Raises JobTimeout inside the job at its deadline (SIGALRM: main thread only)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = float(seconds)
+        self.usable = threading.current_thread() is threading.main_thread()
+        self._previous: Any = None
+
+    def arm(self) -> None:
+        if not self.usable:
+            return
+        seconds = self.seconds
+
+        def expire(signum: int, frame: Any) -> None:
+            raise JobTimeout(f"job ran past its timeout of {seconds:g}s")
+
+        self._previous = signal.signal(signal.SIGALRM, expire)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+
+    def disarm(self) -> None:
+        if not self.usable:
+            return
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, self._previous or signal.SIG_DFL)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m cogworker.worker MODULE``: the whole system in one process."""
+    from .runner import main as run_main
+
+    run_main(argv)
+
+
+if __name__ == "__main__":
+    main()
