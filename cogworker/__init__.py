@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .client import enqueue, enqueue_at
 from .config import Config, configure, get_config
+from .cron import disable, enable, periodic
 from .errors import (
     BadPayload,
     CogworkerError,
@@ -16,9 +17,8 @@ from .errors import (
     RedisVersionError,
     UnknownJob,
 )
-from .job import BoundJob, Job, JobOptions, job
+from .jobs import BoundJob, Job, JobOptions, job
 from .middleware import client_middleware, server_middleware
-from .periodic import disable, enable, periodic
 
 __version__ = "0.5.0"
 

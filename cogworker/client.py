@@ -8,7 +8,7 @@ from typing import Any
 
 from . import unique
 from .config import get_config
-from .job import JobOptions, build_payload, dumps, registry, to_epoch
+from .jobs import JobOptions, build_payload, dumps, registry, to_epoch
 from .middleware import client_middleware
 
 

@@ -98,7 +98,7 @@ def buried_as_dead(config: Config, job: dict[str, Any]) -> None:
         if job.get("unique_until", "success") == "success":
             unique.release(client, job)
         if job.get("periodic_pjid"):
-            from .periodic import release_running_lock
+            from .cron import release_running_lock
 
             release_running_lock(config, job["periodic_pjid"], job.get("jid", ""))
         if job.get("jid"):

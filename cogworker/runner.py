@@ -37,7 +37,7 @@ class Housekeeper(threading.Thread):
         self.stopped = threading.Event()
         self.ticker: Any = None
         if cron:
-            from . import periodic
+            from . import cron as periodic
 
             # None when the app registered no periodic entries.
             self.ticker = periodic.ticker_for(self.config, ready=lambda: self.recovery.completed_passes > 0)

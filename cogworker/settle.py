@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import Config
-from .job import error_class_name, error_message
+from .jobs import error_class_name, error_message
 
 MAX_INTERRUPTS = 3
 INTERRUPT_DELAY = 30  # seconds, times the interruption count

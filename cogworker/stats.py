@@ -86,7 +86,7 @@ def throughput(config: Config, minute: int) -> dict[str, float]:
 def record_attempt(config: Config, client: Any, jid: str, attempt: int, outcome: str,
                    error: BaseException | None = None) -> None:
     """Append to the job's attempts log (``attempts:<jid>``, a list with a TTL)."""
-    from .job import error_class_name, error_message
+    from .jobs import error_class_name, error_message
 
     entry = {"attempt": attempt, "outcome": outcome, "at": time.time(),
              "error_class": error_class_name(error) if error else None,

@@ -21,7 +21,7 @@ from . import settle, stats, unique
 from .config import Config, get_config, logger
 from .errors import JobTimeout
 from .fetch import Fetcher, Work, check_redis_version, jid_of
-from .job import Job, resolve
+from .jobs import Job, resolve
 from .middleware import server_middleware
 from .settle import ACK, Filing, Pending
 
@@ -457,7 +457,7 @@ class Worker:
 
 
 def _default_backoff(count: int, error: BaseException) -> float:
-    from .job import default_backoff
+    from .jobs import default_backoff
 
     return default_backoff(count, error)
 

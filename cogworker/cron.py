@@ -11,7 +11,7 @@ from croniter import croniter
 
 from .config import Config, get_config
 from .errors import ConfigurationError
-from .job import Job, dumps
+from .jobs import Job, dumps
 
 entries: dict[str, Entry] = {}
 

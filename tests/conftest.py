@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from redis_server import RedisServer  # noqa: E402
+
+import cogworker  # noqa: E402
+from cogworker import cron as periodic_module  # noqa: E402
+from cogworker import jobs as job_module  # noqa: E402
+from cogworker.middleware import client_middleware, server_middleware  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """One private redis-server for the session; tests that stop or restart it use
+    ``own_redis`` instead."""
+    server = RedisServer().start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def own_redis() -> Iterator[RedisServer]:
+    """A redis-server of this test's own, free to pause, kill or restart."""
+    server = RedisServer().start()
+    yield server
+    server.cleanup()
+
+
+def _configure(server: RedisServer) -> cogworker.Config:
+    if server.paused:
+        server.resume()
+    server.client().flushall()
+    return cogworker.configure(redis_url=server.url, socket_timeout=2.0)
+
+
+@pytest.fixture
+def config(redis_server: RedisServer) -> Iterator[cogworker.Config]:
+    """cogworker configured against the session's private Redis, emptied first."""
+    yield _configure(redis_server)
+
+
+@pytest.fixture
+def own_config(own_redis: RedisServer) -> Iterator[cogworker.Config]:
+    yield _configure(own_redis)
+
+
+@pytest.fixture(autouse=True)
+def clean_registries() -> Iterator[None]:
+    jobs = dict(job_module.registry)
+    entries = dict(periodic_module.entries)
+    yield
+    job_module.registry.clear()
+    job_module.registry.update(jobs)
+    periodic_module.entries.clear()
+    periodic_module.entries.update(entries)
+    client_middleware.clear()
+    server_middleware.clear()
+
+
+@pytest.fixture(autouse=True)
+def _log_level(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="cogworker")
