@@ -103,17 +103,22 @@ def get_config() -> Config:
 def configure(redis_url: str | None = None, namespace: str | None = None, **settings: object) -> Config:
     """Set the Redis URL, the namespace and any other ``Config`` field; returns the config.
 
-    Unknown settings raise ``ConfigurationError``: a typo must not be silently ignored.
+    Settings not given keep their current values. Unknown settings raise
+    ``ConfigurationError``: a typo must not be silently ignored.
     """
     global _config
     known = set(Config.__dataclass_fields__)
     unknown = set(settings) - known
     if unknown:
         raise ConfigurationError(f"unknown setting(s) {sorted(unknown)}; known: {sorted(known)}")
-    kwargs = dict(settings)
-    kwargs["redis_url"] = redis_url or redis_url_from_env()
-    kwargs["namespace"] = namespace or "cogworker"
     with _config_lock:
+        current = _config
+        kwargs = {name: getattr(current, name) for name in known} if current else {}
+        kwargs.update(settings)
+        if redis_url is not None:
+            kwargs["redis_url"] = redis_url
+        if namespace is not None:
+            kwargs["namespace"] = namespace
         _config = Config(**kwargs)  # type: ignore[arg-type]
     # Scripts are cached per client; a new config means new clients.
     from . import lua

@@ -79,6 +79,6 @@ def release_running_lock(config: Config, pjid: str, jid: str) -> None:
     lua.run(config.redis(), "release_lock", [config.keys.periodic_running(pjid)], [jid])
 
 
-def ticker_for(config: Config, ready: Any = None) -> Any:
+def ticker_for(config: Config, ready: Any = None, catch_up: bool = True) -> Any:
     """The ticker for the registered entries, or None when there are none."""
     return None

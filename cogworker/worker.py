@@ -115,7 +115,6 @@ class Worker:
         self._last_stats = time.monotonic()
         self._last_reconcile = time.monotonic()
         self._ran: Any = None
-        self._ready = False
         self._outage = Outage(f"worker {self.identity}")
 
     # -- control (thread- and signal-safe: they only set flags) --------------------------
@@ -157,6 +156,7 @@ class Worker:
 
     def run(self) -> None:
         self.startup()
+        self.reporter.ready()  # booted: Redis answered, this identity is registered
         try:
             while not self.stopping:
                 if self.max_jobs is not None and self.jobs_done >= self.max_jobs:
@@ -188,9 +188,6 @@ class Worker:
             return None
         self.ack_due = None
         self._outage.ok()
-        if not self._ready:
-            self._ready = True
-            self.reporter.ready()
         return work
 
     def housekeep(self, force: bool = False) -> None:

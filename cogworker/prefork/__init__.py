@@ -1,0 +1,1 @@
+"""The prefork worker: one master supervising N forked, shared-nothing children."""

@@ -1,0 +1,156 @@
+"""A prefork child: the core worker loop, reporting to the master over its pipe.
+
+It notices its master's death (parent pid changes) within ~0.2 s: then it stops
+fetching, beats for itself, and finishes or hands back its job within ``--timeout``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any
+
+import redis
+from setproctitle import setproctitle
+
+from .. import heartbeat
+from ..config import Config, logger
+from ..recovery import requeue_in_progress
+from ..worker import Worker
+from .pipe import PipeReporter
+
+WATCH_INTERVAL = 0.2
+
+
+class TitledReporter(PipeReporter):
+    """Keeps the process title saying what the child does (``ps`` is the first tool an
+    operator reaches for)."""
+
+    def __init__(self, config: Config, conn: Connection, index: int) -> None:
+        super().__init__(config, conn)
+        self.index = index
+        self.stopping = False
+
+    def title(self, state: str) -> None:
+        setproctitle(f"cogworker: child {self.index} {'stopping' if self.stopping else state}")
+
+    def started(self, work: Any, payload: dict[str, Any], deadline: float | None) -> None:
+        super().started(work, payload, deadline)
+        self.title(f"busy {payload['class']} jid={payload['jid']}")
+
+    def finished(self, work: Any, disposition: str) -> None:
+        super().finished(work, disposition)
+        self.title("idle")
+
+
+class Child:
+    def __init__(self, index: int, config: Config, conn: Connection, queues: list[tuple[str, int | None]],
+                 master_pid: int, timeout: float, max_jobs: int | None, identity: str) -> None:
+        self.index = index
+        self.config = config
+        self.conn = conn
+        self.master_pid = master_pid
+        self.timeout = timeout
+        self.identity = identity
+        self.reporter = TitledReporter(config, conn, index)
+        self.worker = Worker(queues, config=config, identity=self.identity, reporter=self.reporter,
+                             max_jobs=max_jobs)
+        self.queues = [q for q, _ in queues]
+
+    def install_signals(self) -> None:
+        """Replaces what was inherited from the master: a TERM/INT (from the master, or
+        from the platform to the whole group at once) means finish the job and leave."""
+        signal.set_wakeup_fd(-1)
+
+        def stop(signum: int, frame: Any) -> None:
+            self.reporter.stopping = True
+            self.worker.stop()
+
+        def quiet(signum: int, frame: Any) -> None:
+            self.worker.quiet()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTSTP, quiet)
+        for sig in (signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGUSR1, signal.SIGUSR2):
+            signal.signal(sig, signal.SIG_IGN)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        # The master forked with these blocked (see Master.fork_child); ours are in place now.
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
+
+    def run(self) -> int:
+        self.install_signals()
+        self.reporter.title("idle")
+        threading.Thread(target=self.watch_master, name="cogworker-watchdog", daemon=True).start()
+        self.worker.run()
+        return 0
+
+    # -- the master's death ------------------------------------------------------------------
+
+    def watch_master(self) -> None:
+        while os.getppid() == self.master_pid:
+            time.sleep(WATCH_INTERVAL)
+        logger.error("child %d: master %d is gone; finishing up within %.0fs", self.index, self.master_pid,
+                     self.timeout)
+        self.reporter.orphaned = True
+        self.reporter.stopping = True
+        self.worker.stop()
+        deadline = time.monotonic() + self.timeout
+        record = heartbeat.ProcessRecord(self.identity, "child", os.getpid(), self.queues)
+        next_beat = 0.0
+        while time.monotonic() < deadline:
+            if time.monotonic() >= next_beat:
+                # Nobody beats for us any more: without this, orphan recovery elsewhere
+                # would take our list (and run our job twice) while we still run it.
+                try:
+                    record.busy = int(self.worker.busy)
+                    heartbeat.beat(self.config, [record])
+                except redis.RedisError:
+                    pass
+                next_beat = time.monotonic() + self.config.heartbeat_interval
+            time.sleep(WATCH_INTERVAL)
+        # Still running after --timeout: hand the job back and leave at once, so it never
+        # runs twice concurrently (the main thread's job dies with this process).
+        self.abandon()
+        os._exit(0)
+
+    def abandon(self) -> None:
+        worker = self.worker
+        try:
+            for raw, filing in worker.pending.filings().items():
+                worker.fetcher.park_unsettled(raw, filing.record())
+            drop = worker.pending.acks() + ([worker.ack_due] if worker.ack_due else [])
+            moved = requeue_in_progress(self.config, self.identity, drop=drop)
+            logger.error("child %d: handed back %d job(s) after the master died", self.index, moved)
+            heartbeat.deregister(self.config, self.identity)
+        except redis.RedisError as exc:
+            logger.error("child %d: couldn't hand back its job (orphan recovery will): %s", self.index, exc)
+
+
+def child_main(index: int, config: Config, conn: Connection, queues: list[tuple[str, int | None]],
+               master_pid: int, timeout: float, max_jobs: int | None, identity: str) -> None:
+    """Runs in the forked process; never returns."""
+    code = 1
+    try:
+        child = Child(index, config, conn, queues, master_pid, timeout, max_jobs, identity)
+        code = child.run()
+        if child.reporter.orphaned:
+            # The master can't clean up after us: leave nothing behind.
+            try:
+                heartbeat.deregister(config, child.identity)
+            except redis.RedisError:
+                pass
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            conn.close()
+        except OSError:
+            pass
+        os._exit(code)

@@ -1,0 +1,99 @@
+"""``cogworker-prefork``: the command line (DESIGN §2). User errors get one line and a
+non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import NoReturn
+
+from ..boot import import_app
+from ..config import configure, get_config, logger, validate_redis_url
+from ..errors import ConfigurationError
+from ..fetch import parse_queues
+from .master import Master, Settings
+
+PROG = "cogworker-prefork"
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{PROG}: error: {message} (see --help)\n")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
+def default_procs() -> int:
+    env = os.environ.get("WEB_CONCURRENCY")
+    if env:
+        try:
+            return positive_int(env)
+        except argparse.ArgumentTypeError as exc:
+            raise ConfigurationError(f"WEB_CONCURRENCY: {exc}") from None
+    return os.cpu_count() or 1
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog=PROG, description="Run cogworker jobs in N forked, shared-nothing children.")
+    parser.add_argument("module", metavar="MODULE", help="the app module defining the jobs, e.g. app.jobs")
+    parser.add_argument("--procs", type=positive_int, help="children (default: $WEB_CONCURRENCY, else CPUs)")
+    parser.add_argument("-q", "--queue", action="append", dest="queues", metavar="QUEUE[,WEIGHT]",
+                        help="a queue to work, repeatable; strict order, or weighted with ,WEIGHT")
+    parser.add_argument("--redis-url", help="default: $COGWORKER_REDIS_URL, $REDIS_URL, redis://localhost:6379/0")
+    parser.add_argument("--timeout", type=positive_float, default=25.0,
+                        help="seconds a shutdown waits for running jobs (default 25)")
+    parser.add_argument("--max-memory", type=positive_float, metavar="MB",
+                        help="replace a child (after its job) whose RSS passes this")
+    parser.add_argument("--max-jobs", type=positive_int, metavar="N", help="replace a child after N jobs")
+    parser.add_argument("--namespace", help="Redis key prefix (default cogworker)")
+    parser.add_argument("--no-catch-up", action="store_true",
+                        help="periodic jobs: don't fire a slot missed while down")
+    parser.add_argument("--verbose", "-v", action="store_true")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(process)d %(levelname)s %(message)s", stream=sys.stderr)
+    try:
+        if args.redis_url:
+            validate_redis_url(args.redis_url)
+        queues = parse_queues(args.queues)
+        procs = args.procs or default_procs()
+        import_app(args.module)  # preload: once, in the master, before forking
+        if args.redis_url or args.namespace:
+            current = get_config()
+            configure(redis_url=args.redis_url or current.redis_url, namespace=args.namespace or current.namespace)
+        config = get_config()
+    except ConfigurationError as exc:
+        if args.verbose and exc.__cause__ is not None:
+            logger.exception("details")
+        sys.exit(f"{PROG}: {exc}")
+    settings = Settings(module=args.module, procs=procs, queues=queues, timeout=args.timeout,
+                        max_memory_mb=args.max_memory, max_jobs=args.max_jobs, catch_up=not args.no_catch_up)
+    sys.exit(Master(settings, config).run())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,590 @@
+"""The prefork master: forks and supervises the children, and does everything that is
+not running jobs (DESIGN §3). Single-threaded (forking from a threaded process is
+unsafe): one loop woken by signals (self-pipe), the children's pipes and timers."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import json
+import os
+import random
+import selectors
+import signal
+import socket
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+import psutil
+import redis
+from setproctitle import setproctitle
+
+from .. import heartbeat, recovery, settle, stats, unique
+from ..config import Config, logger
+from ..errors import JobTimeout
+from ..fetch import check_redis_version, jid_of
+from ..jobs import Job, default_backoff, registry
+from ..scheduler import Poller
+from ..settle import ACK, Filing
+from ..worker import Outage, new_identity
+from .child import child_main
+from .pipe import decode_how, make_pipe
+
+HEARTBEAT_INTERVAL = 5.0
+RECOVERY_INTERVAL = 30.0
+STATS_INTERVAL = 1.0
+TIMEOUT_GRACE = 5.0  # a job past its soft timeout by this much gets its child killed
+MAX_BOOT_BACKOFF = 30.0
+MASTER_SOCKET_TIMEOUT = 1.0
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGHUP,
+             signal.SIGCHLD)
+
+
+@dataclass
+class ChildState:
+    index: int
+    pid: int
+    identity: str
+    conn: Connection
+    forked_at: float = field(default_factory=time.monotonic)
+    ready: bool = False
+    running: dict[str, Any] | None = None
+    ack_due: bytes | None = None
+    owes: dict[bytes, Any] = field(default_factory=dict)  # raw -> ACK | Filing
+    stop_reason: str | None = None  # why the master stopped it: shutdown, timeout, memory, ...
+    stop_sent: bool = False
+    rss: int = 0
+
+
+@dataclass
+class Settings:
+    module: str
+    procs: int
+    queues: list[tuple[str, int | None]]
+    timeout: float = 25.0
+    max_memory_mb: float | None = None
+    max_jobs: int | None = None
+    catch_up: bool = True
+
+
+class Master:
+    def __init__(self, settings: Settings, config: Config) -> None:
+        self.s = settings
+        self.child_config = config
+        # The master's own Redis calls get a short timeout: a hung Redis must not stall
+        # supervision. Children use ``config`` as given.
+        self.config = dataclasses.replace(config, socket_timeout=MASTER_SOCKET_TIMEOUT)
+        self.identity = new_identity()
+        self.target = settings.procs
+        self.children: dict[int, ChildState] = {}  # pid -> state
+        self.free_indexes: list[int] = []
+        self.next_index = 0
+        self.signals: deque[int] = deque()
+        self.stopping = False
+        self.stop_now = False
+        self.stop_deadline: float | None = None
+        self.quiet = False
+        self.rolling: deque[int] = deque()  # HUP: pids still to replace, one at a time
+        self.rolling_current: int | None = None
+        self.boot_failures = 0
+        self.next_fork_at = 0.0
+        self.unrecovered: dict[str, tuple[list[bytes], list[bytes], dict[bytes, Filing], bool]] = {}
+        self.stats = stats.StatsBuffer()
+        self.poller = Poller(config)
+        self.recovery = recovery.OrphanRecovery(config, own=[self.identity])
+        self.outage = Outage("master")
+        self.redis_retry_at = 0.0
+        self.started_at = time.time()
+        self.next_beat = self.next_recovery = self.next_stats = self.next_memory = 0.0
+        self.ticker: Any = None
+        self.selector = selectors.DefaultSelector()
+
+    # -- Redis, with a circuit breaker so an outage costs one timeout, not one per call ----
+
+    @property
+    def client(self) -> redis.Redis:
+        return self.config.redis()
+
+    def redis_ok(self) -> bool:
+        return time.monotonic() >= self.redis_retry_at
+
+    def redis_step(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Runs one piece of Redis work; a failure is logged (once per outage) and skipped."""
+        if not self.redis_ok():
+            return None
+        try:
+            result = fn(*args, **kwargs)
+            self.outage.ok()
+            return result
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            self.redis_retry_at = time.monotonic() + self.outage.failed(exc)
+        except redis.RedisError as exc:
+            logger.error("master: %s failed: %s: %s", what, type(exc).__name__, exc)
+        except Exception:
+            logger.exception("master: %s failed", what)
+        return None
+
+    # -- boot ------------------------------------------------------------------------------
+
+    def title(self) -> None:
+        state = " stopping" if self.stopping else " quiet" if self.quiet else ""
+        setproctitle(f"cogworker: master {self.s.module} [{self.target} procs]{state}")
+
+    def setup_signals(self) -> None:
+        rfd, wfd = os.pipe()
+        os.set_blocking(rfd, False)
+        os.set_blocking(wfd, False)
+        self.wakeup_r, self.wakeup_w = rfd, wfd
+        signal.set_wakeup_fd(wfd)
+        self.selector.register(rfd, selectors.EVENT_READ, None)
+
+        def record(signum: int, frame: Any) -> None:
+            self.signals.append(signum)
+
+        for sig in FORWARDED:
+            signal.signal(sig, record)
+
+    def run(self) -> int:
+        # Connections use the master's client only; the shared per-process client is
+        # made in each child after fork.
+        self.title()
+        self.setup_signals()
+        self.boot_checks()
+        from .. import cron
+
+        self.ticker = cron.ticker_for(self.config, ready=lambda: self.recovery.completed_passes > 0,
+                                      catch_up=self.s.catch_up)
+        if self.ticker is not None and hasattr(self.ticker, "publish"):
+            self.redis_step("publishing the periodic schedule", self.ticker.publish)
+        # The preloaded app's objects never change now: keep them out of the collector's
+        # way so the children share those pages copy-on-write.
+        gc.collect()
+        gc.freeze()
+        logger.info("master %s: %d children on queues %s", self.identity, self.target,
+                    ",".join(q for q, _ in self.s.queues))
+        while True:
+            self.maintain_children()
+            self.wait()
+            self.handle_signals()
+            self.reap()
+            self.timers()
+            if self.stopping and not self.children:
+                if not self.unrecovered or time.monotonic() > (self.stop_deadline or 0) + 1.5:
+                    break  # Redis still away: leave the rest to orphan recovery, within the bound
+        self.shutdown_finish()
+        return 0
+
+    def boot_checks(self) -> None:
+        try:
+            check_redis_version(self.client)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            logger.error("master: Redis unavailable at boot (%s); children will wait for it", exc)
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def wait(self) -> None:
+        now = time.monotonic()
+        timeout = min(self.next_beat, self.next_stats, self.next_recovery, self.next_memory) - now
+        if self.ticker is not None and not self.stopping and not self.quiet:
+            timeout = min(timeout, self.ticker.seconds_to_next())
+        if self.children and any(c.running and c.running.get("deadline") for c in self.children.values()):
+            timeout = min(timeout, 0.5)
+        if self.stopping or len(self.children) < self.target or self.unrecovered:
+            timeout = min(timeout, 0.1)
+        timeout = max(0.0, min(timeout, 1.0, self.poller.next_at - now if not self.quiet else 1.0))
+        for key, _ in self.selector.select(timeout):
+            if key.fd == self.wakeup_r:
+                try:
+                    while os.read(self.wakeup_r, 512):
+                        pass
+                except BlockingIOError:
+                    pass
+            else:
+                self.read_child(key.data)
+
+    def read_child(self, child: ChildState) -> None:
+        try:
+            while child.conn.poll():
+                self.on_message(child, child.conn.recv())
+        except (EOFError, OSError):
+            self.selector.unregister(child.conn)  # it exited; reap() does the rest
+            child.conn.close()
+
+    def on_message(self, child: ChildState, msg: tuple[Any, ...]) -> None:
+        kind = msg[0]
+        if kind == "started":
+            _, raw, jid, cls, queue, deadline, started_at = msg
+            child.ack_due = None  # the fetch that got this job carried that ack
+            child.running = {"raw": raw, "jid": jid, "class": cls, "queue": queue, "deadline": deadline,
+                             "run_at": started_at}
+        elif kind == "finished":
+            _, raw, disposition = msg
+            child.running = None
+            if disposition == ACK:
+                child.ack_due = raw
+        elif kind == "pending":
+            child.owes[msg[1]] = decode_how(msg[2])
+        elif kind == "settled":
+            child.owes.pop(msg[1], None)
+        elif kind == "stats":
+            self.stats.merge(msg[1])
+        elif kind == "ready":
+            child.ready = True
+            self.boot_failures = 0
+            if self.rolling_current is not None and child.pid != self.rolling_current:
+                self.rolling_current = None  # the replacement is up: next one
+
+    def handle_signals(self) -> None:
+        while self.signals:
+            sig = self.signals.popleft()
+            if sig in (signal.SIGTERM, signal.SIGINT):
+                if self.stopping:
+                    logger.warning("master: second %s: stopping now", signal.Signals(sig).name)
+                    self.stop_now = True
+                    for child in self.children.values():
+                        self.kill_child(child, "shutdown")
+                else:
+                    self.begin_shutdown(signal.Signals(sig).name)
+            elif sig == signal.SIGTSTP:
+                logger.info("master: TSTP: quiet (no new jobs; running jobs finish)")
+                self.quiet = True
+                for child in self.children.values():
+                    self.signal_child(child, signal.SIGTSTP)
+                self.title()
+            elif sig == signal.SIGTTIN:
+                self.target += 1
+                logger.info("master: TTIN: %d children", self.target)
+                self.title()
+            elif sig == signal.SIGTTOU:
+                if self.target > 1:
+                    self.target -= 1
+                    logger.info("master: TTOU: %d children", self.target)
+                    self.title()
+                    self.trim_children()
+            elif sig == signal.SIGHUP:
+                logger.info("master: HUP: replacing every child, one at a time")
+                self.rolling = deque(sorted(self.children))
+                self.rolling_current = None
+
+    def begin_shutdown(self, why: str) -> None:
+        logger.info("master: %s: stopping (running jobs get %.0fs)", why, self.s.timeout)
+        self.stopping = True
+        self.stop_deadline = time.monotonic() + self.s.timeout
+        self.rolling.clear()
+        self.title()
+        for child in self.children.values():
+            self.stop_child(child, "shutdown")
+
+    # -- children ----------------------------------------------------------------------------
+
+    def maintain_children(self) -> None:
+        if self.stopping:
+            if self.stop_deadline and time.monotonic() >= self.stop_deadline:
+                for child in self.children.values():
+                    if child.stop_reason != "killed":
+                        logger.warning("master: child %d still running at --timeout: killed", child.index)
+                        self.kill_child(child, "shutdown")
+            return
+        self.step_rolling()
+        while len(self.children) < self.target:
+            if time.monotonic() < self.next_fork_at:
+                return
+            self.fork_child()
+
+    def step_rolling(self) -> None:
+        if self.rolling_current is not None or not self.rolling:
+            return
+        pid = self.rolling.popleft()
+        child = self.children.get(pid)
+        if child is not None:
+            self.rolling_current = pid
+            self.stop_child(child, "restart")
+
+    def trim_children(self) -> None:
+        live = [c for c in self.children.values() if not c.stop_sent]
+        for child in sorted(live, key=lambda c: -c.index)[: max(0, len(live) - self.target)]:
+            self.stop_child(child, "scale-down")
+
+    def fork_child(self) -> None:
+        index = self.free_indexes.pop(0) if self.free_indexes else self._new_index()
+        reader, writer = make_pipe()
+        nonce = os.urandom(4).hex()
+        # Signals stay blocked across fork until the child has its own handlers: a TERM
+        # landing in between would otherwise run the master's handler in the child.
+        signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+        pid = os.fork()
+        if pid == 0:  # the child
+            try:
+                reader.close()
+                os.close(self.wakeup_r)
+                os.close(self.wakeup_w)
+                self.selector.close()
+                for other in self.children.values():
+                    other.conn.close()  # siblings' pipes are none of its business
+            finally:
+                child_main(index, self.child_config, writer, self.s.queues, os.getppid(), self.s.timeout,
+                           self.s.max_jobs, child_identity(os.getpid(), nonce))
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
+        writer.close()
+        child = ChildState(index, pid, child_identity(pid, nonce), reader)
+        self.children[pid] = child
+        self.selector.register(reader, selectors.EVENT_READ, child)
+        self.redis_step("registering a child", heartbeat.beat, self.config,
+                        [self.child_record(child)], self.client)
+
+    def _new_index(self) -> int:
+        index = self.next_index
+        self.next_index += 1
+        return index
+
+    def signal_child(self, child: ChildState, sig: int) -> None:
+        try:
+            os.kill(child.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def stop_child(self, child: ChildState, reason: str) -> None:
+        """Graceful: the child finishes its job and leaves."""
+        if child.stop_sent:
+            return
+        child.stop_reason = reason
+        child.stop_sent = True
+        self.signal_child(child, signal.SIGTERM)
+
+    def kill_child(self, child: ChildState, reason: str) -> None:
+        child.stop_reason = "killed" if reason == "shutdown" else reason
+        child.stop_sent = True
+        self.signal_child(child, signal.SIGKILL)
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            child = self.children.pop(pid, None)
+            if child is None:
+                continue
+            self.free_indexes.append(child.index)
+            self.free_indexes.sort()
+            try:
+                if not child.conn.closed:
+                    self.read_child(child)  # what it said just before it died
+                    if not child.conn.closed:
+                        self.selector.unregister(child.conn)
+                        child.conn.close()
+            except (KeyError, ValueError, OSError):
+                pass
+            self.child_exited(child, status)
+
+    def child_exited(self, child: ChildState, status: int) -> None:
+        code = os.waitstatus_to_exitcode(status)
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
+        stopped_by_us = child.stop_reason is not None
+        crashed = code != 0 and not stopped_by_us
+        if crashed:
+            logger.error("master: child %d (pid %d) died (%s)%s", child.index, child.pid, how,
+                         f" running {child.running['class']} jid={child.running['jid']}" if child.running else "")
+        else:
+            logger.info("master: child %d (pid %d) left (%s, %s)", child.index, child.pid, how,
+                        child.stop_reason or "done")
+        if not child.ready and crashed:
+            # Dying before its first fetch is a bad deploy or an import-time crash, not a
+            # job: back off instead of fork-looping.
+            self.boot_failures += 1
+            delay = min(0.5 * 2 ** (self.boot_failures - 1), MAX_BOOT_BACKOFF)
+            self.next_fork_at = time.monotonic() + delay
+            logger.error("master: children die before their first fetch (%s); next fork in %.1fs", how, delay)
+        if self.rolling_current == child.pid and not self.stopping:
+            pass  # the replacement's "ready" moves the rolling restart on
+        self.settle_child(child, crashed)
+
+    def settle_child(self, child: ChildState, crashed: bool) -> None:
+        """What a gone child owed Redis: its hard-timed-out job filed as failed, pending
+        failures filed (or parked in unsettled), pending acks dropped, the rest requeued
+        at once, an orphaning counted per job when it died on its own."""
+        identity = child.identity
+        drop = [raw for raw, how in child.owes.items() if how == ACK]
+        if child.ack_due is not None:
+            drop.append(child.ack_due)
+        filings = {raw: how for raw, how in child.owes.items() if isinstance(how, Filing)}
+        if child.stop_reason == "timeout" and child.running:
+            filing = self.timeout_filing(child.running)
+            if filing is not None:
+                filings[child.running["raw"]] = filing
+        self.unrecovered[identity] = (drop, [], filings, crashed)
+        self.recover_identity(identity)
+
+    def recover_identity(self, identity: str) -> None:
+        drop, _, filings, crashed = self.unrecovered[identity]
+
+        def work() -> bool:
+            keep = []
+            for raw, filing in list(filings.items()):
+                try:
+                    lua_file(self.config, self.client, identity, raw, filing)
+                    self.after_terminal_filing(raw, filing)
+                except redis.ResponseError as exc:
+                    logger.error("master: couldn't file jid=%s (%s); parking it in unsettled", jid_of(raw), exc)
+                    if not park(self.config, self.client, identity, raw, filing):
+                        keep.append(raw)
+                del filings[raw]
+            moved = recovery.requeue_in_progress(self.config, identity, drop=drop, keep=keep,
+                                                 count_orphanings=crashed)
+            if crashed:
+                buried = recovery.bury_repeat_orphans(self.config)
+                if buried:
+                    logger.error("master: %d job(s) orphaned too often moved to dead (ProcessDied)", buried)
+            if moved:
+                logger.warning("master: requeued %d job(s) of %s", moved, identity)
+            heartbeat.deregister(self.config, identity)
+            return True
+
+        if self.redis_step(f"recovering {identity}", work):
+            del self.unrecovered[identity]
+
+    def timeout_filing(self, running: dict[str, Any]) -> Filing | None:
+        """The job ran past its timeout and its grace: filed as failed, not orphaned."""
+        raw = running["raw"]
+        payload, _ = settle.parse_payload(raw)
+        if payload is None:
+            return None
+        deadline = running.get("deadline") or time.time()
+        error = JobTimeout(f"killed {TIMEOUT_GRACE:g}s after its timeout "
+                           f"({payload.get('timeout')}s); it ignored JobTimeout")
+        job = registry.get(payload["class"])
+        backoff = job.backoff_for if isinstance(job, Job) else default_backoff
+        del deadline
+        return settle.route_failure(self.config, payload, error, backoff)
+
+    def after_terminal_filing(self, raw: bytes, filing: Filing) -> None:
+        payload, _ = settle.parse_payload(raw)
+        if payload is None:
+            return
+        try:
+            if filing.retrying:
+                unique.extend(self.client, payload, filing.delay)
+            elif filing.zset == self.config.keys.dead:
+                recovery.buried_as_dead(self.config, json.loads(filing.entry))
+        except Exception as exc:
+            logger.error("master: after filing jid=%s: %s", payload.get("jid"), exc)
+
+    # -- timers ------------------------------------------------------------------------------
+
+    def timers(self) -> None:
+        now = time.monotonic()
+        if now >= self.next_beat:
+            self.next_beat = now + HEARTBEAT_INTERVAL
+            self.redis_step("heartbeat", self.beat)
+        for identity in list(self.unrecovered):
+            self.recover_identity(identity)
+        if now >= self.next_memory:
+            self.next_memory = now + HEARTBEAT_INTERVAL
+            self.check_memory()
+        self.check_timeouts()
+        if now >= self.next_stats:
+            self.next_stats = now + STATS_INTERVAL
+            self.flush_stats()
+        if self.stopping:
+            return
+        if now >= self.next_recovery:
+            first = self.recovery.completed_passes == 0
+            own = [c.identity for c in self.children.values()] + [self.identity]
+            if self.redis_step("orphan recovery", self.recovery.run, scan=first, own=own) is not None:
+                self.next_recovery = now + RECOVERY_INTERVAL * random.uniform(0.8, 1.2)
+        if self.quiet:
+            return
+        if self.poller.due():
+            self.redis_step("scheduled poller", self.poller.poll)
+        if self.ticker is not None and self.redis_ok():
+            try:
+                self.ticker.tick()
+            except Exception:
+                logger.exception("master: cron tick failed")
+
+    def beat(self) -> None:
+        records = [heartbeat.ProcessRecord(self.identity, "master", os.getpid(),
+                                           [q for q, _ in self.s.queues], self.started_at,
+                                           busy=sum(1 for c in self.children.values() if c.running),
+                                           rss=heartbeat.rss_of(), owns_list=False)]
+        records.extend(self.child_record(child) for child in self.children.values())
+        heartbeat.beat(self.config, records, client=self.client)
+
+    def child_record(self, child: ChildState) -> heartbeat.ProcessRecord:
+        running = None
+        if child.running:
+            running = {k: v for k, v in child.running.items() if k not in ("raw", "deadline")}
+            running["payload"] = child.running["raw"].decode("utf-8", "replace")
+        return heartbeat.ProcessRecord(child.identity, "child", child.pid, [q for q, _ in self.s.queues],
+                                       busy=int(bool(child.running)), rss=child.rss, running=running)
+
+    def check_memory(self) -> None:
+        for child in list(self.children.values()):
+            try:
+                child.rss = psutil.Process(child.pid).memory_info().rss
+            except psutil.Error:
+                continue
+            limit = self.s.max_memory_mb
+            if limit and child.rss > limit * 1024 * 1024 and not child.stop_sent:
+                logger.warning("master: child %d uses %.0f MB (> --max-memory %.0f): replacing it after its job",
+                               child.index, child.rss / 2**20, limit)
+                self.stop_child(child, "memory")
+
+    def check_timeouts(self) -> None:
+        now = time.time()
+        for child in self.children.values():
+            running = child.running
+            if running and running.get("deadline") and now > running["deadline"] + TIMEOUT_GRACE \
+                    and child.stop_reason != "timeout":
+                logger.error("master: jid=%s ran %.0fs past its timeout: killing child %d", running["jid"],
+                             now - running["deadline"], child.index)
+                self.kill_child(child, "timeout")
+
+    def flush_stats(self) -> None:
+        if not self.stats:
+            return
+        snap = self.stats.take()
+        if self.redis_step("stats flush", stats.flush, self.config, snap) is None and not self.redis_ok():
+            self.stats.merge(snap)
+
+    # -- leaving -----------------------------------------------------------------------------
+
+    def shutdown_finish(self) -> None:
+        self.flush_stats()
+        self.redis_retry_at = 0.0
+        for identity in list(self.unrecovered):
+            self.recover_identity(identity)
+        if self.unrecovered:
+            logger.error("master: %d child list(s) left for orphan recovery (Redis unavailable)",
+                         len(self.unrecovered))
+        self.redis_step("deregistering", heartbeat.deregister, self.config, self.identity, self.client)
+        logger.info("master: stopped")
+
+
+def child_identity(pid: int, nonce: str) -> str:
+    """Made by the master too, so it knows a child's identity even if it dies at once."""
+    return f"{socket.gethostname()}:{pid}:{nonce}"
+
+
+# -- small Redis steps, on the master's client (short timeouts) ------------------------------
+
+def lua_file(config: Config, client: redis.Redis, identity: str, raw: bytes, filing: Filing) -> bool:
+    from .. import lua
+
+    keys = config.keys
+    dead = filing.zset == keys.dead
+    return lua.run(client, "file", [keys.in_progress(identity), filing.zset, keys.orphanings(jid_of(raw))],
+                   [raw, repr(filing.score), filing.entry, "dead" if dead else "",
+                    repr(time.time() - config.dead_timeout), config.dead_max_jobs]) == 1
+
+
+def park(config: Config, client: redis.Redis, identity: str, raw: bytes, filing: Filing) -> bool:
+    try:
+        return recovery.park_unsettled(config, identity, raw, filing.record())
+    except redis.ResponseError:
+        return False
