@@ -7,6 +7,7 @@ A prefork child runs this loop unchanged; so does ``python -m cogworker.worker M
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -215,8 +216,8 @@ class Worker:
     # -- one job -------------------------------------------------------------------------
 
     def process(self, work: Work) -> None:
-        if self.stopping:
-            self._give_back(work)
+        if self.stopping or self._quiet.is_set():
+            self._give_back(work)  # fetched by a blocking call that began before the stop
             return
         payload, why = settle.parse_payload(work.raw)
         if payload is None:
@@ -252,8 +253,8 @@ class Worker:
             job = resolve(name)
         except Exception as exc:
             resolution_error = exc
-        if payload.get("unique_until") == "start":
-            self._best_effort("unique release", unique.release, self.config.redis(), payload)
+        if payload.get("unique_until") == "start" or payload.get("periodic_pjid"):
+            self._best_effort("lock update at start", unique.on_start, self.config, payload)
         logger.debug("start: %s jid=%s", name, payload["jid"])
         started = time.perf_counter()
         error = self.run_job(job, payload, work.queue, resolution_error)
@@ -293,8 +294,8 @@ class Worker:
                 timer.disarm()
 
     def finish_success(self, payload: dict[str, Any]) -> str:
-        if payload.get("unique_until", "success") == "success" and payload.get("unique_digest"):
-            self._best_effort("unique release", unique.release, self.config.redis(), payload)
+        if payload.get("unique_digest") or payload.get("periodic_pjid"):
+            self._best_effort("lock release", unique.on_success, self.config, payload)
         if payload.get("retry_count"):
             self._best_effort("attempts log", stats.record_attempt, self.config, self.config.redis(),
                               payload["jid"], int(payload["retry_count"]) + 1, "succeeded")
@@ -319,10 +320,8 @@ class Worker:
     def _after_filing(self, payload: dict[str, Any], filing: Filing, error: BaseException) -> None:
         """Everything after the retry/dead write is best-effort: it never changes the job's fate."""
         client = self.config.redis()
-        if filing.retrying:
-            self._best_effort("lock extension", unique.extend, client, payload, filing.delay)
-        elif payload.get("unique_until", "success") == "success":
-            self._best_effort("unique release", unique.release, client, payload)
+        self._best_effort("locks after filing", unique.after_filing, self.config, payload, filing.retrying,
+                          filing.delay)
         outcome = "retrying" if filing.retrying else "dead"
         self._best_effort("attempts log", stats.record_attempt, self.config, client, payload["jid"],
                           int(payload.get("retry_count") or 1), outcome, error)
@@ -379,8 +378,18 @@ class Worker:
             logger.error("couldn't file the interruption of jid=%s (will retry): %s", work.jid(), exc)
             self._owe(work.raw, filing)
             return
+        self._locks_after(filing)
         where = f"retrying in {filing.delay:.0f}s" if filing.retrying else "moved to dead"
         logger.error("couldn't record the failure of jid=%s (%s); %s", work.jid(), type(error).__name__, where)
+
+    def _locks_after(self, filing: Filing) -> None:
+        """A late filing frees (dead) or keeps (retry) the job's locks like any other."""
+        try:
+            payload = json.loads(filing.entry)
+            if isinstance(payload, dict):
+                unique.after_filing(self.config, payload, filing.retrying, filing.delay)
+        except Exception as exc:
+            logger.error("locks after filing failed (ignored): %s: %s", type(exc).__name__, exc)
 
     def _owe(self, raw: bytes, how: str | Filing) -> None:
         self.pending.add(raw, how)
@@ -407,6 +416,7 @@ class Worker:
                 else:
                     assert isinstance(how, Filing)
                     self.fetcher.file(raw, how.zset, how.score, how.entry)
+                    self._locks_after(how)
             except redis.RedisError as exc:
                 logger.debug("still couldn't settle jid=%s: %s", jid_of(raw), exc)
                 continue
