@@ -121,9 +121,13 @@ class Fetcher:
         # Nothing waiting: block on the queue tried first, so an idle worker wakes within
         # milliseconds of a push; BLMOVE lands it straight on the in-progress list.
         first = order[0]
+        # Shorter than the socket timeout, or an idle wait reads as Redis being away (and
+        # a BLMOVE cut off client-side may still move a job the worker never hears of).
+        block = self.block_timeout
+        if self.config.socket_timeout:
+            block = min(block, self.config.socket_timeout / 2)
         try:
-            raw = self.client.blmove(self.keys.queue(first), self.in_progress, self.block_timeout,
-                                     "RIGHT", "LEFT")
+            raw = self.client.blmove(self.keys.queue(first), self.in_progress, block, "RIGHT", "LEFT")
         except redis.ResponseError as exc:
             if "WRONGTYPE" not in str(exc):
                 raise

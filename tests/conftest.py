@@ -38,6 +38,9 @@ def _configure(server: RedisServer) -> cogworker.Config:
     if server.paused:
         server.resume()
     server.client().flushall()
+    # From the defaults, not from whatever an earlier test configured (configure()
+    # keeps the settings it isn't given).
+    cogworker.config._config = None
     return cogworker.configure(redis_url=server.url, socket_timeout=2.0)
 
 

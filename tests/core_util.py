@@ -1,0 +1,61 @@
+"""Helpers shared by the test_core_* files."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from cogworker.worker import Worker
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> bool:
+    """Polls ``predicate`` until it is truthy or ``timeout`` passes; returns the last result."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result or time.monotonic() >= deadline:
+            return bool(result)
+        time.sleep(interval)
+
+
+def ran(client: Any) -> list[str]:
+    return [x.decode() for x in client.lrange("test:ran", 0, -1)]
+
+
+def zentries(client: Any, key: str) -> list[tuple[dict[str, Any], float]]:
+    return [(json.loads(raw), score) for raw, score in client.zrange(key, 0, -1, withscores=True)]
+
+
+def queued(client: Any, config: Any, queue: str = "default") -> list[dict[str, Any]]:
+    return [json.loads(raw) for raw in client.lrange(config.keys.queue(queue), 0, -1)]
+
+
+class RunningWorker:
+    """A ``Worker`` looping in a thread, stopped (and joined) on exit."""
+
+    def __init__(self, queues: Any = (("default", None),), block_timeout: float = 0.2, **kwargs: Any) -> None:
+        self.worker = Worker(list(queues), block_timeout=block_timeout, **kwargs)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.worker.run()
+        except BaseException as exc:  # reported to the test
+            self.error = exc
+
+    def __enter__(self) -> Worker:
+        self.thread.start()
+        return self.worker
+
+    def __exit__(self, *exc: Any) -> None:
+        self.worker.stop()
+        self.thread.join(30)
+        assert not self.thread.is_alive(), "worker did not stop"
+
+    @property
+    def alive(self) -> bool:
+        return self.thread.is_alive()
