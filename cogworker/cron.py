@@ -1,19 +1,45 @@
-"""Periodic (cron) jobs: entries registered at import, fired once per slot fleet-wide."""
+"""Periodic (cron) jobs: entries registered at import, each slot fired once fleet-wide.
+
+No leader: every master runs a ``Ticker``; one Lua claim per slot (a per-slot NX lock,
+``last_slot`` and, for ``unique`` entries, the running lock) lets exactly one of them
+push the slot's job. A push that fails rolls the claim back, so the slot isn't lost.
+"""
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+import json
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import redis
 from croniter import croniter
 
-from .config import Config, get_config
+from . import lua
+from .config import Config, get_config, logger
 from .errors import ConfigurationError
-from .jobs import Job, dumps
+from .jobs import Job, JobOptions, build_payload, dumps, new_jid, registry
 
 entries: dict[str, Entry] = {}
+
+TICK_INTERVAL = 5.0  # the ticker looks at least this often, whatever the schedules
+BACKOFF_MAX = 300.0  # a failing entry is retried after 5 s, 10 s, 20 s ... up to this
+# The running lock of a unique entry: held while its job is queued, then while it runs.
+# Only a safety net: the job's end (success, dead, buried orphan) releases it.
+QUEUED_TTL = 3600
+RUNNING_TTL = 3600  # for a job without a timeout; otherwise its timeout + RUNNING_GRACE
+RUNNING_GRACE = 60
+NOT_READY_WAIT = 0.2
+OUTAGE_WAIT = 0.5
+PUBLISH_RETRY = 60.0  # a schedule that couldn't be published at boot is tried again this often
+
+CLAIMED, PRIMED, SKIPPED_RUNNING, SKIPPED_DISABLED = 1, 2, 3, 4
 
 
 @dataclass(frozen=True)
@@ -30,13 +56,23 @@ class Entry:
     catch_up: bool | None = None
 
 
-def periodic(cron: str, job: Job[Any, Any] | str, args: tuple[Any, ...] | list[Any] = (),
+def periodic(cron: str, job: Job[Any, Any] | str, args: Sequence[Any] = (),
              kwargs: dict[str, Any] | None = None, name: str | None = None, queue: str | None = None,
              unique: bool = False, tz: str = "UTC", catch_up: bool | None = None) -> Entry:
-    """Register a cron entry (at import time, in the app module). Returns the entry."""
+    """Register a cron entry (at import time, in the app module). Returns the entry.
+
+    ``cron`` is any expression croniter accepts; with 6 fields the last one is seconds
+    (``"* * * * * */10"`` = every 10 s). ``name`` (the pjid) defaults to one derived from
+    the job, the schedule and the arguments. ``unique``: skip a slot while the previous
+    run is still queued or running. ``catch_up`` (None = the master's setting, on by
+    default): a slot missed while no master ran fires once at boot; off, it is skipped.
+    """
     job_name = job.name if isinstance(job, Job) else job
     if not isinstance(job_name, str) or not job_name:
         raise ConfigurationError(f"periodic: job must be a @job function or a job name, got {job!r}")
+    if name is not None and (not isinstance(name, str) or not name or any(c.isspace() for c in name)):
+        raise ConfigurationError(f"periodic entry for {job_name}: name must be a non-empty string "
+                                 f"without spaces, got {name!r}")
     label = name or job_name
     if not isinstance(cron, str) or not croniter.is_valid(cron):
         raise ConfigurationError(f"periodic entry {label!r}: invalid cron expression {cron!r}")
@@ -44,10 +80,21 @@ def periodic(cron: str, job: Job[Any, Any] | str, args: tuple[Any, ...] | list[A
         ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError, TypeError):
         raise ConfigurationError(f"periodic entry {label!r}: unknown time zone {tz!r}") from None
+    if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
+        raise ConfigurationError(f"periodic entry {label!r}: args must be a tuple or list, got {args!r}")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise ConfigurationError(f"periodic entry {label!r}: kwargs must be a dict, got {kwargs!r}")
+    if catch_up is not None and not isinstance(catch_up, bool):
+        raise ConfigurationError(f"periodic entry {label!r}: catch_up must be True, False or None")
     args = tuple(args)
     kwargs = dict(kwargs or {})
     dumps([list(args), kwargs])  # TypeError now, at import, not at the first slot
     opts = job.opts if isinstance(job, Job) else None
+    if queue is not None:
+        try:
+            JobOptions.build(queue=queue)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"periodic entry {label!r}: {exc}") from None
     pjid = name or derived_name(job_name, cron, args, kwargs)
     if pjid in entries:
         raise ConfigurationError(f"periodic entry {pjid!r} is registered twice; give each a distinct name=")
@@ -63,22 +110,372 @@ def derived_name(job_name: str, cron: str, args: tuple[Any, ...], kwargs: dict[s
 
 
 def disable(pjid: str, config: Config | None = None) -> None:
-    """Stop firing an entry (fleet-wide, at run time) until ``enable``."""
+    """Stop firing an entry, fleet-wide, from its next slot until ``enable``. Slots that
+    pass while it is disabled are skipped, not fired on enable."""
     config = config or get_config()
     config.redis().sadd(config.keys.periodic_disabled, pjid)
 
 
 def enable(pjid: str, config: Config | None = None) -> None:
+    """Undo ``disable``: the entry fires again from its next slot."""
     config = config or get_config()
     config.redis().srem(config.keys.periodic_disabled, pjid)
 
 
-def release_running_lock(config: Config, pjid: str, jid: str) -> None:
-    from . import lua
+def disabled(config: Config | None = None) -> set[str]:
+    """The pjids disabled at the moment."""
+    config = config or get_config()
+    return {m.decode() for m in config.redis().smembers(config.keys.periodic_disabled)}
 
+
+def schedule(config: Config | None = None) -> dict[str, dict[str, Any]]:
+    """The published schedule: pjid -> cron, job, queue, next_fire, last_slot, last_jid, ..."""
+    config = config or get_config()
+    out = {}
+    for pjid, record in config.redis().hgetall(config.keys.periodic_schedule).items():
+        try:
+            out[pjid.decode()] = json.loads(record)
+        except ValueError:
+            continue
+    return out
+
+
+# -- the running lock of a unique entry's job (called from the worker and recovery) --------
+
+def release_running_lock(config: Config, pjid: str, jid: str) -> None:
+    """Frees the entry for its next slot, if this job still holds the lock."""
     lua.run(config.redis(), "release_lock", [config.keys.periodic_running(pjid)], [jid])
 
 
-def ticker_for(config: Config, ready: Any = None, catch_up: bool = True) -> Any:
+def extend_running_lock(config: Config, pjid: str, jid: str, ttl: float) -> None:
+    """Keeps the lock while its job runs or waits (only if this job holds it)."""
+    lua.run(config.redis(), "extend_lock", [config.keys.periodic_running(pjid)], [jid, max(1, math.ceil(ttl))])
+
+
+def running_ttl(payload: dict[str, Any]) -> float:
+    timeout = payload.get("timeout")
+    if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0:
+        return float(timeout) + RUNNING_GRACE
+    return RUNNING_TTL
+
+
+# -- the ticker ------------------------------------------------------------------------------
+
+@dataclass
+class _Rollback:
+    entry: Entry
+    slot: int
+    jid: str
+
+    @property
+    def key(self) -> str:
+        return f"rollback:{self.entry.pjid}:{self.slot}"
+
+
+class Ticker:
+    """Fires the entries' slots. Call ``tick()`` in a loop, sleeping at most
+    ``seconds_to_next()`` in between; ``publish()`` once at boot. Thread-safe. ``tick``
+    never raises: one entry failing never stops the others.
+
+    ``ready``: ticking waits until it returns True (the master's first orphan-recovery
+    pass). ``catch_up``: this master's default for entries that don't set their own.
+    ``clock``/``monotonic``: injectable for tests.
+    """
+
+    def __init__(self, config: Config, entry_list: Sequence[Entry], *, ready: Callable[[], bool] | None = None,
+                 catch_up: bool = True, clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self.entries = list(entry_list)
+        self.ready = ready or (lambda: True)
+        self.catch_up = catch_up
+        self.clock = clock
+        self.monotonic = monotonic
+        self.published = False
+        self._publish_at = 0.0  # monotonic; when tick may (re)try publishing
+        self._lock = threading.RLock()
+        self._checked: dict[str, int] = {}  # pjid -> the last slot this process looked at
+        self._next_fire: dict[str, float] = {}
+        self._pending_rollbacks: list[_Rollback] = []
+        self._failures: dict[str, int] = {}
+        self._retry_at: dict[str, float] = {}  # monotonic
+        self._outage_since: float | None = None
+        self._warned_unreadable = False
+
+    # -- schedule arithmetic ----------------------------------------------------------------
+
+    def slot_and_next(self, entry: Entry, now: float) -> tuple[int, float]:
+        """The current slot (croniter's previous fire time, ``now`` itself included) and
+        the next fire time after it."""
+        tz = ZoneInfo(entry.tz)
+        prev = croniter(entry.cron, datetime.fromtimestamp(now, tz)).get_prev(float)
+        following = croniter(entry.cron, datetime.fromtimestamp(prev, tz)).get_next(float)
+        if following <= now:  # croniter's previous is strictly before a start on a fire time
+            prev = following
+            following = croniter(entry.cron, datetime.fromtimestamp(prev, tz)).get_next(float)
+        return int(prev), following
+
+    def seconds_to_next(self) -> float:
+        """How long the caller may sleep before the next ``tick``."""
+        with self._lock:
+            if not self.ready():
+                return NOT_READY_WAIT
+            now, mono = self.clock(), self.monotonic()
+            blocked = {r.entry.pjid for r in self._pending_rollbacks}
+            wait = TICK_INTERVAL
+            for entry in self.entries:
+                if entry.pjid in blocked:
+                    continue  # its rollback's retry decides
+                at = self._next_fire.get(entry.pjid, now)  # never looked at: at once
+                retry_at = self._retry_at.get(entry.pjid)
+                if retry_at is not None and retry_at > mono:
+                    at = max(at, now + retry_at - mono)
+                wait = min(wait, at - now)
+            for rollback in self._pending_rollbacks:
+                retry_at = self._retry_at.get(rollback.key)
+                wait = min(wait, 0.0 if retry_at is None else retry_at - mono)
+            if self._outage_since is not None:
+                wait = max(wait, OUTAGE_WAIT)  # don't spin on a refused connection
+            # A hair past the fire time, so the slot has arrived when the tick looks.
+            return max(0.0, wait + 0.002)
+
+    # -- boot ---------------------------------------------------------------------------------
+
+    def publish(self) -> None:
+        """Writes the schedule to Redis for the UI (cron, job, queue, next fire time, last
+        fired slot and jid). A failure is logged, never raised: it must not stop a master."""
+        with self._lock:
+            self._publish_at = self.monotonic() + PUBLISH_RETRY
+            try:
+                self._publish()
+                self.published = True
+            except Exception as exc:
+                logger.error("periodic schedule not published: %s: %s", type(exc).__name__, exc)
+
+    def _publish(self) -> None:
+        keys = self.config.keys
+        client = self.config.redis()
+        pipe = client.pipeline(transaction=False)
+        for entry in self.entries:
+            pipe.get(keys.periodic_last_slot(entry.pjid))
+        last_slots = pipe.execute(raise_on_error=False)
+        previous = client.hmget(keys.periodic_schedule, [e.pjid for e in self.entries])
+        now = self.clock()
+        records = {}
+        for entry, last, before in zip(self.entries, last_slots, previous, strict=True):
+            record = self._record(entry, now)
+            old = _loads(before)
+            record["last_jid"] = old.get("last_jid")
+            record["last_fired_at"] = old.get("last_fired_at")
+            record["last_slot"] = _int(last) if not isinstance(last, Exception) else old.get("last_slot")
+            records[entry.pjid] = json.dumps(record)
+        if records:
+            client.hset(keys.periodic_schedule, mapping=records)
+
+    def _record(self, entry: Entry, now: float) -> dict[str, Any]:
+        _, following = self.slot_and_next(entry, now)
+        return {"pjid": entry.pjid, "cron": entry.cron, "job": entry.job_name, "args": list(entry.args),
+                "kwargs": entry.kwargs, "queue": entry.queue, "tz": entry.tz, "unique": entry.unique,
+                "catch_up": self._catch_up(entry), "next_fire": following}
+
+    def _catch_up(self, entry: Entry) -> bool:
+        return self.catch_up if entry.catch_up is None else entry.catch_up
+
+    # -- ticking -----------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Looks at every entry once: claims and pushes each slot that arrived."""
+        with self._lock:
+            if not self.ready():
+                return
+            if not self.published and self.monotonic() >= self._publish_at:
+                self.publish()
+            try:
+                self._retry_rollbacks()
+                blocked = {r.entry.pjid for r in self._pending_rollbacks}
+                now = self.clock()
+                for entry in self.entries:
+                    if entry.pjid in blocked or self._backing_off(entry.pjid):
+                        continue
+                    try:
+                        self._tick_entry(entry, now)
+                    except (redis.ConnectionError, redis.TimeoutError):
+                        raise
+                    except Exception as exc:
+                        delay = self._back_off(entry.pjid)
+                        logger.error("periodic %s failed (next try in %.0fs): %s: %s", entry.pjid, delay,
+                                     type(exc).__name__, exc)
+                    else:
+                        self._failures.pop(entry.pjid, None)
+                        self._retry_at.pop(entry.pjid, None)
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                # Redis away is not an entry failing: no backoff, every entry (and every
+                # pending rollback) is tried again on the next tick.
+                if self._outage_since is None:
+                    self._outage_since = time.monotonic()
+                    logger.error("periodic: Redis unavailable (%s: %s); retrying every tick",
+                                 type(exc).__name__, exc)
+                return
+            except Exception:  # a bug here must not kill the caller's loop
+                logger.exception("periodic tick failed")
+                return
+            if self._outage_since is not None:
+                logger.warning("periodic: Redis is back after %.1fs", time.monotonic() - self._outage_since)
+                self._outage_since = None
+
+    def _tick_entry(self, entry: Entry, now: float) -> None:
+        slot, following = self.slot_and_next(entry, now)
+        self._next_fire[entry.pjid] = following
+        if self._checked.get(entry.pjid) == slot:
+            return
+        if self._catch_up(entry):
+            mode = "claim"
+        else:
+            mode = "prime" if entry.pjid not in self._checked else "prime_new"
+        jid = new_jid()
+        keys = self.config.keys
+        # Long enough that the slot is no longer current when it lapses (see the rollback).
+        lock_ttl = max(60, math.ceil(following - slot) + 60)
+        try:
+            status, detail, unreadable = lua.run(
+                self.config.redis(), "periodic_claim",
+                [keys.periodic_last_slot(entry.pjid), keys.periodic_lock(entry.pjid, slot),
+                 keys.periodic_running(entry.pjid), keys.periodic_disabled],
+                [slot, mode, lock_ttl, jid, "1" if entry.unique else "", QUEUED_TTL, entry.pjid])
+        except (redis.ConnectionError, redis.TimeoutError):
+            # The reply is lost, not necessarily the claim: undone (if it was applied)
+            # before this entry is looked at again, so the slot can't be taken and lost.
+            self._pending_rollbacks.append(_Rollback(entry, slot, jid))
+            raise
+        if unreadable and not self._warned_unreadable:
+            self._warned_unreadable = True
+            logger.error("periodic: can't read %s (wrong type?); treating every entry as enabled",
+                         keys.periodic_disabled)
+        elif not unreadable:
+            self._warned_unreadable = False
+        if status == CLAIMED:
+            self._push(entry, slot, jid)
+        elif status == SKIPPED_RUNNING:
+            logger.info("periodic %s: slot %d skipped, previous run jid=%s still queued or running",
+                        entry.pjid, slot, _text(detail))
+        elif status == PRIMED:
+            logger.info("periodic %s: first slot %d primed, not fired (catch_up off)", entry.pjid, slot)
+        self._checked[entry.pjid] = slot
+
+    def _push(self, entry: Entry, slot: int, jid: str) -> None:
+        from .client import push
+
+        payload = self._payload(entry, slot, jid)
+        try:
+            pushed = push(payload)
+        except BaseException:
+            self._rollback(_Rollback(entry, slot, jid))
+            raise
+        if pushed is None:
+            # Dropped by a client middleware or the job's own unique lock: the slot is
+            # spent, but no run will ever free the running lock.
+            logger.info("periodic %s: slot %d's job was dropped on enqueue (unique or middleware)",
+                        entry.pjid, slot)
+            if entry.unique:
+                self._best_effort("running lock release", release_running_lock, self.config, entry.pjid, jid)
+            return
+        logger.info("periodic %s: fired slot %d as jid=%s", entry.pjid, slot, jid)
+        self._best_effort("schedule record", self._record_fired, entry, slot, jid)
+
+    def _payload(self, entry: Entry, slot: int, jid: str) -> dict[str, Any]:
+        known = registry.get(entry.job_name)
+        opts = known.opts if known is not None else JobOptions(retry=entry.retry)
+        payload = build_payload(entry.job_name, entry.args, entry.kwargs, replace(opts, queue=entry.queue))
+        payload["jid"] = jid
+        payload["periodic_pjid"] = entry.pjid
+        payload["periodic_slot"] = slot
+        return payload
+
+    def _record_fired(self, entry: Entry, slot: int, jid: str) -> None:
+        record = self._record(entry, self.clock())
+        record.update(last_slot=slot, last_jid=jid, last_fired_at=self.clock())
+        lua.run(self.config.redis(), "periodic_record", [self.config.keys.periodic_schedule],
+                [entry.pjid, json.dumps(record), slot])
+
+    # -- rollbacks -----------------------------------------------------------------------------
+
+    def _rollback(self, rollback: _Rollback) -> BaseException | None:
+        """Undoes a claim; kept for the next ticks if that fails too. Returns the error."""
+        keys = self.config.keys
+        pjid = rollback.entry.pjid
+        try:
+            lua.run(self.config.redis(), "periodic_rollback",
+                    [keys.periodic_last_slot(pjid), keys.periodic_lock(pjid, rollback.slot),
+                     keys.periodic_running(pjid)], [rollback.slot, rollback.jid])
+            return None
+        except Exception as exc:
+            logger.error("periodic %s: couldn't roll back slot %d (will retry): %s: %s", pjid, rollback.slot,
+                         type(exc).__name__, exc)
+            self._pending_rollbacks.append(rollback)
+            return exc
+
+    def _retry_rollbacks(self) -> None:
+        """At the start of every tick, before the entry's slot is looked at again. One that
+        fails on its own backs off like a failing entry; a lost connection doesn't."""
+        pending, self._pending_rollbacks = self._pending_rollbacks, []
+        for index, rollback in enumerate(pending):
+            if self._backing_off(rollback.key):
+                self._pending_rollbacks.append(rollback)
+                continue
+            error = self._rollback(rollback)
+            if error is None:
+                self._failures.pop(rollback.key, None)
+                self._retry_at.pop(rollback.key, None)
+                logger.info("periodic %s: rolled back slot %d", rollback.entry.pjid, rollback.slot)
+            elif isinstance(error, (redis.ConnectionError, redis.TimeoutError)):
+                self._pending_rollbacks.extend(pending[index + 1:])
+                raise error
+            else:
+                self._back_off(rollback.key)
+
+    # -- backoff -----------------------------------------------------------------------------------
+
+    def _backing_off(self, key: str) -> bool:
+        at = self._retry_at.get(key)
+        return at is not None and self.monotonic() < at
+
+    def _back_off(self, key: str) -> float:
+        """5 s, 10 s, 20 s ... up to BACKOFF_MAX; reset by the next success."""
+        self._failures[key] = self._failures.get(key, 0) + 1
+        delay = min(TICK_INTERVAL * 2 ** (self._failures[key] - 1), BACKOFF_MAX)
+        self._retry_at[key] = self.monotonic() + delay
+        return delay
+
+    def _best_effort(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception as exc:
+            logger.error("periodic: %s failed (ignored): %s: %s", what, type(exc).__name__, exc)
+
+
+def ticker_for(config: Config, ready: Callable[[], bool] | None = None, catch_up: bool = True) -> Ticker | None:
     """The ticker for the registered entries, or None when there are none."""
-    return None
+    if not entries:
+        return None
+    return Ticker(config, list(entries.values()), ready=ready, catch_up=catch_up)
+
+
+def _loads(raw: Any) -> dict[str, Any]:
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except (ValueError, TypeError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _int(raw: Any) -> int | None:
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        return None
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

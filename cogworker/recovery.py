@@ -130,9 +130,21 @@ def file_unsettled(config: Config) -> int:
                    [record, repr(float(entry["score"])), entry["payload"]]) != 1:
             break
         filed += 1
+        _locks_after_filing(config, entry)
     if filed:
         logger.warning("filed %d failure record(s) handed over by stopped processes", filed)
     return filed
+
+
+def _locks_after_filing(config: Config, entry: dict[str, Any]) -> None:
+    """Best-effort, like any filing: dead frees the job's locks, a retry keeps them."""
+    try:
+        payload = _parse(entry["payload"].encode() if isinstance(entry["payload"], str) else entry["payload"])
+        if payload:
+            retrying = entry["set"] == config.keys.retry
+            unique.after_filing(config, payload, retrying, max(0.0, float(entry["score"]) - time.time()))
+    except Exception as exc:
+        logger.error("locks after filing an unsettled job failed (ignored): %s", exc)
 
 
 class OrphanRecovery:

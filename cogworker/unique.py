@@ -16,7 +16,7 @@ from typing import Any
 import redis
 
 from . import lua
-from .config import get_config
+from .config import Config, get_config
 
 
 def digest(payload: dict[str, Any]) -> str:
@@ -60,3 +60,43 @@ def extend(client: Any, payload: dict[str, Any], delay: float) -> None:
     if holds(payload):
         lua.run(client, "extend_lock", [get_config().keys.unique(payload["unique_digest"])],
                 [payload["jid"], lock_ttl(payload, delay)])
+
+
+# -- the locks a running job holds: its unique lock, and its periodic entry's running lock --
+# Called by the worker (and recovery) as best-effort steps: they never change a job's fate.
+
+def on_start(config: Config, payload: dict[str, Any]) -> None:
+    """The job starts: ``unique_until="start"`` frees its lock; a periodic entry's running
+    lock switches from the queued TTL to one that covers the run."""
+    if payload.get("unique_until") == "start":
+        release(config.redis(), payload)
+    if payload.get("periodic_pjid"):
+        from . import cron
+
+        cron.extend_running_lock(config, payload["periodic_pjid"], payload["jid"], cron.running_ttl(payload))
+
+
+def on_success(config: Config, payload: dict[str, Any]) -> None:
+    if payload.get("unique_until", "success") == "success":
+        release(config.redis(), payload)
+    if payload.get("periodic_pjid"):
+        from . import cron
+
+        cron.release_running_lock(config, payload["periodic_pjid"], payload["jid"])
+
+
+def after_filing(config: Config, payload: dict[str, Any], retrying: bool, delay: float) -> None:
+    """The job's failure is filed: a retry keeps both locks over its wait (no duplicate
+    and no overlapping slot while it isn't done); dead frees them."""
+    pjid, jid = payload.get("periodic_pjid"), payload.get("jid")
+    from . import cron
+
+    if retrying:
+        extend(config.redis(), payload, delay)
+        if pjid and jid:
+            cron.extend_running_lock(config, pjid, jid, delay + cron.QUEUED_TTL)
+        return
+    if payload.get("unique_until", "success") == "success":
+        release(config.redis(), payload)
+    if pjid and jid:
+        cron.release_running_lock(config, pjid, jid)

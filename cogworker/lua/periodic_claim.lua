@@ -1,0 +1,56 @@
+-- Claims one slot of a periodic entry for the whole fleet: exactly one caller wins it.
+-- KEYS[1] = last_slot, KEYS[2] = the slot's lock, KEYS[3] = the running lock,
+-- KEYS[4] = the disabled set.
+-- ARGV[1] = slot (epoch s), ARGV[2] = mode: "claim"; "prime" (catch-up off, this
+-- process's first look: never fire, only set a missing last_slot); "prime_new" (catch-up
+-- off: set a missing last_slot instead of firing), ARGV[3] = slot lock TTL (s),
+-- ARGV[4] = jid, ARGV[5] = "1" for a unique entry, ARGV[6] = running lock TTL (s),
+-- ARGV[7] = pjid.
+-- Returns {status, detail, disabled set unreadable (0/1)}; status 0 = not ours (already
+-- claimed or primed), 1 = claimed (detail = the previous last_slot, "" if none),
+-- 2 = primed, 3 = skipped: the previous run still holds the running lock (detail = its
+-- jid), 4 = skipped: disabled.
+-- The slot lock holds "<jid>:<previous last_slot>", so a rollback can tell its own claim
+-- (and what to restore) even when the claim's reply was lost.
+local slot = tonumber(ARGV[1])
+local raw = redis.call("GET", KEYS[1])
+local last = raw and tonumber(raw)
+if ARGV[2] ~= "claim" and not last then
+  redis.call("SET", KEYS[1], ARGV[1])
+  return {2, "", 0}
+end
+if ARGV[2] == "prime" then
+  return {0, "", 0}
+end
+if last and last >= slot then
+  return {0, "", 0}
+end
+-- A lock without last_slot at this slot: someone claimed it and last_slot was lost since.
+if redis.call("EXISTS", KEYS[2]) == 1 then
+  return {0, "", 0}
+end
+-- Unreadable (wrong type) counts as enabled: losing a Disable is the lesser evil than
+-- stopping the entry; the caller logs it.
+local unreadable = 0
+local disabled = redis.pcall("SISMEMBER", KEYS[4], ARGV[7])
+if type(disabled) == "table" then
+  unreadable = 1
+elseif disabled == 1 then
+  -- Consumed: a slot passed while disabled doesn't fire on enable.
+  redis.call("SET", KEYS[1], ARGV[1])
+  return {4, "", 0}
+end
+if ARGV[5] == "1" then
+  local holder = redis.call("GET", KEYS[3])
+  if holder then
+    redis.call("SET", KEYS[1], ARGV[1])
+    return {3, holder, unreadable}
+  end
+end
+-- SET never fails on a key's type, so no write below can stop the script half-way.
+redis.call("SET", KEYS[2], ARGV[4] .. ":" .. (last and raw or ""), "EX", ARGV[3])
+redis.call("SET", KEYS[1], ARGV[1])
+if ARGV[5] == "1" then
+  redis.call("SET", KEYS[3], ARGV[4], "EX", ARGV[6])
+end
+return {1, last and raw or "", unreadable}
