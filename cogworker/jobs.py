@@ -258,7 +258,9 @@ def resolve(name: str) -> Job[Any, Any] | Callable[..., Any]:
                 obj = getattr(obj, attr)
         except AttributeError:
             break
-        if callable(obj):
+        if isinstance(obj, Job):
             return obj
-        break
+        # Only a @job runs: a payload naming any other callable (os.system, ...) must not
+        # make the worker call it.
+        raise UnknownJob(f"unknown job {name!r}: {module_name} has it, but it is not a @cogworker.job")
     raise UnknownJob(f"unknown job {name!r}: not registered and not importable")

@@ -50,25 +50,37 @@ class Housekeeper(threading.Thread):
         scanned = False
         while not self.stopped.is_set():
             now = time.monotonic()
-            try:
-                if now >= next_beat:
-                    self.record.busy = int(self.worker.busy)
-                    current = self.worker.current
-                    self.record.running = {"jid": current.jid(), "queue": current.queue} if current else None
-                    heartbeat.beat(self.config, [self.record])
-                    next_beat = now + self.config.heartbeat_interval
-                if now >= next_recovery:
-                    self.recovery.run(scan=not scanned)
+            # Each step on its own: one failing (a key of the wrong type, a bug) must not
+            # starve the others, and is not retried before its next turn.
+            if now >= next_beat:
+                next_beat = now + self.config.heartbeat_interval
+                self._step("heartbeat", self._beat)
+            if now >= next_recovery:
+                next_recovery = now + RECOVERY_INTERVAL
+                if self._step("orphan recovery", self.recovery.run, not scanned):
                     scanned = True
-                    next_recovery = now + RECOVERY_INTERVAL
-                if self.poller.due():
-                    self.poller.poll()
-                if self.ticker is not None:
-                    self.ticker.tick()
-            except redis.RedisError as exc:
-                logger.debug("housekeeping: %s", exc)
+            if self.poller.due():
+                self._step("scheduled poller", self.poller.poll)
+            if self.ticker is not None:
+                self._step("cron", self.ticker.tick)
             wait = 0.5 if self.ticker is None else max(0.01, min(0.5, self.ticker.seconds_to_next()))
             self.stopped.wait(wait)
+
+    def _beat(self) -> None:
+        self.record.busy = int(self.worker.busy)
+        current = self.worker.current
+        self.record.running = {"jid": current.jid(), "queue": current.queue} if current else None
+        heartbeat.beat(self.config, [self.record])
+
+    def _step(self, what: str, fn: Any, *args: Any) -> bool:
+        try:
+            fn(*args)
+            return True
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            logger.debug("housekeeping: %s: %s", what, exc)
+        except Exception as exc:
+            logger.error("housekeeping: %s failed: %s: %s", what, type(exc).__name__, exc)
+        return False
 
     def stop(self) -> None:
         self.stopped.set()

@@ -149,7 +149,12 @@ class Worker:
                 pipe = client.pipeline(transaction=False)
                 pipe.sadd(keys.in_progress_identities, self.identity)
                 pipe.hset(keys.last_beat, self.identity, time.time())
-                pipe.execute()
+                try:
+                    pipe.execute()
+                except redis.ResponseError as exc:
+                    # A key of the wrong type: logged, and the worker runs anyway (orphan
+                    # recovery's boot-time scan still finds this identity's list).
+                    logger.error("worker %s: couldn't register (%s); running anyway", self.identity, exc)
                 self._outage.ok()
                 return
             except (redis.ConnectionError, redis.TimeoutError) as exc:
