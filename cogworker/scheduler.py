@@ -49,14 +49,18 @@ class Poller:
     def drain(self, zset: str) -> int:
         keys = self.config.keys
         client = self.config.redis()
-        moved = 0
+        moved = skip = 0
         while True:
             now = time.time()
-            got, bad = lua.run(client, "poll_due", [zset, keys.queues, keys.dead],
-                               [repr(now), BATCH, keys.queue_prefix, "default", repr(now)])
+            got, bad, stuck = lua.run(client, "poll_due", [zset, keys.queues, keys.dead],
+                                      [repr(now), BATCH, keys.queue_prefix, "default", repr(now), skip])
             if bad:
                 logger.error("scheduled poller: %d unreadable entr%s in %s moved to dead", bad,
                              "y" if bad == 1 else "ies", zset)
+            if stuck:
+                logger.error("scheduled poller: %d due entr%s in %s left in place: their queue can't be "
+                             "written (wrong type?)", stuck, "y" if stuck == 1 else "ies", zset)
             moved += got
-            if got + bad < BATCH:
+            skip += stuck
+            if got + bad + stuck < BATCH:
                 return moved

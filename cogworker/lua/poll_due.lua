@@ -1,12 +1,15 @@
 -- Moves due entries of a sorted set (schedule or retry) onto their queues.
 -- KEYS[1] = the sorted set, KEYS[2] = the known-queues set, KEYS[3] = dead.
 -- ARGV[1] = now (epoch s), ARGV[2] = batch size, ARGV[3] = queue key prefix,
--- ARGV[4] = default queue, ARGV[5] = now as a dead score.
--- Returns {moved, unreadable}. The payload is pushed exactly as stored (re-encoding it
--- in Lua would round big numbers). An entry that is not a job object goes to dead with
--- the reason, rather than being retried forever.
-local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[1], "LIMIT", 0, tonumber(ARGV[2]))
-local moved, bad = 0, 0
+-- ARGV[4] = default queue, ARGV[5] = now as a dead score, ARGV[6] = how many due
+-- entries to skip (ones the caller already found stuck).
+-- Returns {moved, unreadable, stuck}. The payload is pushed exactly as stored (re-encoding
+-- it in Lua would round big numbers). An entry that is not a job object goes to dead with
+-- the reason, rather than being retried forever. An entry whose queue can't be written
+-- (a key of the wrong type) stays where it is, and doesn't hold up the rest.
+local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[1], "LIMIT", tonumber(ARGV[6] or "0"),
+  tonumber(ARGV[2]))
+local moved, bad, stuck = 0, 0, 0
 for _, job in ipairs(due) do
   local ok, decoded = pcall(cjson.decode, job)
   if ok and type(decoded) == "table" and type(decoded["class"]) == "string" then
@@ -14,9 +17,13 @@ for _, job in ipairs(due) do
     if type(decoded["queue"]) == "string" and decoded["queue"] ~= "" then
       queue = decoded["queue"]
     end
-    redis.call("LPUSH", ARGV[3] .. queue, job)
-    redis.call("SADD", KEYS[2], queue)
-    moved = moved + 1
+    if type(redis.pcall("LPUSH", ARGV[3] .. queue, job)) == "number" then
+      redis.pcall("SADD", KEYS[2], queue)
+      moved = moved + 1
+    else
+      stuck = stuck + 1
+      job = nil
+    end
   else
     local entry = cjson.encode({error_class = "cogworker.BadPayload",
       error_message = "scheduled entry is not a job object", failed_at = tonumber(ARGV[5]),
@@ -24,6 +31,8 @@ for _, job in ipairs(due) do
     redis.call("ZADD", KEYS[3], ARGV[5], entry)
     bad = bad + 1
   end
-  redis.call("ZREM", KEYS[1], job)
+  if job then
+    redis.call("ZREM", KEYS[1], job)
+  end
 end
-return {moved, bad}
+return {moved, bad, stuck}
