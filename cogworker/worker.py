@@ -214,6 +214,10 @@ class Worker:
         snap = self._stats.take()
         try:
             self.reporter.stats(snap)
+        except redis.ResponseError as exc:
+            # Redis ran the batch and refused part of it (a key of the wrong type): the
+            # rest is written, so sending it again would count it twice.
+            logger.error("stats partly not written (dropped): %s", exc)
         except Exception as exc:  # kept for the next flush: counters are never worth a job
             self._stats.merge(snap)
             logger.debug("stats not delivered yet: %s", exc)
