@@ -42,3 +42,33 @@ def fail_dead(tag):
 @cogworker.job(retry=1, backoff=lambda count, error: 100)
 def fail_retry(tag):
     raise ValueError(f"fails, retried in 100 s {tag}")
+
+
+# -- unique jobs ---------------------------------------------------------------------------------
+
+def _own_lock(name, tag):
+    """This run's lock as seen from inside it: [value, ttl]."""
+    from cogworker import unique
+
+    key = get_config().keys.unique(unique.digest({"class": name, "queue": "default", "args": [tag], "kwargs": {}}))
+    return [(_r().get(key) or b"").decode(), _r().ttl(key)]
+
+
+@cogworker.job(unique_for=60)
+def u_ok(tag):
+    _r().rpush("test:unique", json.dumps(["u_ok", tag, _own_lock(u_ok.name, tag)]))
+
+
+@cogworker.job(unique_for=60, unique_until="start")
+def u_start(tag):
+    _r().rpush("test:unique", json.dumps(["u_start", tag, _own_lock(u_start.name, tag)]))
+
+
+@cogworker.job(unique_for=60, retry=0)
+def u_dead(tag):
+    raise ValueError(f"fails for good {tag}")
+
+
+@cogworker.job(unique_for=5, retry=3, backoff=lambda count, error: 100)
+def u_retry(tag):
+    raise ValueError(f"retried in 100 s {tag}")
