@@ -104,3 +104,16 @@ def raise_custom(tag):
 def plain_function(tag):
     """Not a job: a payload naming it must not run it."""
     _mark(f"plain_function:{tag}")
+
+
+# In-process runs, for tests that pause or restart Redis: these jobs never touch Redis,
+# so a Redis fault can't make the job itself fail.
+local_started: list[str] = []
+local_runs: list[str] = []
+
+
+@cogworker.job
+def local(tag, seconds=0.0):
+    local_started.append(tag)
+    time.sleep(seconds)
+    local_runs.append(tag)
