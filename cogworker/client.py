@@ -11,6 +11,8 @@ from .config import get_config
 from .jobs import JobOptions, build_payload, dumps, registry, to_epoch
 from .middleware import client_middleware
 
+BULK_CHUNK = 1000  # values per LPUSH in a bulk enqueue
+
 
 def _write(pipe: Any, payload: dict[str, Any], encoded: str, at: float | None) -> None:
     keys = get_config().keys
@@ -19,6 +21,22 @@ def _write(pipe: Any, payload: dict[str, Any], encoded: str, at: float | None) -
     else:
         pipe.lpush(keys.queue(payload["queue"]), encoded)
         pipe.sadd(keys.queues, payload["queue"])
+        wake(pipe)
+
+
+def wake(pipe: Any) -> None:
+    """Wakes idle workers of several queues (see fetch.lua); rides in the same pipeline."""
+    pipe.xadd(get_config().keys.wake, {"w": 1}, maxlen=100, approximate=True)
+
+
+def _execute(pipe: Any) -> None:
+    """Runs the pipeline; raises the first error except the wake's (best-effort: a wake
+    key of the wrong type must not make a written job look unwritten)."""
+    commands = [c[0][0] for c in pipe.command_stack]
+    results = pipe.execute(raise_on_error=False)
+    for name, result in zip(commands, results, strict=True):
+        if isinstance(result, Exception) and name != "XADD":
+            raise result
 
 
 def push(payload: dict[str, Any], at: float | None = None) -> str | None:
@@ -40,25 +58,34 @@ def push(payload: dict[str, Any], at: float | None = None) -> str | None:
             return unique.push(client, payload, encoded, at)
         pipe = client.pipeline(transaction=False)
         _write(pipe, payload, encoded, at)
-        pipe.execute()
+        _execute(pipe)
         return payload["jid"]
 
     return client_middleware.invoke((payload,), final)
 
 
 def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
-    """Bulk: one pipeline for all of them (unique jobs are pushed one by one)."""
+    """Bulk: one pipeline, one multi-value LPUSH per queue and chunk, in order (unique
+    jobs and jobs under client middleware take the single path, one by one)."""
     encoded = [dumps(p) for p in payloads]  # all refused before any is written
     jids: list[str | None] = []
-    client = get_config().redis()
-    pipe = client.pipeline(transaction=False)
+    by_queue: dict[str, list[str]] = {}
     for payload, raw in zip(payloads, encoded, strict=True):
-        if len(client_middleware) or payload.get("unique_for"):  # their own path, one by one
+        if len(client_middleware) or payload.get("unique_for"):
             jids.append(push(payload))
             continue
-        _write(pipe, payload, raw, None)
+        by_queue.setdefault(payload["queue"], []).append(raw)
         jids.append(payload["jid"])
-    pipe.execute()
+    if by_queue:
+        keys = get_config().keys
+        pipe = get_config().redis().pipeline(transaction=False)
+        for queue, raws in by_queue.items():
+            for i in range(0, len(raws), BULK_CHUNK):
+                # LPUSH k a b c leaves a nearest the fetch end: first in, first out.
+                pipe.lpush(keys.queue(queue), *raws[i:i + BULK_CHUNK])
+            pipe.sadd(keys.queues, queue)
+        wake(pipe)
+        _execute(pipe)
     return jids
 
 

@@ -110,16 +110,19 @@ class Fetcher:
         order = self.order()
         keys = [self.in_progress, self.keys.orphanings(jid_of(ack) if ack else "-")]
         keys.extend(self.keys.queue(q) for q in order)
-        reply = lua.run(self.client, "fetch", keys, [ack or b""])
-        index, raw = int(reply[0]), reply[1]
-        if len(reply) > 2:
-            self._log_bad_keys(reply[2:])
+        multi = len(order) > 1 and self.block_timeout > 0
+        reply = lua.run(self.client, "fetch", keys, [ack or b"", self.keys.wake if multi else ""])
+        index, raw, wake_id = int(reply[0]), reply[1], reply[2]
+        if len(reply) > 3:
+            self._log_bad_keys(reply[3:])
         if index:
             return Work(raw, order[index - 1])
         if self.block_timeout <= 0:
             return None
-        # Nothing waiting: block on the queue tried first, so an idle worker wakes within
-        # milliseconds of a push; BLMOVE lands it straight on the in-progress list.
+        if multi and self._wait_for_wake(wake_id):
+            return None  # something was pushed: the caller fetches again at once
+        # Nothing waiting: block on the (first) queue, so an idle worker wakes within
+        # milliseconds of a push; BLMOVE lands the job straight on the in-progress list.
         first = order[0]
         # Shorter than the socket timeout, or an idle wait reads as Redis being away (and
         # a BLMOVE cut off client-side may still move a job the worker never hears of).
@@ -135,6 +138,16 @@ class Fetcher:
             time.sleep(min(self.block_timeout, 1.0))
             return None
         return Work(raw, first) if raw is not None else None
+
+    def _wait_for_wake(self, since: bytes) -> bool:
+        """Blocks until a push to any queue (or ``block_timeout``). False if the wake
+        stream can't be used (wrong type): then the caller blocks on one queue instead."""
+        try:
+            self.client.xread({self.keys.wake: since}, count=1, block=max(1, int(self.block_timeout * 1000)))
+            return True
+        except redis.ResponseError:
+            self._log_bad_keys([self.keys.wake.encode()])
+            return False
 
     def _log_bad_keys(self, keys: list[Any]) -> None:
         now = time.monotonic()

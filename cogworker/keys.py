@@ -17,6 +17,8 @@ class Keys:
         ns = namespace
         self.queue_prefix = f"{ns}:queue:"
         self.queues = f"{ns}:queues"
+        # Not in DESIGN §4: a capped stream that wakes idle workers of several queues.
+        self.wake = f"{ns}:wake"
         self.schedule = f"{ns}:schedule"
         self.retry = f"{ns}:retry"
         self.dead = f"{ns}:dead"

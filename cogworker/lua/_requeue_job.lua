@@ -14,6 +14,7 @@ local function requeue_job(job, queue_prefix, default_queue, unique_prefix)
     decoded = nil
   end
   redis.call("RPUSH", queue_prefix .. queue, job)
+  wake((string.gsub(queue_prefix, "queue:$", "wake"))) -- "<ns>:queue:" -> "<ns>:wake"
   if decoded and type(decoded["unique_digest"]) == "string" and tonumber(decoded["unique_for"]) then
     local lock = unique_prefix .. decoded["unique_digest"]
     if redis.pcall("GET", lock) == decoded["jid"] then

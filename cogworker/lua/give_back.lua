@@ -1,3 +1,4 @@
+--! include _wake
 --! include _requeue_job
 -- KEYS[1] = an in-progress list; ARGV[1] = one job on it, ARGV[2] = queue key prefix,
 -- ARGV[3] = default queue, ARGV[4] = unique lock prefix.

@@ -1,3 +1,4 @@
+--! include _wake
 -- Moves due entries of a sorted set (schedule or retry) onto their queues.
 -- KEYS[1] = the sorted set, KEYS[2] = the known-queues set, KEYS[3] = dead.
 -- ARGV[1] = now (epoch s), ARGV[2] = batch size, ARGV[3] = queue key prefix,
@@ -34,5 +35,8 @@ for _, job in ipairs(due) do
   if job then
     redis.call("ZREM", KEYS[1], job)
   end
+end
+if moved > 0 then
+  wake((string.gsub(ARGV[3], "queue:$", "wake"))) -- "<ns>:queue:" -> "<ns>:wake"
 end
 return {moved, bad, stuck}

@@ -1,3 +1,4 @@
+--! include _wake
 --! include _requeue_job
 -- Puts a whole in-progress list back on its queues: a dead process's (orphan recovery,
 -- a dead child) or a stopping process's own.

@@ -1,3 +1,4 @@
+--! include _wake
 -- A unique job's push: takes the lock and writes the job in one step, or writes nothing
 -- when the lock is held (a duplicate).
 -- KEYS[1] = the unique lock, KEYS[2] = the queue (or schedule), KEYS[3] = known queues.
@@ -11,5 +12,6 @@ if ARGV[4] ~= "" then
 else
   redis.call("LPUSH", KEYS[2], ARGV[3])
   redis.call("SADD", KEYS[3], ARGV[5])
+  wake((string.gsub(KEYS[3], "queues$", "wake"))) -- "<ns>:queues" -> "<ns>:wake"
 end
 return 1
