@@ -318,3 +318,76 @@ def test_bad_command_line_gets_one_clear_line(args, message):
     assert message in result.stderr
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_boot_recovers_other_hosts_dead_processes_but_not_live_ones(own_config, masters):
+    r = own_config.redis()
+    keys = own_config.keys
+    now = time.time()
+
+    def job(tag):
+        return json.dumps({"class": "apps.pf.record", "args": [tag], "kwargs": {}, "jid": f"jid-{tag}",
+                           "queue": "default", "retry": 25, "created_at": now, "enqueued_at": now})
+
+    # A process dead for long (registered, last beat 5 min ago)
+    r.lpush(keys.in_progress("otherhost:1:dead"), job("dead1"), job("dead2"))
+    r.sadd(keys.in_progress_identities, "otherhost:1:dead")
+    r.hset(keys.last_beat, "otherhost:1:dead", now - 300)
+    # A list nobody registered (from before the registry): found by the boot SCAN
+    r.lpush(keys.in_progress("otherhost:2:unregistered"), job("scanned"))
+    # A live process on another host: its job must not run twice
+    r.lpush(keys.in_progress("otherhost:3:alive"), job("alive"))
+    r.sadd(keys.in_progress_identities, "otherhost:3:alive")
+    r.hset(keys.last_beat, "otherhost:3:alive", now)
+    r.hset(keys.process("otherhost:3:alive"), "pid", 3)
+    # A dead process that missed only a few beats (last beat 10 s ago, key expired): not yet
+    r.lpush(keys.in_progress("otherhost:4:recent"), job("recent"))
+    r.sadd(keys.in_progress_identities, "otherhost:4:recent")
+    r.hset(keys.last_beat, "otherhost:4:recent", now - 10)
+    # A broken identity (its list of the wrong type) must not stop the others
+    r.set(keys.in_progress("otherhost:5:broken"), "not a list")
+    r.sadd(keys.in_progress_identities, "otherhost:5:broken")
+    r.hset(keys.last_beat, "otherhost:5:broken", now - 300)
+
+    m = masters(procs=1)
+    m.wait_children(1)
+    wait_for(lambda: sorted(lrange(own_config, "test:ran")) == ["dead1", "dead2", "scanned"], 10,
+             what="orphans recovered")
+    time.sleep(0.5)
+    assert sorted(lrange(own_config, "test:ran")) == ["dead1", "dead2", "scanned"]
+    assert r.llen(keys.in_progress("otherhost:3:alive")) == 1
+    assert r.llen(keys.in_progress("otherhost:4:recent")) == 1
+    # the dead one is forgotten; its jobs were counted as orphaned once
+    assert not r.sismember(keys.in_progress_identities, "otherhost:1:dead")
+    assert r.get(keys.orphanings("jid-dead1")) is None  # cleared by the ack after it ran
+    assert m.alive()
+
+
+def test_scheduled_and_retried_jobs_run_under_prefork(own_config, masters):
+    m = masters(procs=1)
+    m.wait_children(1)
+    pf.record.enqueue_in(1, "later")
+    pf.record.enqueue_at(time.time() - 5, "past")  # already due: straight onto the queue
+    wait_for(lambda: "past" in lrange(own_config, "test:ran"), 5, what="past-due job")
+    wait_for(lambda: "later" in lrange(own_config, "test:ran"), 5, what="scheduled job")
+    assert own_config.redis().zcard(own_config.keys.schedule) == 0
+
+
+def test_process_titles(own_config, masters):
+    m = masters(procs=2)
+    m.wait_children()
+    import psutil
+
+    def title(proc):
+        return " ".join(proc.cmdline()).strip()  # the title is padded to the old argv's length
+
+    def titles():
+        return sorted(title(p) for p in m.children())
+
+    assert title(psutil.Process(m.pid)) == "cogworker: master apps.pf [2 procs]"
+    wait_for(lambda: titles() == ["cogworker: child 0 idle", "cogworker: child 1 idle"], 5, what="idle titles")
+    pf.slow.enqueue("titled", 2)
+    wait_for(lambda: any("busy apps.pf.slow jid=" in t for t in titles()), 5, what="busy title")
+    m.signal(signal.SIGTERM)
+    wait_for(lambda: any("stopping" in t for t in titles()), 5, what="stopping title")
+    assert m.wait_exit(15) == 0

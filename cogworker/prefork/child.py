@@ -68,6 +68,7 @@ class Child:
 
         def stop(signum: int, frame: Any) -> None:
             self.reporter.stopping = True
+            self.reporter.title("stopping")
             self.worker.stop()
 
         def quiet(signum: int, frame: Any) -> None:
