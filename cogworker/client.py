@@ -30,12 +30,13 @@ def wake(pipe: Any) -> None:
 
 
 def _execute(pipe: Any) -> None:
-    """Runs the pipeline; raises the first error except the wake's (best-effort: a wake
-    key of the wrong type must not make a written job look unwritten)."""
+    """Runs the pipeline; raises the first error except the wake's and the known-queues
+    set's (best-effort: a key of the wrong type there must not make a written job look
+    unwritten, or a caller's retry would enqueue it twice)."""
     commands = [c[0][0] for c in pipe.command_stack]
     results = pipe.execute(raise_on_error=False)
     for name, result in zip(commands, results, strict=True):
-        if isinstance(result, Exception) and name != "XADD":
+        if isinstance(result, Exception) and name not in ("XADD", "SADD"):
             raise result
 
 

@@ -119,16 +119,16 @@ class Fetcher:
             return Work(raw, order[index - 1])
         if self.block_timeout <= 0:
             return None
-        if multi and self._wait_for_wake(wake_id):
-            return None  # something was pushed: the caller fetches again at once
-        # Nothing waiting: block on the (first) queue, so an idle worker wakes within
-        # milliseconds of a push; BLMOVE lands the job straight on the in-progress list.
-        first = order[0]
         # Shorter than the socket timeout, or an idle wait reads as Redis being away (and
         # a BLMOVE cut off client-side may still move a job the worker never hears of).
         block = self.block_timeout
         if self.config.socket_timeout:
             block = min(block, self.config.socket_timeout / 2)
+        if multi and self._wait_for_wake(wake_id, block):
+            return None  # something was pushed: the caller fetches again at once
+        # Nothing waiting: block on the (first) queue, so an idle worker wakes within
+        # milliseconds of a push; BLMOVE lands the job straight on the in-progress list.
+        first = order[0]
         try:
             raw = self.client.blmove(self.keys.queue(first), self.in_progress, block, "RIGHT", "LEFT")
         except redis.ResponseError as exc:
@@ -139,11 +139,11 @@ class Fetcher:
             return None
         return Work(raw, first) if raw is not None else None
 
-    def _wait_for_wake(self, since: bytes) -> bool:
-        """Blocks until a push to any queue (or ``block_timeout``). False if the wake
+    def _wait_for_wake(self, since: bytes, block: float) -> bool:
+        """Blocks until a push to any queue (or ``block`` seconds). False if the wake
         stream can't be used (wrong type): then the caller blocks on one queue instead."""
         try:
-            self.client.xread({self.keys.wake: since}, count=1, block=max(1, int(self.block_timeout * 1000)))
+            self.client.xread({self.keys.wake: since}, count=1, block=max(1, int(block * 1000)))
             return True
         except redis.ResponseError:
             self._log_bad_keys([self.keys.wake.encode()])

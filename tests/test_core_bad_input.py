@@ -194,3 +194,21 @@ def test_housekeeping_survives_keys_of_the_wrong_type(config):
         w.stop()
         thread.join(10)
         keeper.join(10)
+
+
+def test_known_queues_set_of_the_wrong_type_does_not_fail_an_enqueue(config):
+    """``queues`` only lists names (for a UI): a written job must not look unwritten,
+    or the caller's retry would enqueue it twice."""
+    r = config.redis()
+    k = config.keys
+    r.set(k.queues, "a string")
+    jid = core_jobs.record.enqueue("one")
+    jids = core_jobs.record.enqueue_many([("two",), ("three",)])
+    assert isinstance(jid, str) and all(jids)
+    assert r.llen(k.queue("default")) == 3
+    r.zadd(k.schedule, {json.dumps({"class": "apps.core_jobs.record", "args": ["four"], "kwargs": {},
+                                    "jid": "f" * 24, "queue": "default", "retry": 0}): 1})
+    assert Poller(config).poll() == 1
+    with RunningWorker():
+        assert wait_for(lambda: len(ran(r)) == 4)
+    assert sorted(ran(r)) == ["record:four", "record:one", "record:three", "record:two"]

@@ -100,6 +100,22 @@ def test_idle_worker_blocks_and_picks_up_at_once(config, monkeypatch, caplog):
     assert not [rec for rec in caplog.records if "unavailable" in rec.getMessage()]
 
 
+def test_idle_worker_of_several_queues_picks_up_from_any(config, caplog):
+    """Several queues: an idle worker wakes for a push to any of them, well before the
+    block timeout, and idling longer than the socket timeout is not an outage."""
+    r = config.redis()
+    block = 4.0
+    with RunningWorker(queues=[("a", None), ("b", None), ("c", None)], block_timeout=block):
+        time.sleep(config.socket_timeout + 0.5)
+        for q in ["c", "b", "a"]:
+            pushed = time.monotonic()
+            core_jobs.record.options(queue=q).enqueue(q)
+            assert wait_for(lambda q=q: f"record:{q}" in ran(r), timeout=block)
+            assert time.monotonic() - pushed < block / 2
+            time.sleep(0.1)
+    assert not [rec for rec in caplog.records if "unavailable" in rec.getMessage()]
+
+
 def test_old_redis_refused_at_start(config, monkeypatch):
     real_info = redis.Redis.info
 
