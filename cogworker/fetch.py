@@ -102,13 +102,14 @@ class Fetcher:
         random.shuffle(pool)
         return list(dict.fromkeys(pool))
 
-    def fetch(self, ack: bytes | None = None) -> Work | None:
+    def fetch(self, ack: bytes | None = None, ack_jid: str | None = None) -> Work | None:
         """One job from the first non-empty queue, or None after blocking ``block_timeout``.
 
-        ``ack``: the previous job, acknowledged in the same round trip.
+        ``ack``: the previous job, acknowledged in the same round trip (``ack_jid``: its
+        jid, if the caller knows it, to spare parsing it again).
         """
         order = self.order()
-        keys = [self.in_progress, self.keys.orphanings(jid_of(ack) if ack else "-")]
+        keys = [self.in_progress, self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-")]
         keys.extend(self.keys.queue(q) for q in order)
         multi = len(order) > 1 and self.block_timeout > 0
         reply = lua.run(self.client, "fetch", keys, [ack or b"", self.keys.wake if multi else ""])

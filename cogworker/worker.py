@@ -108,6 +108,7 @@ class Worker:
         self.pending = Pending()
         self.current: Work | None = None
         self.ack_due: bytes | None = None  # rides on the next fetch
+        self._ack_due_jid: str | None = None
         self.jobs_done = 0
         self._stopping = threading.Event()
         self._quiet = threading.Event()
@@ -180,7 +181,7 @@ class Worker:
 
     def _fetch(self) -> Work | None:
         try:
-            work = self.fetcher.fetch(ack=self.ack_due)
+            work = self.fetcher.fetch(ack=self.ack_due, ack_jid=self._ack_due_jid)
         except redis.RedisError as exc:
             if self.ack_due is not None:
                 # Unknown whether it landed; LREM is idempotent, so reconcile just repeats it.
@@ -251,7 +252,7 @@ class Worker:
             # the bookkeeping can't re-queue a job that already ran.
             final = disposition or self._ran or GIVE_BACK
             self.reporter.finished(work, final if isinstance(final, str) else "interrupt")
-            self.settle(work, final)
+            self.settle(work, final, payload["jid"])
             self.jobs_done += 1
 
     def execute(self, work: Work, payload: dict[str, Any]) -> Any:
@@ -337,12 +338,13 @@ class Worker:
 
     # -- settlement ------------------------------------------------------------------------
 
-    def settle(self, work: Work, disposition: Any) -> None:
+    def settle(self, work: Work, disposition: Any, jid: str | None = None) -> None:
         if disposition == ACK:
             if self.stopping or self.ack_due is not None:
                 self._acknowledge(work.raw)
             else:
                 self.ack_due = work.raw
+                self._ack_due_jid = jid
         elif disposition == SETTLED:
             pass
         elif disposition == GIVE_BACK:

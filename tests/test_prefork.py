@@ -137,6 +137,24 @@ def test_term_with_job_longer_than_timeout_requeues_within_bound(own_config, mas
     assert json.loads(own_config.redis().lrange(own_config.keys.queue("default"), 0, -1)[0])["class"] == "apps.pf.slow"
 
 
+def test_second_term_stops_now_with_the_same_requeueing(own_config, masters):
+    m = masters(procs=2, args=["--timeout", "20"])
+    m.wait_children()
+    pf.slow.enqueue("long1", 30)
+    pf.slow.enqueue("long2", 30)
+    wait_for(lambda: len(lrange(own_config, "test:started")) == 2, what="both started")
+    t0 = time.time()
+    m.signal(signal.SIGTERM)
+    time.sleep(0.3)
+    m.signal(signal.SIGTERM)
+    assert m.wait_exit(15) == 0
+    assert time.time() - t0 < 5  # not the 20 s timeout
+    assert queue_len(own_config) == 2 and in_progress_total(own_config) == 0
+    # handed back, not counted as orphaned: the master killed them, they didn't crash
+    for raw in own_config.redis().lrange(own_config.keys.queue("default"), 0, -1):
+        assert own_config.redis().get(own_config.keys.orphanings(json.loads(raw)["jid"])) is None
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_to_whole_group_same_outcome(own_config, masters, sig):
     m = masters(procs=2, args=["--timeout", "3"])

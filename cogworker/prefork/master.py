@@ -221,10 +221,9 @@ class Master:
             child.running = {"raw": raw, "jid": jid, "class": cls, "queue": queue, "deadline": deadline,
                              "run_at": started_at}
         elif kind == "finished":
-            _, raw, disposition = msg
+            if msg[1] == ACK and child.running:
+                child.ack_due = child.running["raw"]
             child.running = None
-            if disposition == ACK:
-                child.ack_due = raw
         elif kind == "pending":
             child.owes[msg[1]] = decode_how(msg[2])
         elif kind == "settled":

@@ -5,8 +5,9 @@ Redis, so a child's death can be settled exactly:
 
 - ``("ready",)``: the first fetch was made (the child booted fine);
 - ``("started", raw, jid, class, queue, deadline, started_at)``;
-- ``("finished", raw, disposition)``: ``"ack"`` means the job ran and only its ack is
-  due (it rides on the child's next fetch): if the child dies now, drop the entry;
+- ``("finished", disposition)``: the job last started is over; ``"ack"`` means it ran
+  and only its ack is due (it rides on the child's next fetch): if the child dies now,
+  drop the entry;
 - ``("pending", raw, how)``: a settlement the child could not make: ``"ack"``, or a
   failure record ``(zset, score, entry)`` to file;
 - ``("settled", raw)``: a pending settlement went through;
@@ -70,7 +71,7 @@ class PipeReporter(Reporter):
         self._send(("started", work.raw, payload["jid"], payload["class"], work.queue, deadline, time.time()))
 
     def finished(self, work: Any, disposition: str) -> None:
-        self._send(("finished", work.raw, disposition))
+        self._send(("finished", disposition))
 
     def pending(self, raw: bytes, how: str | Filing) -> None:
         self._send(("pending", raw, encode_how(how)))
