@@ -323,3 +323,17 @@ def test_non_json_arguments_raise_and_write_nothing(config, bad):
         with pytest.raises(TypeError, match="JSON"):
             call()
     assert r.dbsize() == 0
+
+
+def test_enqueue_at_by_name_and_empty_bulk(config):
+    r = config.redis()
+    at = time.time() + 50
+    jid = cogworker.enqueue_at("some.app.jobs.later", at, 1, x=2)
+    [(raw, score)] = r.zrange(config.keys.schedule, 0, -1, withscores=True)
+    payload = json.loads(raw)
+    assert payload["jid"] == jid and payload["class"] == "some.app.jobs.later"
+    assert payload["args"] == [1] and payload["kwargs"] == {"x": 2}
+    assert score == pytest.approx(at)
+    assert core_jobs.record.enqueue_many([]) == []
+    with pytest.raises(TypeError):
+        core_jobs.record.enqueue_many([object()])
