@@ -171,6 +171,9 @@ class Worker:
                     break
                 self.housekeep()
                 if self._quiet.is_set():
+                    if self.ack_due is not None:  # quieted since: acknowledged now, not at stop
+                        raw, self.ack_due = self.ack_due, None
+                        self._acknowledge(raw)
                     time.sleep(0.2)
                     continue
                 work = self._fetch()
@@ -340,7 +343,8 @@ class Worker:
 
     def settle(self, work: Work, disposition: Any, jid: str | None = None) -> None:
         if disposition == ACK:
-            if self.stopping or self.ack_due is not None:
+            # Quiet: no next fetch for the ack to ride on.
+            if self.stopping or self._quiet.is_set() or self.ack_due is not None:
                 self._acknowledge(work.raw)
             else:
                 self.ack_due = work.raw
