@@ -195,7 +195,8 @@ class Ticker:
         self._publish_at = 0.0  # monotonic; when tick may (re)try publishing
         self._lock = threading.RLock()
         self._checked: dict[str, int] = {}  # pjid -> the last slot this process looked at
-        self._next_fire: dict[str, float] = {}
+        self._slot: dict[str, int] = {}  # pjid -> its current slot at the last look
+        self._next_fire: dict[str, float] = {}  # pjid -> the fire time after that slot
         self._pending_rollbacks: list[_Rollback] = []
         self._failures: dict[str, int] = {}
         self._retry_at: dict[str, float] = {}  # monotonic
@@ -324,9 +325,13 @@ class Ticker:
                 self._outage_since = None
 
     def _tick_entry(self, entry: Entry, now: float) -> None:
+        checked = self._checked.get(entry.pjid)
+        if checked is not None and checked == self._slot.get(entry.pjid) and now < self._next_fire[entry.pjid]:
+            return  # still the slot already looked at (the master may tick very often: skip croniter)
         slot, following = self.slot_and_next(entry, now)
+        self._slot[entry.pjid] = slot
         self._next_fire[entry.pjid] = following
-        if self._checked.get(entry.pjid) == slot:
+        if checked == slot:
             return
         if self._catch_up(entry):
             mode = "claim"
