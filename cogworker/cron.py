@@ -34,7 +34,9 @@ BACKOFF_MAX = 300.0  # a failing entry is retried after 5 s, 10 s, 20 s ... up t
 # Only a safety net: the job's end (success, dead, buried orphan) releases it.
 QUEUED_TTL = 3600
 RUNNING_TTL = 3600  # for a job without a timeout; otherwise its timeout + RUNNING_GRACE
-RUNNING_GRACE = 60
+# Past the timeout: covers the hard kill's grace and an orphaned run's wait for recovery
+# (orphan threshold + a recovery pass), so the lock doesn't lapse before the run is requeued.
+RUNNING_GRACE = 300
 NOT_READY_WAIT = 0.2
 OUTAGE_WAIT = 0.5
 PUBLISH_RETRY = 60.0  # a schedule that couldn't be published at boot is tried again this often

@@ -206,3 +206,18 @@ def test_failed_push_is_rolled_back_and_fires_once_fixed_while_others_keep_firin
     assert broken[0] > fixed_at - 5 and len(broken) >= 3  # and every second again after it
     assert_every_slot_once(slots(fired(config, "cronq", "healthy")))
     assert cron.schedule(config)["broken"]["last_slot"] == broken[-1]
+
+
+def test_single_process_runner_ticks_too(config):
+    """``python -m cogworker.worker`` runs the same ticker in its housekeeping thread."""
+    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    proc = subprocess.Popen([sys.executable, "-m", "cogworker.worker", "apps.cron_mixed", "-q", "idle",
+                             "--redis-url", config.redis_url], cwd=str(TESTS), env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: len(fired(config, "cronq")) >= 3, 15, "three firings")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(15)
+    assert_every_slot_once(slots(fired(config, "cronq", "healthy")))
+    assert cron.schedule(config)["healthy"]["last_slot"] == slots(fired(config, "cronq", "healthy"))[-1]
