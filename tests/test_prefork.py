@@ -254,6 +254,7 @@ def test_hard_timeout_kills_child_and_files_failure(own_config, masters):
     wait_for(lambda: len(m.child_pids()) == 1 and not (m.child_pids() & first), what="replaced child")
     assert in_progress_total(own_config) == 0 and queue_len(own_config) == 0
     assert len(lrange(own_config, "test:started")) == 1  # filed as failed, not orphaned and re-run
+    wait_for(lambda: int(r.get(own_config.keys.stats_failed) or 0) == 1, 5, what="failure counted")
 
 
 def test_soft_timeout_raises_job_timeout(own_config, masters):

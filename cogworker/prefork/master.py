@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import json
 import os
 import random
 import selectors
@@ -458,18 +457,18 @@ class Master:
                            f"({payload.get('timeout')}s); it ignored JobTimeout")
         job = registry.get(payload["class"])
         backoff = job.backoff_for if isinstance(job, Job) else default_backoff
-        del deadline
+        # The child was killed before it could count this failure: count it here.
+        self.stats.record(payload["class"], False, (time.time() - running.get("run_at", deadline)) * 1000)
         return settle.route_failure(self.config, payload, error, backoff)
 
     def after_terminal_filing(self, raw: bytes, filing: Filing) -> None:
+        """As the worker does after filing (best-effort): a retry keeps the job's locks
+        over its wait, dead frees them."""
         payload, _ = settle.parse_payload(raw)
         if payload is None:
             return
         try:
-            if filing.retrying:
-                unique.extend(self.client, payload, filing.delay)
-            elif filing.zset == self.config.keys.dead:
-                recovery.buried_as_dead(self.config, json.loads(filing.entry))
+            unique.after_filing(self.config, payload, filing.retrying, filing.delay)
         except Exception as exc:
             logger.error("master: after filing jid=%s: %s", payload.get("jid"), exc)
 
