@@ -43,9 +43,17 @@ class Master:
 
     def children(self) -> list[psutil.Process]:
         try:
-            return [c for c in psutil.Process(self.pid).children() if c.status() != psutil.STATUS_ZOMBIE]
+            found = psutil.Process(self.pid).children()
         except psutil.NoSuchProcess:
             return []
+        live = []
+        for child in found:  # one may exit while we look: skip it, don't lose the rest
+            try:
+                if child.status() != psutil.STATUS_ZOMBIE:
+                    live.append(child)
+            except psutil.NoSuchProcess:
+                pass
+        return live
 
     def child_pids(self) -> set[int]:
         return {c.pid for c in self.children()}

@@ -206,7 +206,11 @@ def test_ttin_ttou_hup_tstp(own_config, masters):
     m.wait_children(2)
     before = m.child_pids()
     m.signal(signal.SIGHUP)
-    wait_for(lambda: len(m.child_pids()) == 2 and not (m.child_pids() & before), 20, what="all children replaced")
+    def replaced():
+        now = m.child_pids()
+        return len(now) == 2 and not (now & before)
+
+    wait_for(replaced, 20, what="all children replaced")
     assert not (m.child_pids() & first)
     # TSTP: quiet — running jobs finish, nothing new is fetched
     pf.slow.enqueue("running", 1)
@@ -227,7 +231,7 @@ def test_max_jobs_recycles_children(own_config, masters):
     pf.record.enqueue_many([(f"j{i}",) for i in range(12)])
     wait_for(lambda: own_config.redis().llen("test:ran") == 12, what="12 jobs")
     assert sorted(lrange(own_config, "test:ran")) == sorted(f"j{i}" for i in range(12))
-    wait_for(lambda: len(m.child_pids()) == 1 and not (m.child_pids() & first), what="replaced child")
+    wait_for(lambda: (lambda now: len(now) == 1 and not (now & first))(m.child_pids()), what="replaced child")
     wait_for(lambda: in_progress_total(own_config) == 0, 5, what="in-progress drained")
 
 
@@ -236,7 +240,7 @@ def test_max_memory_recycles_child_after_its_job(own_config, masters):
     first = m.wait_children(1)
     pf.hog.enqueue("big", 200)
     wait_for(lambda: own_config.redis().llen("test:ran") == 1, what="hog ran")
-    wait_for(lambda: len(m.child_pids()) == 1 and not (m.child_pids() & first), 15, what="replaced child")
+    wait_for(lambda: (lambda now: len(now) == 1 and not (now & first))(m.child_pids()), 15, what="replaced child")
     pf.record.enqueue("after")
     wait_for(lambda: "after" in lrange(own_config, "test:ran"), what="new child works")
     wait_for(lambda: in_progress_total(own_config) == 0, 5, what="in-progress drained")
@@ -251,7 +255,7 @@ def test_hard_timeout_kills_child_and_files_failure(own_config, masters):
     entry = json.loads(r.zrange(own_config.keys.dead, 0, -1)[0])
     assert entry["jid"] == jid and entry["error_class"] == "cogworker.JobTimeout"
     assert lrange(own_config, "test:soft_timeout") == ["stuck"]  # the soft timeout came first
-    wait_for(lambda: len(m.child_pids()) == 1 and not (m.child_pids() & first), what="replaced child")
+    wait_for(lambda: (lambda now: len(now) == 1 and not (now & first))(m.child_pids()), what="replaced child")
     assert in_progress_total(own_config) == 0 and queue_len(own_config) == 0
     assert len(lrange(own_config, "test:started")) == 1  # filed as failed, not orphaned and re-run
     wait_for(lambda: int(r.get(own_config.keys.stats_failed) or 0) == 1, 5, what="failure counted")
