@@ -38,6 +38,7 @@ STATS_INTERVAL = 1.0
 TIMEOUT_GRACE = 5.0  # a job past its soft timeout by this much gets its child killed
 MAX_BOOT_BACKOFF = 30.0
 MASTER_SOCKET_TIMEOUT = 1.0
+MIN_LOOP = 0.002  # seconds between loop turns while children are talking
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGHUP,
              signal.SIGCHLD)
 
@@ -50,12 +51,22 @@ class ChildState:
     conn: Connection
     forked_at: float = field(default_factory=time.monotonic)
     ready: bool = False
-    running: dict[str, Any] | None = None
-    ack_due: bytes | None = None
-    owes: dict[bytes, Any] = field(default_factory=dict)  # raw -> ACK | Filing
+    running: dict[str, Any] | None = None  # jid, class, queue, deadline, run_at
+    ack_due: str | None = None  # jid
+    owes: dict[str, Any] = field(default_factory=dict)  # jid -> ACK | Filing
     stop_reason: str | None = None  # why the master stopped it: shutdown, timeout, memory, ...
     stop_sent: bool = False
     rss: int = 0
+
+
+@dataclass
+class Owed:
+    """What a gone child still owed Redis, kept until Redis takes it."""
+
+    drop: set[str]  # jids that ran; only their ack is missing
+    filings: dict[str, Filing]  # jid -> failure record to file
+    timed_out: dict[str, Any] | None  # the job the master killed it for
+    crashed: bool  # died on its own: count an orphaning per job
 
 
 @dataclass
@@ -90,7 +101,7 @@ class Master:
         self.rolling_current: int | None = None
         self.boot_failures = 0
         self.next_fork_at = 0.0
-        self.unrecovered: dict[str, tuple[list[bytes], list[bytes], dict[bytes, Filing], bool]] = {}
+        self.unrecovered: dict[str, Owed] = {}
         self.stats = stats.StatsBuffer()
         self.poller = Poller(config)
         self.recovery = recovery.OrphanRecovery(config, own=[self.identity])
@@ -100,6 +111,8 @@ class Master:
         self.next_beat = self.next_recovery = self.next_stats = self.next_memory = 0.0
         self.ticker: Any = None
         self.selector = selectors.DefaultSelector()
+        self.last_wake = 0.0
+        self.had_messages = False
 
     # -- Redis, with a circuit breaker so an outage costs one timeout, not one per call ----
 
@@ -185,7 +198,13 @@ class Master:
     # -- the loop ----------------------------------------------------------------------------
 
     def wait(self) -> None:
-        now = time.monotonic()
+        # Under load every job sends two messages: pacing the loop lets them pile up and
+        # be read in one wakeup, instead of one loop turn (and its timers) per message.
+        since = time.monotonic() - self.last_wake
+        if self.had_messages and since < MIN_LOOP:
+            time.sleep(MIN_LOOP - since)
+        self.had_messages = False
+        now = self.last_wake = time.monotonic()
         timeout = min(self.next_beat, self.next_stats, self.next_recovery, self.next_memory) - now
         if self.ticker is not None and not self.stopping and not self.quiet:
             timeout = min(timeout, self.ticker.seconds_to_next())
@@ -202,6 +221,7 @@ class Master:
                 except BlockingIOError:
                     pass
             else:
+                self.had_messages = True
                 self.read_child(key.data)
 
     def read_child(self, child: ChildState) -> None:
@@ -215,16 +235,15 @@ class Master:
     def on_message(self, child: ChildState, msg: tuple[Any, ...]) -> None:
         kind = msg[0]
         if kind == "started":
-            _, raw, jid, cls, queue, deadline, started_at = msg
+            _, jid, cls, queue, deadline, started_at = msg
             child.ack_due = None  # the fetch that got this job carried that ack
-            child.running = {"raw": raw, "jid": jid, "class": cls, "queue": queue, "deadline": deadline,
-                             "run_at": started_at}
+            child.running = {"jid": jid, "class": cls, "queue": queue, "deadline": deadline, "run_at": started_at}
         elif kind == "finished":
             if msg[1] == ACK and child.running:
-                child.ack_due = child.running["raw"]
+                child.ack_due = child.running["jid"]
             child.running = None
         elif kind == "pending":
-            child.owes[msg[1]] = decode_how(msg[2])
+            child.owes[msg[1]] = decode_how(msg[2], self.config.keys.retry)
         elif kind == "settled":
             child.owes.pop(msg[1], None)
         elif kind == "stats":
@@ -406,35 +425,42 @@ class Master:
         """What a gone child owed Redis: its hard-timed-out job filed as failed, pending
         failures filed (or parked in unsettled), pending acks dropped, the rest requeued
         at once, an orphaning counted per job when it died on its own."""
-        identity = child.identity
-        drop = [raw for raw, how in child.owes.items() if how == ACK]
+        drop = {jid for jid, how in child.owes.items() if how == ACK}
         if child.ack_due is not None:
-            drop.append(child.ack_due)
-        filings = {raw: how for raw, how in child.owes.items() if isinstance(how, Filing)}
-        if child.stop_reason == "timeout" and child.running:
-            filing = self.timeout_filing(child.running)
-            if filing is not None:
-                filings[child.running["raw"]] = filing
-        self.unrecovered[identity] = (drop, [], filings, crashed)
-        self.recover_identity(identity)
+            drop.add(child.ack_due)
+        filings = {jid: how for jid, how in child.owes.items() if isinstance(how, Filing)}
+        timed_out = child.running if child.stop_reason == "timeout" else None
+        self.unrecovered[child.identity] = Owed(drop, filings, timed_out, crashed)
+        self.recover_identity(child.identity)
 
     def recover_identity(self, identity: str) -> None:
-        drop, _, filings, crashed = self.unrecovered[identity]
+        owed = self.unrecovered[identity]
 
         def work() -> bool:
+            listed = self.client.lrange(self.config.keys.in_progress(identity), 0, -1)
+            by_jid = {jid_of(raw): raw for raw in listed}
+            if owed.timed_out is not None:
+                raw = by_jid.get(owed.timed_out["jid"])
+                filing = self.timeout_filing(raw, owed.timed_out) if raw is not None else None
+                if filing is not None:
+                    owed.filings[owed.timed_out["jid"]] = filing
+                owed.timed_out = None
             keep = []
-            for raw, filing in list(filings.items()):
-                try:
-                    lua_file(self.config, self.client, identity, raw, filing)
-                    self.after_terminal_filing(raw, filing)
-                except redis.ResponseError as exc:
-                    logger.error("master: couldn't file jid=%s (%s); parking it in unsettled", jid_of(raw), exc)
-                    if not park(self.config, self.client, identity, raw, filing):
-                        keep.append(raw)
-                del filings[raw]
+            for jid, filing in list(owed.filings.items()):
+                raw = by_jid.get(jid)
+                if raw is not None:
+                    try:
+                        lua_file(self.config, self.client, identity, raw, filing)
+                        self.after_terminal_filing(raw, filing)
+                    except redis.ResponseError as exc:
+                        logger.error("master: couldn't file jid=%s (%s); parking it in unsettled", jid, exc)
+                        if not park(self.config, self.client, identity, raw, filing):
+                            keep.append(raw)
+                del owed.filings[jid]
+            drop = [by_jid[jid] for jid in owed.drop if jid in by_jid]
             moved = recovery.requeue_in_progress(self.config, identity, drop=drop, keep=keep,
-                                                 count_orphanings=crashed)
-            if crashed:
+                                                 count_orphanings=owed.crashed)
+            if owed.crashed:
                 buried = recovery.bury_repeat_orphans(self.config)
                 if buried:
                     logger.error("master: %d job(s) orphaned too often moved to dead (ProcessDied)", buried)
@@ -446,19 +472,17 @@ class Master:
         if self.redis_step(f"recovering {identity}", work):
             del self.unrecovered[identity]
 
-    def timeout_filing(self, running: dict[str, Any]) -> Filing | None:
+    def timeout_filing(self, raw: bytes, running: dict[str, Any]) -> Filing | None:
         """The job ran past its timeout and its grace: filed as failed, not orphaned."""
-        raw = running["raw"]
         payload, _ = settle.parse_payload(raw)
         if payload is None:
             return None
-        deadline = running.get("deadline") or time.time()
         error = JobTimeout(f"killed {TIMEOUT_GRACE:g}s after its timeout "
                            f"({payload.get('timeout')}s); it ignored JobTimeout")
         job = registry.get(payload["class"])
         backoff = job.backoff_for if isinstance(job, Job) else default_backoff
         # The child was killed before it could count this failure: count it here.
-        self.stats.record(payload["class"], False, (time.time() - running.get("run_at", deadline)) * 1000)
+        self.stats.record(payload["class"], False, (time.time() - running.get("run_at", time.time())) * 1000)
         return settle.route_failure(self.config, payload, error, backoff)
 
     def after_terminal_filing(self, raw: bytes, filing: Filing) -> None:
@@ -516,8 +540,7 @@ class Master:
     def child_record(self, child: ChildState) -> heartbeat.ProcessRecord:
         running = None
         if child.running:
-            running = {k: v for k, v in child.running.items() if k not in ("raw", "deadline")}
-            running["payload"] = child.running["raw"].decode("utf-8", "replace")
+            running = {k: v for k, v in child.running.items() if k != "deadline"}
         return heartbeat.ProcessRecord(child.identity, "child", child.pid, [q for q, _ in self.s.queues],
                                        busy=int(bool(child.running)), rss=child.rss, running=running)
 

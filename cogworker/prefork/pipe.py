@@ -3,22 +3,28 @@
 The master thus knows at every moment what each child runs and what it still owes
 Redis, so a child's death can be settled exactly:
 
-- ``("ready",)``: the first fetch was made (the child booted fine);
-- ``("started", raw, jid, class, queue, deadline, started_at)``;
+- ``("ready",)``: the child booted (Redis answered, its identity is registered);
+- ``("started", jid, class, queue, deadline, started_at)``;
 - ``("finished", disposition)``: the job last started is over; ``"ack"`` means it ran
   and only its ack is due (it rides on the child's next fetch): if the child dies now,
   drop the entry;
-- ``("pending", raw, how)``: a settlement the child could not make: ``"ack"``, or a
+- ``("pending", jid, how)``: a settlement the child could not make: ``"ack"``, or a
   failure record ``(zset, score, entry)`` to file;
-- ``("settled", raw)``: a pending settlement went through;
+- ``("settled", jid)``: a pending settlement went through;
 - ``("stats", snapshot)``: batched counters.
+
+Jobs are named by jid, never sent whole: messages stay small whatever the payload size
+(a pipe holds 64 KB), and the master reads the child's in-progress list from Redis only
+when it has to settle for a dead child.
 """
 
 from __future__ import annotations
 
+import time
 from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
+from ..fetch import jid_of
 from ..settle import ACK, Filing
 from ..worker import Reporter
 
@@ -35,11 +41,11 @@ def encode_how(how: str | Filing) -> Any:
     return ACK if how == ACK else (how.zset, how.score, how.entry)  # type: ignore[union-attr]
 
 
-def decode_how(how: Any) -> str | Filing:
+def decode_how(how: Any, retry_key: str) -> str | Filing:
     if how == ACK:
         return ACK
     zset, score, entry = how
-    return Filing(zset, score, entry, retrying=False)
+    return Filing(zset, score, entry, retrying=zset == retry_key, delay=max(0.0, score - time.time()))
 
 
 class PipeReporter(Reporter):
@@ -66,18 +72,16 @@ class PipeReporter(Reporter):
         self._send(("ready",))
 
     def started(self, work: Any, payload: dict[str, Any], deadline: float | None) -> None:
-        import time
-
-        self._send(("started", work.raw, payload["jid"], payload["class"], work.queue, deadline, time.time()))
+        self._send(("started", payload["jid"], payload["class"], work.queue, deadline, time.time()))
 
     def finished(self, work: Any, disposition: str) -> None:
         self._send(("finished", disposition))
 
     def pending(self, raw: bytes, how: str | Filing) -> None:
-        self._send(("pending", raw, encode_how(how)))
+        self._send(("pending", jid_of(raw), encode_how(how)))
 
     def settled(self, raw: bytes) -> None:
-        self._send(("settled", raw))
+        self._send(("settled", jid_of(raw)))
 
     def stats(self, snap: dict[str, Any]) -> None:
         if not self._send(("stats", snap)):
