@@ -147,6 +147,16 @@ def _locks_after_filing(config: Config, entry: dict[str, Any]) -> None:
         logger.error("locks after filing an unsettled job failed (ignored): %s", exc)
 
 
+def trim_dead(config: Config) -> None:
+    """The dead set's limits (10,000 entries, 180 days), for the paths that add to it
+    without the filing script's trim (poller garbage, repeat orphans, unsettled)."""
+    keys = config.keys
+    pipe = config.redis().pipeline(transaction=False)
+    pipe.zremrangebyscore(keys.dead, "-inf", f"({time.time() - config.dead_timeout!r}")
+    pipe.zremrangebyrank(keys.dead, 0, -(config.dead_max_jobs + 1))
+    pipe.execute()
+
+
 class OrphanRecovery:
     """Requeues the lists of processes that are dead, one identity at a time."""
 
@@ -189,7 +199,8 @@ class OrphanRecovery:
             except redis.RedisError as exc:
                 logger.error("orphan recovery skipped %s: %s", identity, exc)
         for what, step in (("burying repeat orphans", bury_repeat_orphans),
-                           ("filing unsettled jobs", file_unsettled)):
+                           ("filing unsettled jobs", file_unsettled),
+                           ("trimming the dead set", trim_dead)):
             try:
                 step(self.config)
             except (redis.ConnectionError, redis.TimeoutError):

@@ -142,3 +142,20 @@ def test_a_queue_of_the_wrong_type_does_not_hold_up_other_entries(config):
     r.delete(k.queue("broken"))
     assert poller.poll() == 1
     assert r.zcard(k.retry) == 0
+
+
+def test_orphan_recovery_pass_trims_the_dead_set(config):
+    """Paths that bury without the filing script's trim are trimmed by the recovery pass."""
+    import time as _time
+
+    from cogworker.recovery import OrphanRecovery
+
+    r = config.redis()
+    now = _time.time()
+    old = {f"old{i}": now - 181 * 24 * 3600 for i in range(5)}
+    fresh = {f"fresh{i}": now - i for i in range(10)}
+    r.zadd(config.keys.dead, {**old, **fresh})
+    cfg = cogworker.configure(dead_max_jobs=8)
+    OrphanRecovery(cfg).run()
+    left = {m.decode() for m in r.zrange(config.keys.dead, 0, -1)}
+    assert left == {f"fresh{i}" for i in range(8)}  # the 180-day-old ones and the 2 oldest others gone
