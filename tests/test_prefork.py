@@ -52,6 +52,10 @@ def test_runs_jobs_and_stops_cleanly_on_term(own_config, masters):
     records = [r.hgetall(k) for k in r.scan_iter(match=own_config.keys.process_prefix + "*")]
     roles = sorted(rec[b"role"].decode() for rec in records)
     assert roles == ["child", "child", "master"]
+    for rec in records:
+        assert {b"host", b"pid", b"role", b"queues", b"busy", b"rss", b"started_at"} <= rec.keys()
+        assert float(rec[b"started_at"]) <= float(rec[b"beat_at"])
+        assert int(rec[b"rss"]) > 0 or rec[b"role"] == b"child"
     m.signal(signal.SIGTERM)
     assert m.wait_exit(15) == 0
     assert in_progress_total(own_config) == 0

@@ -50,6 +50,7 @@ class ChildState:
     identity: str
     conn: Connection
     forked_at: float = field(default_factory=time.monotonic)
+    started_at: float = field(default_factory=time.time)
     ready: bool = False
     running: dict[str, Any] | None = None  # jid, class, queue, deadline, run_at
     ack_due: str | None = None  # jid
@@ -542,7 +543,8 @@ class Master:
         if child.running:
             running = {k: v for k, v in child.running.items() if k != "deadline"}
         return heartbeat.ProcessRecord(child.identity, "child", child.pid, [q for q, _ in self.s.queues],
-                                       busy=int(bool(child.running)), rss=child.rss, running=running)
+                                       child.started_at, busy=int(bool(child.running)), rss=child.rss,
+                                       running=running)
 
     def check_memory(self) -> None:
         for child in list(self.children.values()):
