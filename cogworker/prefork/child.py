@@ -22,6 +22,7 @@ from ..config import Config, logger
 from ..recovery import requeue_in_progress
 from ..worker import Worker
 from .pipe import PipeReporter
+from .slots import SlotWriter
 
 WATCH_INTERVAL = 0.2
 
@@ -30,8 +31,8 @@ class TitledReporter(PipeReporter):
     """Keeps the process title saying what the child does (``ps`` is the first tool an
     operator reaches for)."""
 
-    def __init__(self, config: Config, conn: Connection, index: int) -> None:
-        super().__init__(config, conn)
+    def __init__(self, config: Config, conn: Connection, slot: SlotWriter, index: int) -> None:
+        super().__init__(config, conn, slot)
         self.index = index
         self.stopping = False
 
@@ -48,15 +49,16 @@ class TitledReporter(PipeReporter):
 
 
 class Child:
-    def __init__(self, index: int, config: Config, conn: Connection, queues: list[tuple[str, int | None]],
-                 master_pid: int, timeout: float, max_jobs: int | None, identity: str) -> None:
+    def __init__(self, index: int, config: Config, conn: Connection, slot: SlotWriter,
+                 queues: list[tuple[str, int | None]], master_pid: int, timeout: float, max_jobs: int | None,
+                 identity: str) -> None:
         self.index = index
         self.config = config
         self.conn = conn
         self.master_pid = master_pid
         self.timeout = timeout
         self.identity = identity
-        self.reporter = TitledReporter(config, conn, index)
+        self.reporter = TitledReporter(config, conn, slot, index)
         self.worker = Worker(queues, config=config, identity=self.identity, reporter=self.reporter,
                              max_jobs=max_jobs)
         self.queues = [q for q, _ in queues]
@@ -133,12 +135,13 @@ class Child:
             logger.error("child %d: couldn't hand back its job (orphan recovery will): %s", self.index, exc)
 
 
-def child_main(index: int, config: Config, conn: Connection, queues: list[tuple[str, int | None]],
-               master_pid: int, timeout: float, max_jobs: int | None, identity: str) -> None:
+def child_main(index: int, config: Config, conn: Connection, slot: SlotWriter,
+               queues: list[tuple[str, int | None]], master_pid: int, timeout: float, max_jobs: int | None,
+               identity: str) -> None:
     """Runs in the forked process; never returns."""
     code = 1
     try:
-        child = Child(index, config, conn, queues, master_pid, timeout, max_jobs, identity)
+        child = Child(index, config, conn, slot, queues, master_pid, timeout, max_jobs, identity)
         code = child.run()
         if child.reporter.orphaned:
             # The master can't clean up after us: leave nothing behind.

@@ -14,6 +14,7 @@ from ..config import configure, get_config, logger, validate_redis_url
 from ..errors import ConfigurationError
 from ..fetch import parse_queues
 from .master import Master, Settings
+from .slots import MAX_SLOTS
 
 PROG = "cogworker-prefork"
 
@@ -81,6 +82,8 @@ def main(argv: list[str] | None = None) -> None:
             validate_redis_url(args.redis_url)
         queues = parse_queues(args.queues)
         procs = args.procs or default_procs()
+        if procs > MAX_SLOTS:
+            raise ConfigurationError(f"--procs {procs}: at most {MAX_SLOTS} children")
         import_app(args.module)  # preload: once, in the master, before forking
         if args.redis_url or args.namespace:
             current = get_config()

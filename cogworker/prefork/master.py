@@ -31,6 +31,7 @@ from ..settle import ACK, Filing
 from ..worker import Outage, new_identity
 from .child import child_main
 from .pipe import decode_how, make_pipe
+from .slots import ACK_DUE, MAX_SLOTS, RUNNING, Slots
 
 HEARTBEAT_INTERVAL = 5.0
 RECOVERY_INTERVAL = 30.0
@@ -38,7 +39,6 @@ STATS_INTERVAL = 1.0
 TIMEOUT_GRACE = 5.0  # a job past its soft timeout by this much gets its child killed
 MAX_BOOT_BACKOFF = 30.0
 MASTER_SOCKET_TIMEOUT = 1.0
-MIN_LOOP = 0.002  # seconds between loop turns while children are talking
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGHUP,
              signal.SIGCHLD)
 
@@ -112,8 +112,7 @@ class Master:
         self.next_beat = self.next_recovery = self.next_stats = self.next_memory = 0.0
         self.ticker: Any = None
         self.selector = selectors.DefaultSelector()
-        self.last_wake = 0.0
-        self.had_messages = False
+        self.slots = Slots()
 
     # -- Redis, with a circuit breaker so an outage costs one timeout, not one per call ----
 
@@ -199,18 +198,12 @@ class Master:
     # -- the loop ----------------------------------------------------------------------------
 
     def wait(self) -> None:
-        # Under load every job sends two messages: pacing the loop lets them pile up and
-        # be read in one wakeup, instead of one loop turn (and its timers) per message.
-        since = time.monotonic() - self.last_wake
-        if self.had_messages and since < MIN_LOOP:
-            time.sleep(MIN_LOOP - since)
-        self.had_messages = False
-        now = self.last_wake = time.monotonic()
+        now = time.monotonic()
         timeout = min(self.next_beat, self.next_stats, self.next_recovery, self.next_memory) - now
         if self.ticker is not None and not self.stopping and not self.quiet:
             timeout = min(timeout, self.ticker.seconds_to_next())
-        if self.children and any(c.running and c.running.get("deadline") for c in self.children.values()):
-            timeout = min(timeout, 0.5)
+        if self.children:
+            timeout = min(timeout, 0.5)  # slots are polled: hard timeouts are checked twice a second
         if self.stopping or len(self.children) < self.target or self.unrecovered:
             timeout = min(timeout, 0.1)
         timeout = max(0.0, min(timeout, 1.0, self.poller.next_at - now if not self.quiet else 1.0))
@@ -222,7 +215,6 @@ class Master:
                 except BlockingIOError:
                     pass
             else:
-                self.had_messages = True
                 self.read_child(key.data)
 
     def read_child(self, child: ChildState) -> None:
@@ -235,25 +227,33 @@ class Master:
 
     def on_message(self, child: ChildState, msg: tuple[Any, ...]) -> None:
         kind = msg[0]
-        if kind == "started":
-            _, jid, cls, queue, deadline, started_at = msg
-            child.ack_due = None  # the fetch that got this job carried that ack
-            child.running = {"jid": jid, "class": cls, "queue": queue, "deadline": deadline, "run_at": started_at}
-        elif kind == "finished":
-            if msg[1] == ACK and child.running:
-                child.ack_due = child.running["jid"]
-            child.running = None
+        if kind == "ready":
+            child.ready = True
+            self.boot_failures = 0
+            if self.rolling_current is not None and child.pid != self.rolling_current:
+                self.rolling_current = None  # the replacement is up: next one
         elif kind == "pending":
             child.owes[msg[1]] = decode_how(msg[2], self.config.keys.retry)
         elif kind == "settled":
             child.owes.pop(msg[1], None)
         elif kind == "stats":
             self.stats.merge(msg[1])
-        elif kind == "ready":
-            child.ready = True
-            self.boot_failures = 0
-            if self.rolling_current is not None and child.pid != self.rolling_current:
-                self.rolling_current = None  # the replacement is up: next one
+
+    def refresh(self, child: ChildState) -> bool:
+        """What the child runs now, from its slot. False if the slot is torn (the child
+        died mid-write): then nothing is assumed about its jobs."""
+        slot = self.slots.read(child.index)
+        if slot is None:
+            child.running = child.ack_due = None
+            return False
+        if slot.state == RUNNING:
+            child.running = {"jid": slot.jid, "class": slot.job_class, "queue": slot.queue,
+                             "deadline": slot.deadline, "run_at": slot.started_at}
+            child.ack_due = None
+        else:
+            child.running = None
+            child.ack_due = slot.jid or None if slot.state == ACK_DUE else None
+        return True
 
     def handle_signals(self) -> None:
         while self.signals:
@@ -273,6 +273,9 @@ class Master:
                     self.signal_child(child, signal.SIGTSTP)
                 self.title()
             elif sig == signal.SIGTTIN:
+                if self.target >= MAX_SLOTS:
+                    logger.error("master: TTIN ignored: at most %d children", MAX_SLOTS)
+                    continue
                 self.target += 1
                 logger.info("master: TTIN: %d children", self.target)
                 self.title()
@@ -328,6 +331,7 @@ class Master:
 
     def fork_child(self) -> None:
         index = self.free_indexes.pop(0) if self.free_indexes else self._new_index()
+        self.slots.reset(index)
         reader, writer = make_pipe()
         nonce = os.urandom(4).hex()
         # Signals stay blocked across fork until the child has its own handlers: a TERM
@@ -343,7 +347,8 @@ class Master:
                 for other in self.children.values():
                     other.conn.close()  # siblings' pipes are none of its business
             finally:
-                child_main(index, self.child_config, writer, self.s.queues, os.getppid(), self.s.timeout,
+                child_main(index, self.child_config, writer, self.slots.writer(index), self.s.queues,
+                           os.getppid(), self.s.timeout,
                            self.s.max_jobs, child_identity(os.getpid(), nonce))
         signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
         writer.close()
@@ -402,6 +407,8 @@ class Master:
 
     def child_exited(self, child: ChildState, status: int) -> None:
         code = os.waitstatus_to_exitcode(status)
+        if not self.refresh(child):
+            logger.error("master: child %d died mid-update: its jobs are requeued as unknown", child.index)
         how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
         stopped_by_us = child.stop_reason is not None
         crashed = code != 0 and not stopped_by_us
@@ -531,6 +538,8 @@ class Master:
                 logger.exception("master: cron tick failed")
 
     def beat(self) -> None:
+        for child in self.children.values():
+            self.refresh(child)
         records = [heartbeat.ProcessRecord(self.identity, "master", os.getpid(),
                                            [q for q, _ in self.s.queues], self.started_at,
                                            busy=sum(1 for c in self.children.values() if c.running),
@@ -561,6 +570,7 @@ class Master:
     def check_timeouts(self) -> None:
         now = time.time()
         for child in self.children.values():
+            self.refresh(child)
             running = child.running
             if running and running.get("deadline") and now > running["deadline"] + TIMEOUT_GRACE \
                     and child.stop_reason != "timeout":

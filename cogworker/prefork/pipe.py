@@ -4,18 +4,14 @@ The master thus knows at every moment what each child runs and what it still owe
 Redis, so a child's death can be settled exactly:
 
 - ``("ready",)``: the child booted (Redis answered, its identity is registered);
-- ``("started", jid, class, queue, deadline, started_at)``;
-- ``("finished", disposition)``: the job last started is over; ``"ack"`` means it ran
-  and only its ack is due (it rides on the child's next fetch): if the child dies now,
-  drop the entry;
 - ``("pending", jid, how)``: a settlement the child could not make: ``"ack"``, or a
   failure record ``(zset, score, entry)`` to file;
 - ``("settled", jid)``: a pending settlement went through;
-- ``("stats", snapshot)``: batched counters.
+- ``("stats", snapshot)``: batched counters, at most once a second.
 
-Jobs are named by jid, never sent whole: messages stay small whatever the payload size
-(a pipe holds 64 KB), and the master reads the child's in-progress list from Redis only
-when it has to settle for a dead child.
+What a child runs now (started; finished, with its ack due or not) is not sent: it is
+written to the child's shared-memory slot (``slots.py``), which costs the hot path no
+system call and wakes nobody. Jobs are named by jid, never sent whole.
 """
 
 from __future__ import annotations
@@ -27,6 +23,7 @@ from typing import Any
 from ..fetch import jid_of
 from ..settle import ACK, Filing
 from ..worker import Reporter
+from .slots import RUNNING, SlotWriter
 
 Message = tuple[Any, ...]
 
@@ -53,9 +50,10 @@ class PipeReporter(Reporter):
     pipe breaks), stats are written to Redis directly and the rest is dropped: the child
     then settles and hands over everything itself before it exits."""
 
-    def __init__(self, config: Any, conn: Connection) -> None:
+    def __init__(self, config: Any, conn: Connection, slot: SlotWriter) -> None:
         super().__init__(config)
         self.conn = conn
+        self.slot = slot
         self.orphaned = False
 
     def _send(self, message: Message) -> bool:
@@ -72,10 +70,10 @@ class PipeReporter(Reporter):
         self._send(("ready",))
 
     def started(self, work: Any, payload: dict[str, Any], deadline: float | None) -> None:
-        self._send(("started", payload["jid"], payload["class"], work.queue, deadline, time.time()))
+        self.slot.write(RUNNING, payload["jid"], deadline, time.time(), payload["class"], work.queue)
 
     def finished(self, work: Any, disposition: str) -> None:
-        self._send(("finished", disposition))
+        self.slot.finished(ack_due=disposition == ACK)
 
     def pending(self, raw: bytes, how: str | Filing) -> None:
         self._send(("pending", jid_of(raw), encode_how(how)))
