@@ -1,0 +1,39 @@
+"""Celery's job module. BENCH_CELERY_MODE picks the configuration:
+
+- default:  Celery's defaults (ack on receipt, prefetch multiplier 4).
+- reliable: acks_late + prefetch multiplier 1 + reject_on_worker_lost. Celery's docs:
+  with acks_late alone a task whose pool process is killed is still acknowledged
+  (WorkerLostError); reject_on_worker_lost is what puts it back on the queue.
+"""
+import os
+
+import bench_body as body
+from celery import Celery
+
+app = Celery("bench_celery", broker=os.environ["BENCH_REDIS_URL"])
+app.conf.broker_connection_retry_on_startup = True
+app.conf.worker_hijack_root_logger = False
+if os.environ.get("BENCH_CELERY_MODE") == "reliable":
+    app.conf.task_acks_late = True
+    app.conf.worker_prefetch_multiplier = 1
+    app.conf.task_reject_on_worker_lost = True
+
+
+@app.task
+def noop(payload=""):
+    body.noop(payload)
+
+
+@app.task
+def cpu(iterations):
+    body.cpu(iterations)
+
+
+@app.task
+def probe(token, t_enqueued):
+    body.probe(token, t_enqueued)
+
+
+@app.task
+def slow(token, seconds):
+    body.slow(token, seconds)

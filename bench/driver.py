@@ -1,0 +1,69 @@
+"""The client side of one measurement, run in the system's own interpreter:
+`python -m bench.driver '<json spec>'` prints one JSON line with its result.
+
+It imports the system's job module (PYTHONPATH has bench/apps) and enqueues through
+the system's own client API, so enqueue costs are each library's own.
+"""
+import json
+import os
+import random
+import sys
+import time
+
+from redis import Redis
+
+from bench.systems import by_name
+
+
+def in_chunks(items, size):
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def fill(client, fn, args, n, chunk=1000):
+    """Put n jobs on the queue, in bulk where the library can."""
+    t = time.perf_counter()
+    if client.enqueue_many is not None:
+        for part in in_chunks([args] * n, chunk):
+            client.enqueue_many(fn, part)
+    else:
+        for _ in range(n):
+            client.enqueue(fn, args)
+    return time.perf_counter() - t
+
+
+def main():
+    spec = json.loads(sys.argv[1])
+    r = Redis.from_url(os.environ["BENCH_REDIS_URL"])
+    client = by_name(spec["system"]).client()
+    action = spec["action"]
+    out = {}
+    if action == "fill":
+        out["seconds"] = fill(client, spec["fn"], spec["args"], spec["n"])
+    elif action == "enqueue":
+        args = ("x" * spec["payload"],)
+        t = time.perf_counter()
+        for _ in range(spec["n_single"]):
+            client.enqueue("noop", args)
+        out["single"] = spec["n_single"] / (time.perf_counter() - t)
+        out["bulk"] = None
+        if client.enqueue_many is not None:
+            out["bulk"] = spec["n_bulk"] / fill(client, "noop", args, spec["n_bulk"], spec["chunk"])
+    elif action == "latency":
+        if r.blpop("bench:go", 120) is None:  # the orchestrator says go once workers are warm
+            raise SystemExit("no go signal")
+        rng = random.Random(spec["seed"])  # the same arrival schedule for every system
+        for i in range(spec["n"]):
+            time.sleep(rng.uniform(spec["min_gap"], spec["max_gap"]))
+            client.enqueue("probe", (i, time.time()))
+            # Wait until it has started before the next gap, so each probe meets an idle
+            # worker (a slow system is not measured on its own backlog). Blocking, no polling.
+            if r.blmove("bench:probe", "bench:probe_seen", 30, "LEFT", "RIGHT") is None:
+                raise SystemExit(f"probe {i} did not start within 30 s")
+    else:
+        raise SystemExit(f"unknown action {action}")
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
