@@ -33,6 +33,21 @@ def ensure_peers_venv():
     STAMP.write_text(want + "\n")
 
 
+PROJECT_PYTHON = REPO / ".venv" / "bin" / "python"
+
+
+def ensure_project_venv():
+    """The project's own venv, made as the README makes it (`python3 -m venv .venv` and
+    `pip install -e .`), for a fresh clone where nothing can import cogworker yet."""
+    print("bench: installing cogworker into .venv (the README's setup) ...", flush=True)
+    if not PROJECT_PYTHON.exists():
+        base = getattr(sys, "_base_executable", sys.executable)
+        subprocess.run([base, "-m", "venv", str(REPO / ".venv")], check=True)
+    subprocess.run([str(PROJECT_PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                    "-e", str(REPO)], check=True)
+    return str(PROJECT_PYTHON)
+
+
 def worker_env(redis_url, extra=None):
     """The environment of every process the bench starts (workers and drivers)."""
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME")}

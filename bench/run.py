@@ -22,7 +22,7 @@ from bench.systems import all_systems
 PLANS = {
     "full": dict(
         reps=3,
-        thr_n=10_000, thr_cap=4.0,          # throughput: 10,000 no-op jobs, cut 4 s after the first
+        thr_n=10_000, thr_cap=12.0,  # 10,000 no-op jobs; a peer slower than ~800/s is cut 12 s after its first completion
         curve_n=2_000, curve_cap=1.0,       # curves: N = 1, 4 and payloads 10 KB, 100 KB
         cpu_n=200, cpu_ms=10,               # CPU scaling: 200 jobs of ~10 ms
         lat_n=500, lat_gap=(0.0, 0.006),    # pickup: 500 probes, 0-6 ms apart once the last started
@@ -160,9 +160,11 @@ def main(args):
         old.unlink()
 
     launcher = os.environ.get("BENCH_LAUNCHER", sys.executable)
-    cog_python, cog_error = env.find_cogworker_python(
-        [os.environ.get("BENCH_COGWORKER_PYTHON"), launcher, str(env.REPO / ".venv" / "bin" / "python")],
-    )
+    candidates = [os.environ.get("BENCH_COGWORKER_PYTHON"), launcher, str(env.PROJECT_PYTHON)]
+    cog_python, cog_error = env.find_cogworker_python(candidates)
+    if cog_python is None and not os.environ.get("BENCH_COGWORKER_PYTHON"):
+        env.ensure_project_venv()  # a fresh clone: no manual step
+        cog_python, cog_error = env.find_cogworker_python(candidates)
     systems, notes = select_systems(args.systems, cog_python, cog_error)
     ctx = Context(cog_python, log_dir)
     for n in notes:
