@@ -22,7 +22,7 @@ from bench.systems import all_systems
 PLANS = {
     "full": dict(
         reps=3,
-        thr_n=10_000, thr_cap=12.0,  # 10,000 no-op jobs; a peer slower than ~800/s is cut 12 s after its first completion
+        thr_n=10_000, thr_cap=12.0,  # 10,000 no-op jobs; a peer slower than ~800/s is cut 12 s after its 1st
         curve_n=2_000, curve_cap=1.0,       # curves: N = 1, 4 and payloads 10 KB, 100 KB
         cpu_n=200, cpu_ms=10,               # CPU scaling: 200 jobs of ~10 ms
         lat_n=500, lat_gap=(0.0, 0.006),    # pickup: 500 probes, 0-6 ms apart once the last started
