@@ -46,12 +46,14 @@ def push(payload: dict[str, Any], at: float | None = None) -> str | None:
     Returns its jid, or None when a client middleware or a held unique lock dropped it.
     Serialization happens before anything is written: a bad argument writes nothing.
     """
-    dumps(payload)  # refuse bad arguments before any middleware or Redis sees them
+    if len(client_middleware):
+        dumps(payload)  # refuse bad arguments before any middleware sees them (final() checks too)
 
     def final() -> str | None:
         if at is not None and at > time.time():
             payload["at"] = at
         if payload.get("unique_for"):
+            dumps(payload)  # the clear TypeError before the digest's own serialization
             unique.prepare(payload)
         encoded = dumps(payload)
         client = get_config().redis()
