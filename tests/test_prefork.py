@@ -418,3 +418,20 @@ def test_process_titles(own_config, masters):
     m.signal(signal.SIGTERM)
     wait_for(lambda: any("stopping" in t for t in titles()), 5, what="stopping title")
     assert m.wait_exit(15) == 0
+
+
+def test_child_killed_by_an_escaping_exception_is_replaced_and_nothing_lost(own_config, masters):
+    from apps import pf_escape
+
+    m = masters(module="apps.pf_escape", procs=2)
+    m.wait_children()
+    pf_escape.record.enqueue_many([(f"e{i}",) for i in range(200)])
+    r = own_config.redis()
+    wait_for(lambda: len(set(lrange(own_config, "test:ran"))) == 200, 20, what="all jobs")
+    assert int(r.get("test:blowups")) >= 2
+    assert "died (exit 1)" in m.output()
+    assert len(lrange(own_config, "test:ran")) == 200  # the finished job was acknowledged on the way out
+    m.wait_children(2)
+    wait_for(lambda: in_progress_total(own_config) == 0, 5, what="in-progress drained")
+    assert queue_len(own_config) == 0
+    assert m.alive()
