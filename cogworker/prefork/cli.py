@@ -11,7 +11,7 @@ from typing import NoReturn
 
 from ..boot import import_app
 from ..config import configure, get_config, logger, validate_redis_url
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, RedisVersionError
 from ..fetch import parse_queues
 from .master import Master, Settings
 from .slots import MAX_SLOTS
@@ -95,7 +95,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"{PROG}: {exc}")
     settings = Settings(module=args.module, procs=procs, queues=queues, timeout=args.timeout,
                         max_memory_mb=args.max_memory, max_jobs=args.max_jobs, catch_up=not args.no_catch_up)
-    sys.exit(Master(settings, config).run())
+    try:
+        sys.exit(Master(settings, config).run())
+    except RedisVersionError as exc:  # checked at boot, before any child is forked
+        sys.exit(f"{PROG}: {exc}")
 
 
 if __name__ == "__main__":
