@@ -66,7 +66,7 @@ def bury_repeat_orphans(config: Config) -> int:
     for raw in client.lrange(keys.repeat_orphans, 0, -1):
         job = _parse(raw) or {"raw_payload": raw.decode("utf-8", "replace")}
         job.update(repeat_orphan_error(config))
-        if lua.run(client, "bury_orphan", [keys.repeat_orphans, keys.dead],
+        if lua.run(client, "file_head", [keys.repeat_orphans, keys.dead],
                    [raw, repr(time.time()), json.dumps(job)]) != 1:
             break  # someone else is walking the list; they'll finish it
         buried += 1
@@ -126,7 +126,7 @@ def file_unsettled(config: Config) -> int:
             logger.error("unreadable unsettled record dropped: %r", record[:200])
             client.lrem(keys.unsettled, 1, record)
             continue
-        if lua.run(client, "file_unsettled", [keys.unsettled, entry["set"]],
+        if lua.run(client, "file_head", [keys.unsettled, entry["set"]],
                    [record, repr(float(entry["score"])), entry["payload"]]) != 1:
             break
         filed += 1

@@ -59,3 +59,19 @@ class RunningWorker:
     @property
     def alive(self) -> bool:
         return self.thread.is_alive()
+
+
+def old_redis_code(entry: str) -> str:
+    """``python -c`` code that runs ``entry`` (a module with ``main(argv)``) against a Redis
+    that reports itself as 6.0.9: the real server is 7, so INFO is patched."""
+    return f"""
+import sys, redis
+real = redis.Redis.info
+def info(self, *a, **kw):
+    reply = real(self, *a, **kw)
+    reply["redis_version"] = "6.0.9"
+    return reply
+redis.Redis.info = info
+from {entry} import main
+main(sys.argv[1:])
+"""

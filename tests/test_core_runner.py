@@ -14,7 +14,7 @@ import time
 
 import pytest
 from apps import core_jobs
-from core_util import ran, wait_for
+from core_util import old_redis_code, ran, wait_for
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -123,17 +123,7 @@ def test_second_sigterm_hands_the_running_job_back(config, start):
     assert r.zcard(config.keys.retry) == 0 and r.zcard(config.keys.dead) == 0
 
 
-OLD_REDIS = """
-import sys, redis
-real = redis.Redis.info
-def info(self, *a, **kw):
-    reply = real(self, *a, **kw)
-    reply["redis_version"] = "6.0.9"
-    return reply
-redis.Redis.info = info
-from cogworker.runner import main
-main(sys.argv[1:])
-"""
+OLD_REDIS = old_redis_code("cogworker.runner")
 
 
 def test_old_redis_stops_the_runner_with_a_clear_error(config, start):

@@ -437,28 +437,19 @@ def test_child_killed_by_an_escaping_exception_is_replaced_and_nothing_lost(own_
     assert m.alive()
 
 
-OLD_REDIS_PREFORK = """
-import sys, redis
-real = redis.Redis.info
-def info(self, *a, **kw):
-    reply = real(self, *a, **kw)
-    reply["redis_version"] = "6.0.9"
-    return reply
-redis.Redis.info = info
-from cogworker.prefork.cli import main
-main(sys.argv[1:])
-"""
 
 
 def test_old_redis_stops_the_master_at_boot_with_one_line(own_redis, own_config):
     import subprocess
     import sys
 
+    from core_util import old_redis_code
     from prefork_harness import TESTS
 
     pf.record.enqueue("never")
-    result = subprocess.run([sys.executable, "-c", OLD_REDIS_PREFORK, "--procs", "1", "--redis-url", own_redis.url,
-                             "apps.pf"], capture_output=True, text=True, timeout=30, cwd=str(TESTS),
+    code = old_redis_code("cogworker.prefork.cli")
+    result = subprocess.run([sys.executable, "-c", code, "--procs", "1", "--redis-url", own_redis.url, "apps.pf"],
+                            capture_output=True, text=True, timeout=30, cwd=str(TESTS),
                             env={**os.environ, "PYTHONPATH": str(TESTS)})
     assert result.returncode != 0
     assert "6.0.9" in result.stderr and "6.2" in result.stderr and "Traceback" not in result.stderr

@@ -1,8 +1,0 @@
--- KEYS[1] = unsettled, KEYS[2] = the set to file in (retry or dead); ARGV[1] = the
--- record at the list's head, ARGV[2] = score, ARGV[3] = payload. Filed, then removed.
-if redis.call("LINDEX", KEYS[1], 0) ~= ARGV[1] then
-  return 0
-end
-redis.call("ZADD", KEYS[2], ARGV[2], ARGV[3])
-redis.call("LPOP", KEYS[1])
-return 1
