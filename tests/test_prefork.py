@@ -423,7 +423,7 @@ def test_process_titles(own_config, masters):
 def test_child_killed_by_an_escaping_exception_is_replaced_and_nothing_lost(own_config, masters):
     from apps import pf_escape
 
-    m = masters(module="apps.pf_escape", procs=2)
+    m = masters(module="apps.pf_escape", procs=2, env={"PF_ESCAPE": "1"})
     m.wait_children()
     pf_escape.record.enqueue_many([(f"e{i}",) for i in range(200)])
     r = own_config.redis()
