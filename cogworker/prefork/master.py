@@ -24,7 +24,7 @@ from setproctitle import setproctitle
 from .. import heartbeat, recovery, settle, stats, unique
 from ..config import Config, logger
 from ..errors import JobTimeout
-from ..fetch import check_redis_version, jid_of
+from ..fetch import Fetcher, check_redis_version, jid_of
 from ..jobs import Job, default_backoff, registry
 from ..scheduler import Poller
 from ..settle import ACK, Filing
@@ -49,7 +49,6 @@ class ChildState:
     pid: int
     identity: str
     conn: Connection
-    forked_at: float = field(default_factory=time.monotonic)
     started_at: float = field(default_factory=time.time)
     ready: bool = False
     running: dict[str, Any] | None = None  # jid, class, queue, deadline, run_at
@@ -425,8 +424,6 @@ class Master:
             delay = min(0.5 * 2 ** (self.boot_failures - 1), MAX_BOOT_BACKOFF)
             self.next_fork_at = time.monotonic() + delay
             logger.error("master: children die before their first fetch (%s); next fork in %.1fs", how, delay)
-        if self.rolling_current == child.pid and not self.stopping:
-            pass  # the replacement's "ready" moves the rolling restart on
         self.settle_child(child, crashed)
 
     def settle_child(self, child: ChildState, crashed: bool) -> None:
@@ -458,7 +455,7 @@ class Master:
                 raw = by_jid.get(jid)
                 if raw is not None:
                     try:
-                        lua_file(self.config, self.client, identity, raw, filing)
+                        Fetcher(self.config, identity, []).file(raw, filing.zset, filing.score, filing.entry)
                         self.after_terminal_filing(raw, filing)
                     except redis.ResponseError as exc:
                         logger.error("master: couldn't file jid=%s (%s); parking it in unsettled", jid, exc)
@@ -605,16 +602,6 @@ def child_identity(pid: int, nonce: str) -> str:
 
 
 # -- small Redis steps, on the master's client (short timeouts) ------------------------------
-
-def lua_file(config: Config, client: redis.Redis, identity: str, raw: bytes, filing: Filing) -> bool:
-    from .. import lua
-
-    keys = config.keys
-    dead = filing.zset == keys.dead
-    return lua.run(client, "file", [keys.in_progress(identity), filing.zset, keys.orphanings(jid_of(raw))],
-                   [raw, repr(filing.score), filing.entry, "dead" if dead else "",
-                    repr(time.time() - config.dead_timeout), config.dead_max_jobs]) == 1
-
 
 def park(config: Config, client: redis.Redis, identity: str, raw: bytes, filing: Filing) -> bool:
     try:
