@@ -107,12 +107,6 @@ def buried_as_dead(config: Config, job: dict[str, Any]) -> None:
         logger.error("after burying jid=%s: %s", job.get("jid"), exc)
 
 
-def park_unsettled(config: Config, identity: str, raw: bytes, record: str) -> bool:
-    keys = config.keys
-    return lua.run(config.redis(), "park_unsettled", [keys.in_progress(identity), keys.unsettled],
-                   [raw, record]) == 1
-
-
 def file_unsettled(config: Config) -> int:
     """Files what stopping processes handed over, head first; stops at the first that
     still can't be filed (retried on the next pass)."""

@@ -459,7 +459,7 @@ class Master:
                         self.after_terminal_filing(raw, filing)
                     except redis.ResponseError as exc:
                         logger.error("master: couldn't file jid=%s (%s); parking it in unsettled", jid, exc)
-                        if not park(self.config, self.client, identity, raw, filing):
+                        if not self.park(identity, raw, filing):
                             keep.append(raw)
                 del owed.filings[jid]
             drop = [by_jid[jid] for jid in owed.drop if jid in by_jid]
@@ -476,6 +476,13 @@ class Master:
 
         if self.redis_step(f"recovering {identity}", work):
             del self.unrecovered[identity]
+
+    def park(self, identity: str, raw: bytes, filing: Filing) -> bool:
+        """Hands a failure that can't be filed now over to ``unsettled`` (never re-run)."""
+        try:
+            return Fetcher(self.config, identity, []).park_unsettled(raw, filing.record())
+        except redis.ResponseError:
+            return False
 
     def timeout_filing(self, raw: bytes, running: dict[str, Any]) -> Filing | None:
         """The job ran past its timeout and its grace: filed as failed, not orphaned."""
@@ -602,9 +609,3 @@ def child_identity(pid: int, nonce: str) -> str:
 
 
 # -- small Redis steps, on the master's client (short timeouts) ------------------------------
-
-def park(config: Config, client: redis.Redis, identity: str, raw: bytes, filing: Filing) -> bool:
-    try:
-        return recovery.park_unsettled(config, identity, raw, filing.record())
-    except redis.ResponseError:
-        return False
