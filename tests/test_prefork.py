@@ -28,6 +28,16 @@ def masters(own_redis):
         master.stop()
 
 
+def alive(pid):
+    """Running (not gone, not a zombie); a process that vanishes while we look is gone."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def lrange(config, key):
     return [x.decode() for x in config.redis().lrange(key, 0, -1)]
 
@@ -116,8 +126,7 @@ def test_sigkill_master_children_finish_and_second_master_recovers(own_config, m
     wait_for(lambda: len(lrange(own_config, "test:started")) == 2, what="both started")
     m.signal(signal.SIGKILL)
     # children notice, stop fetching, finish the short job, hand back the long one
-    wait_for(lambda: not any(os.path.exists(f"/proc/{p}") and open(f"/proc/{p}/stat").read().split()[2] != "Z"
-                             for p in children), 15, what="children exit")
+    wait_for(lambda: not any(alive(p) for p in children), 15, what="children exit")
     assert lrange(own_config, "test:done") == ["short"]
     assert queue_len(own_config) == 1  # the long one, handed back
     assert in_progress_total(own_config) == 0
