@@ -75,3 +75,10 @@ redis.Redis.info = info
 from {entry} import main
 main(sys.argv[1:])
 """
+
+
+def run_worker_until(predicate: Callable[[], Any], timeout: float = 10.0, **kwargs: Any) -> bool:
+    """Runs a worker in a thread until ``predicate()`` holds (or ``timeout``); returns
+    whether it held. The worker is stopped and joined either way."""
+    with RunningWorker(**kwargs):
+        return wait_for(predicate, timeout)

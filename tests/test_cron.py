@@ -10,12 +10,12 @@ import time
 import pytest
 import redis
 from apps import basic, cron_jobs
+from core_util import run_worker_until
 
 import cogworker
 from cogworker import cron, recovery
 from cogworker.errors import ConfigurationError
 from cogworker.middleware import client_middleware
-from cogworker.worker import Worker
 
 T0 = 1_800_000_000  # a minute boundary (divisible by 60)
 
@@ -350,19 +350,6 @@ def test_unique_entry_skips_slots_while_the_previous_run_holds_the_lock(config):
     clock.t = T0 + 121
     t.tick()
     assert [j["periodic_slot"] for j in queued(config, "q")] == [T0 + 120, T0]
-
-
-def run_worker_until(predicate, timeout=10.0):
-    worker = Worker([("default", None)], block_timeout=0.2)
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    deadline = time.time() + timeout
-    try:
-        while time.time() < deadline and not predicate():
-            time.sleep(0.02)
-    finally:
-        worker.stop()
-        thread.join(10)
 
 
 @pytest.mark.parametrize("job,args,expect", [

@@ -1,23 +1,6 @@
-import threading
-import time
 
 from apps import basic
-
-from cogworker.worker import Worker
-
-
-def run_worker_until(predicate, queues=(("default", None),), timeout=10.0, **kwargs):
-    worker = Worker(list(queues), block_timeout=0.2, **kwargs)
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    deadline = time.time() + timeout
-    try:
-        while time.time() < deadline and not predicate():
-            time.sleep(0.02)
-    finally:
-        worker.stop()
-        thread.join(10)
-    return worker
+from core_util import run_worker_until
 
 
 def test_enqueue_and_run(config):

@@ -7,12 +7,12 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 from apps import basic, cron_jobs
+from core_util import run_worker_until as _run_worker_until
 
 import cogworker
 from cogworker import lua, recovery, unique
@@ -33,17 +33,7 @@ def queued(config, queue="default"):
 
 
 def run_worker_until(predicate, timeout=10.0):
-    worker = Worker([("default", None)], block_timeout=0.2)
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    deadline = time.time() + timeout
-    try:
-        while time.time() < deadline and not predicate():
-            time.sleep(0.02)
-    finally:
-        worker.stop()
-        thread.join(10)
-    assert predicate(), "timed out"
+    assert _run_worker_until(predicate, timeout), "timed out"
 
 
 def test_duplicate_enqueue_writes_nothing_and_returns_none(config):

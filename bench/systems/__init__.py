@@ -9,9 +9,10 @@ A System is used from two sides:
 Whether a configuration survives SIGKILL is not declared here: the recovery workload
 measures it.
 """
+from abc import ABC, abstractmethod
 
 
-class System:
+class System(ABC):
     name = ""          # the row's name in the tables
     lib = ""           # the library (cogworker, celery, rq, dramatiq, huey, bare)
     config = ""        # one line: how it is configured
@@ -22,17 +23,17 @@ class System:
         """Rows whose clients write the same bytes share prefilled snapshots."""
         return self.name
 
+    @abstractmethod
     def worker_argvs(self, procs, bindir, python):
         """One argv per OS process to launch (most systems: one master that forks N)."""
-        raise NotImplementedError
 
     def worker_env(self):
         return {}
 
+    @abstractmethod
     def client(self):
         """In the driver: an object with enqueue(fn, args) and enqueue_many(fn, list_of_args)
         (enqueue_many is None when the library has no bulk API)."""
-        raise NotImplementedError
 
 
 def all_systems():
