@@ -10,6 +10,7 @@ import os
 import signal
 import statistics
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -110,14 +111,12 @@ def warm_up(ctx, system, r, fleet, jobs):
     if _wait_done(r, fleet, jobs, cap=60):
         raise FleetError(f"warm-up: not all {jobs} jobs ran\n{fleet.log_tail()}")
     time.sleep(0.3)
-    r.delete("bench:done", "bench:marks", "bench:step", "bench:burn_cpu")
+    r.delete("bench:done", "bench:marks", "bench:step")
 
 
 def marks_of(r):
-    """bench:marks -> sorted [(count, server time)] and the first start time, if any."""
-    raw = {k.decode(): float(v) for k, v in r.hgetall("bench:marks").items()}
-    first_start = raw.pop("first_start", None)
-    return sorted((int(k), v) for k, v in raw.items()), first_start
+    """bench:marks -> sorted [(count, server time)]."""
+    return sorted((int(k), float(v)) for k, v in r.hgetall("bench:marks").items())
 
 
 def _wait_done(r, fleet, n, cap):
@@ -162,7 +161,7 @@ def throughput(ctx, system, procs, payload, n, cap):
             capped = _wait_done(r, fleet, n, cap)
         finally:
             fleet.stop()
-        marks, _ = marks_of(r)
+        marks = marks_of(r)
     (c1, t1), (cn, tn) = marks[0], marks[-1]
     lo = [m for m in marks if m[0] >= 0.1 * cn][0]
     hi = [m for m in marks if m[0] <= 0.9 * cn][-1]
@@ -175,26 +174,27 @@ def throughput(ctx, system, procs, payload, n, cap):
 def cpu_scaling(ctx, system, procs, n, iterations):
     """n jobs of pure-Python CPU work, put on the queue at once while every worker process
     is up and idle; jobs/s from the first start to the last completion, and the
-    efficiency against the ideal procs / job time."""
+    efficiency against the ideal procs / job time. The jobs record themselves in files
+    (bench_body.cpu), not in Redis."""
     ctx.prefill.ensure(ctx, system, "cpu", [iterations], n)
     ctx.prefill.ensure(ctx, system, "noop", [""], 4 * procs)
     alone = job_time_alone(iterations)
-    with RedisServer() as rs:
+    with RedisServer() as rs, tempfile.TemporaryDirectory(prefix="bench-marks-") as marks_dir:
         r = redis.Redis.from_url(rs.url)
-        fleet = Fleet(ctx, system, procs, rs.url, log_name=f"cpu-{procs}p")
+        fleet = Fleet(ctx, system, procs, rs.url, extra_env={"BENCH_MARKS_DIR": marks_dir},
+                      log_name=f"cpu-{procs}p")
         try:
             fleet.start()
             # Warm up first: the second process booting late is start-up, not scaling.
             warm_up(ctx, system, r, fleet, 4 * procs)
-            r.set("bench:step", 1)
             ctx.prefill.restore(ctx, system, r, "cpu", [iterations], n)
-            if _wait_done(r, fleet, n, cap=600):
-                raise FleetError("cpu run did not finish")
+            _wait_records(marks_dir, fleet, n)
         finally:
             fleet.stop()
-        marks, first_start = marks_of(r)
-        burn_cpu = float(r.get("bench:burn_cpu") or 0)
-    wall = marks[-1][1] - first_start
+        records = _cpu_records(marks_dir)
+    first_start = min(start for start, _, _ in records)
+    wall = max(end for _, end, _ in records) - first_start
+    burn_cpu = sum(spent for _, _, spent in records)
     rate = n / wall
     # efficiency: jobs/s against the ideal procs / job time, the job time being the mean CPU
     # time the work took in this run (= share of procs x wall spent in the jobs' work).
@@ -202,6 +202,39 @@ def cpu_scaling(ctx, system, procs, n, iterations):
     return {"n": n, "rate": rate, "job_ms": burn_cpu / n * 1000, "alone_ms": alone * 1000,
             "efficiency": burn_cpu / (procs * wall),
             "efficiency_vs_alone": rate * alone / procs}
+
+
+def _cpu_records(marks_dir):
+    from bench_body import CPU_RECORD_SIZE  # bench/apps is on sys.path (run.calibrate_cpu)
+    records = []
+    for name in os.listdir(marks_dir):
+        with open(os.path.join(marks_dir, name)) as f:
+            records += [tuple(map(float, line.split())) for line in f if len(line) == CPU_RECORD_SIZE]
+    return records
+
+
+def _wait_records(marks_dir, fleet, n, cap=600):
+    """Until n CPU records are written: their files' sizes tell, no reading needed."""
+    from bench_body import CPU_RECORD_SIZE
+    started = time.monotonic()
+    last, last_change = 0, started
+    while True:
+        time.sleep(0.02)
+        if STOP.is_set():
+            raise FleetError("interrupted")
+        done = sum(os.stat(os.path.join(marks_dir, name)).st_size for name in os.listdir(marks_dir))
+        done //= CPU_RECORD_SIZE
+        now = time.monotonic()
+        if done >= n:
+            return
+        if done != last:
+            last, last_change = done, now
+        elif now - last_change > (START_TIMEOUT if not done else STALL_TIMEOUT):
+            raise FleetError(f"stalled: {done} of {n} cpu jobs done\n{fleet.log_tail()}")
+        if now - started > cap:
+            raise FleetError("cpu run did not finish")
+        if not fleet.alive():
+            raise FleetError(f"the workers exited after {done} cpu jobs\n{fleet.log_tail()}")
 
 
 def job_time_alone(iterations, runs=7):

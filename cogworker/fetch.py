@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,17 @@ from .config import Config, logger
 from .errors import ConfigurationError, RedisVersionError
 
 MIN_REDIS_VERSION = (6, 2)
+
+
+@dataclass
+class Ahead:
+    """A fetch sent before the running job ends (look-ahead): its reply waits in the
+    socket until the job is done, so the next job starts without a round trip. The
+    connection is held out of the pool meanwhile (the job may use the client too)."""
+
+    conn: Any
+    order: list[str]
+    ack: bytes | None  # the previous job's ack, riding along: unknown whether it landed until read
 
 
 @dataclass(frozen=True)
@@ -37,6 +49,16 @@ def jid_of(raw: bytes) -> str:
     except (ValueError, UnicodeDecodeError):
         pass
     return "?"
+
+
+def _queue_of(raw: bytes) -> str:
+    try:
+        value = json.loads(raw)
+        if isinstance(value, dict) and isinstance(value.get("queue"), str):
+            return value["queue"]
+    except (ValueError, UnicodeDecodeError):
+        pass
+    return ""
 
 
 def parse_queues(specs: list[str] | None) -> list[tuple[str, int | None]]:
@@ -89,6 +111,8 @@ class Fetcher:
         self._pool = [name for name, w in queues for _ in range(w or 1)]
         self.block_timeout = block_timeout
         self._bad_keys_logged: dict[str, float] = {}
+        self._ahead_conn: Any = None
+        self._ahead_pool: Any = None
 
     @property
     def client(self) -> redis.Redis:
@@ -102,11 +126,13 @@ class Fetcher:
         random.shuffle(pool)
         return list(dict.fromkeys(pool))
 
-    def fetch(self, ack: bytes | None = None, ack_jid: str | None = None) -> Work | None:
+    def fetch(self, ack: bytes | None = None, ack_jid: str | None = None,
+              on_empty: Callable[[], Work | None] | None = None) -> Work | None:
         """One job from the first non-empty queue, or None after blocking ``block_timeout``.
 
         ``ack``: the previous job, acknowledged in the same round trip (``ack_jid``: its
-        jid, if the caller knows it, to spare parsing it again).
+        jid, if the caller knows it, to spare parsing it again). ``on_empty``: asked for
+        a job from elsewhere when every queue is empty, before blocking.
         """
         order = self.order()
         keys = [self.in_progress, self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-")]
@@ -120,6 +146,10 @@ class Fetcher:
             return Work(raw, order[index - 1])
         if self.block_timeout <= 0:
             return None
+        if on_empty is not None:
+            taken = on_empty()
+            if taken is not None:
+                return taken
         # Shorter than the socket timeout, or an idle wait reads as Redis being away (and
         # a BLMOVE cut off client-side may still move a job the worker never hears of).
         block = self.block_timeout
@@ -139,6 +169,50 @@ class Fetcher:
             time.sleep(min(self.block_timeout, 1.0))
             return None
         return Work(raw, first) if raw is not None else None
+
+    def send_ahead(self, number: int, ack: bytes | None = None, ack_jid: str | None = None) -> Ahead:
+        """Sends the fetch script (never blocking) without waiting for its reply; the
+        job it takes lands on this identity's in-progress list like any other, and is
+        recorded under ``number`` so an idle sibling may take it (``take_ahead``)."""
+        order = self.order()
+        keys = [self.in_progress, self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-")]
+        keys.extend(self.keys.queue(q) for q in order)
+        client = self.client
+        if self._ahead_conn is None or self._ahead_pool is not client.connection_pool:
+            # Held for good, not borrowed per job: the pool's bookkeeping costs as much as
+            # the send. A job using the client meanwhile gets another connection.
+            self._ahead_pool = client.connection_pool
+            self._ahead_conn = self._ahead_pool.make_connection()
+        conn = self._ahead_conn
+        try:
+            conn.send_command("EVALSHA", lua.script(client, "fetch").sha, len(keys), *keys, ack or b"", "",
+                              self.keys.ahead, self.identity, number)
+        except BaseException:
+            conn.disconnect()
+            raise
+        return Ahead(conn, order, ack)
+
+    def read_ahead(self, ahead: Ahead) -> Work | None:
+        """The look-ahead's job, or None if every queue was empty. Raises what the fetch
+        raised: ``redis.exceptions.NoScriptError`` means it did not run at all."""
+        reply = ahead.conn.read_response()
+        index, raw = int(reply[0]), reply[1]
+        if len(reply) > 3:
+            self._log_bad_keys(reply[3:])
+        return Work(raw, ahead.order[index - 1]) if index else None
+
+    def close(self) -> None:
+        if self._ahead_conn is not None:
+            self._ahead_conn.disconnect()
+            self._ahead_conn = None
+
+    def take_ahead(self, sibling: str, number: int) -> Work | None:
+        """A sibling's look-ahead job, onto our own list (the caller holds its lock)."""
+        raw = lua.run(self.client, "take_ahead",
+                      [self.keys.ahead, self.keys.in_progress(sibling), self.in_progress], [sibling, number])
+        if not raw:
+            return None
+        return Work(raw, _queue_of(raw) or self.queues[0])
 
     def _wait_for_wake(self, since: bytes, block: float) -> bool:
         """Blocks until a push to any queue (or ``block`` seconds). False if the wake

@@ -65,7 +65,7 @@ def deregister(config: Config, identity: str, client: Any = None) -> bool:
     keys = config.keys
     return lua.run(client or config.redis(), "forget",
                    [keys.in_progress(identity), keys.in_progress_identities, keys.last_beat, keys.processes,
-                    keys.process(identity), keys.workers(identity)], [identity]) == 1
+                    keys.process(identity), keys.workers(identity), keys.ahead], [identity]) == 1
 
 
 def rss_of(pid: int | None = None) -> int:

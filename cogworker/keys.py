@@ -19,6 +19,8 @@ class Keys:
         self.queues = f"{ns}:queues"
         # Not in DESIGN §4: a capped stream that wakes idle workers of several queues.
         self.wake = f"{ns}:wake"
+        # Not in DESIGN §4: identity -> number of its look-ahead fetch that took a job.
+        self.ahead = f"{ns}:ahead"
         self.schedule = f"{ns}:schedule"
         self.retry = f"{ns}:retry"
         self.dead = f"{ns}:dead"

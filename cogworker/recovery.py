@@ -26,13 +26,14 @@ def _parse(raw: bytes) -> dict[str, Any] | None:
 
 
 def requeue_in_progress(config: Config, identity: str, *, if_dead_for: float | None = None,
-                        count_orphanings: bool = False, drop: Iterable[bytes] = (),
+                        count_orphanings: bool | str = False, drop: Iterable[bytes] = (),
                         keep: Iterable[bytes] = ()) -> int:
     """Puts ``identity``'s in-progress list back on its queues, in order, in one script.
 
     ``if_dead_for``: only if the owner has no live process key and its last beat is
     older than that (checked atomically); returns -1 if it turned out alive.
-    ``count_orphanings``: count one per job and park those past ``max_orphanings``.
+    ``count_orphanings``: count one per job (True), or for the job of that jid only (the
+    one its owner was running), and park those past ``max_orphanings``.
     ``drop``: jobs that finished but whose ack is missing (dropping them is the ack).
     ``keep``: jobs left on the list untouched.
     """
@@ -44,11 +45,17 @@ def requeue_in_progress(config: Config, identity: str, *, if_dead_for: float | N
                     [keys.queue_prefix, "default", keys.unique_prefix, identity,
                      "" if if_dead_for is None else repr(float(if_dead_for)), repr(time.time()),
                      keys.orphanings_prefix, ORPHANINGS_TTL, config.max_orphanings,
-                     "1" if count_orphanings else "", *marks])
+                     _count_mark(count_orphanings), *marks])
     moved, buried = int(reply[0]), reply[1:]
     if buried:
         complete_raw_burials(config, buried)
     return moved
+
+
+def _count_mark(count_orphanings: bool | str) -> str:
+    if count_orphanings is True:
+        return "*"
+    return f"j:{count_orphanings}" if count_orphanings else ""
 
 
 def repeat_orphan_error(config: Config) -> dict[str, Any]:

@@ -21,7 +21,7 @@ import redis
 from . import settle, stats, unique
 from .config import Config, get_config, logger
 from .errors import JobTimeout
-from .fetch import Fetcher, Work, check_redis_version, jid_of
+from .fetch import Ahead, Fetcher, Work, check_redis_version, jid_of
 from .jobs import Job, resolve
 from .middleware import server_middleware
 from .settle import ACK, Filing, Pending
@@ -68,6 +68,27 @@ class Reporter:
         """A batch of counters. Raises if it could not be delivered (the worker keeps it)."""
         stats.flush(self.config, snap)
 
+    # Look-ahead: fetching the next job while one runs, so it starts without a round trip.
+    # Only a prefork child does it: it has siblings to hand that job to when they run dry.
+
+    def may_look_ahead(self) -> bool:
+        """Asked before each job: may the next fetch go out while it runs?"""
+        return False
+
+    def looked_ahead(self, number: int, ack_jid: str | None) -> None:
+        """Look-ahead fetch ``number`` is about to go out, the ack of ``ack_jid`` riding
+        on it; 0: it came back (or never went)."""
+
+    def claim(self, work: Work | None) -> Work | None:
+        """The look-ahead came back with ``work``: returns it if it is still ours to start
+        (a sibling may have taken it meanwhile)."""
+        return work
+
+    def waiting(self, fetcher: Fetcher) -> Work | None:
+        """Every queue is empty: a job taken over from a sibling, or None (then the loop
+        blocks on the queues)."""
+        return None
+
 
 class Outage:
     """Logs a Redis outage once when it starts and once when it ends, not per attempt."""
@@ -105,6 +126,8 @@ class Worker:
         self.reporter = reporter or Reporter(self.config)
         self.max_jobs = max_jobs
         self.should_stop = should_stop
+        self.ahead: Ahead | None = None  # a look-ahead fetch out, its reply unread
+        self._ahead_number = 0
         self.pending = Pending()
         self.current: Work | None = None
         self.ack_due: bytes | None = None  # rides on the next fetch
@@ -164,27 +187,83 @@ class Worker:
     def run(self) -> None:
         self.startup()
         self.reporter.ready()  # booted: Redis answered, this identity is registered
+        nxt: Work | None = None  # fetched by a look-ahead, not started
         try:
             while not self.stopping:
                 if self.max_jobs is not None and self.jobs_done >= self.max_jobs:
                     logger.info("worker %s: did %d jobs (max_jobs), leaving", self.identity, self.jobs_done)
                     break
-                self.housekeep()
+                self.housekeep(holding=nxt)
                 if self._quiet.is_set():
+                    if nxt is not None:
+                        self._give_back(nxt)
+                        nxt = None
                     if self.ack_due is not None:  # quieted since: acknowledged now, not at stop
                         raw, self.ack_due = self.ack_due, None
                         self._acknowledge(raw)
                     time.sleep(0.2)
                     continue
-                work = self._fetch()
-                if work is not None:
-                    self.process(work)
+                work, nxt = nxt or self._fetch(), None
+                if work is None:
+                    continue
+                ahead = self._send_ahead()
+                self.process(work)
+                if ahead is not None:
+                    nxt = self._read_ahead(ahead)
         finally:
+            if self.ahead is not None:  # left the loop from inside a job (an exception)
+                nxt = self._read_ahead(self.ahead)
+            if nxt is not None:
+                self._give_back(nxt)  # never started: straight back to its queue
             self.finish()
+            self.fetcher.close()
+
+    def _send_ahead(self) -> Ahead | None:
+        """The next fetch, sent before this job runs, with the last ack riding on it."""
+        if self._quiet.is_set() or self.stopping:
+            return None
+        if self.max_jobs is not None and self.jobs_done + 1 >= self.max_jobs:
+            return None
+        if not self.reporter.may_look_ahead():
+            return None
+        self._ahead_number += 1
+        # Told first: if we die with it out, the master must know the ack may have landed.
+        self.reporter.looked_ahead(self._ahead_number, self._ack_due_jid or (jid_of(self.ack_due)
+                                                                               if self.ack_due else None))
+        try:
+            self.ahead = self.fetcher.send_ahead(self._ahead_number, self.ack_due, self._ack_due_jid)
+        except redis.RedisError as exc:
+            logger.debug("look-ahead not sent: %s", exc)
+            self.reporter.looked_ahead(0, None)
+            return None  # the ack stays due; the plain fetch carries it
+        self.ack_due = None
+        return self.ahead
+
+    def _read_ahead(self, ahead: Ahead) -> Work | None:
+        work = None
+        try:
+            work = self.fetcher.read_ahead(ahead)
+        except redis.exceptions.NoScriptError:
+            # Scripts flushed (or a new server): it did not run; the plain fetch loads it.
+            if ahead.ack is not None:
+                if self.ack_due is None:
+                    self.ack_due, self._ack_due_jid = ahead.ack, None
+                else:
+                    self._acknowledge(ahead.ack)
+        except redis.RedisError as exc:
+            # Unknown whether it ran: the ack is owed (LREM is idempotent) and a job it
+            # may have moved is a stray that reconcile requeues.
+            if ahead.ack is not None:
+                self._owe(ahead.ack, ACK)
+            logger.warning("worker %s: look-ahead fetch failed: %s: %s", self.identity, type(exc).__name__, exc)
+        finally:
+            self.ahead = None
+        return self.reporter.claim(work)
 
     def _fetch(self) -> Work | None:
         try:
-            work = self.fetcher.fetch(ack=self.ack_due, ack_jid=self._ack_due_jid)
+            work = self.fetcher.fetch(ack=self.ack_due, ack_jid=self._ack_due_jid,
+                                      on_empty=lambda: self.reporter.waiting(self.fetcher))
         except redis.RedisError as exc:
             if self.ack_due is not None:
                 # Unknown whether it landed; LREM is idempotent, so reconcile just repeats it.
@@ -200,7 +279,7 @@ class Worker:
         self._outage.ok()
         return work
 
-    def housekeep(self, force: bool = False) -> None:
+    def housekeep(self, force: bool = False, holding: Work | None = None) -> None:
         now = time.monotonic()
         if force or now - self._last_stats >= STATS_INTERVAL:
             self._last_stats = now
@@ -208,7 +287,7 @@ class Worker:
         if force or now - self._last_reconcile >= RECONCILE_INTERVAL:
             self._last_reconcile = now
             try:
-                self.reconcile()
+                self.reconcile(holding)
             except redis.RedisError as exc:
                 logger.debug("reconcile skipped: %s", exc)
 
@@ -438,12 +517,13 @@ class Worker:
             self.pending.pop(raw)
             self.reporter.settled(raw)
 
-    def reconcile(self) -> None:
+    def reconcile(self, holding: Work | None = None) -> None:
         """This identity's entries that nothing is running: owed settlements are finished,
         never re-run; any other stray is requeued once seen on two passes in a row (the
-        second look rules out a job caught between fetch and start)."""
+        second look rules out a job caught between fetch and start). ``holding``: a job
+        fetched ahead, about to start."""
         listed = self.fetcher.listed()
-        running = {self.current.raw} if self.current else set()
+        running = {w.raw for w in (self.current, holding) if w is not None}
         if self.ack_due is not None:
             running.add(self.ack_due)
         self.settle_pending(set(listed))

@@ -4,6 +4,9 @@
 -- ARGV[1] = the previous job to acknowledge, or "". ARGV[2] = the wake stream, or "":
 -- a worker of several queues blocks on it when nothing is waiting, from the ID returned
 -- here, so a push landing between this script and that block still wakes it.
+-- ARGV[3..5] = for a look-ahead fetch (sent while the previous job runs): the hash of
+-- look-ahead records, this identity and the fetch's number. The record says that fetch
+-- took a job, so a sibling that runs dry may take that job before it starts.
 -- Returns {index of the queue or 0, job or "", last wake ID or ""}, then the names of
 -- queue keys that could not be read (wrong type), so the caller can log them: one bad
 -- key never stops the other queues.
@@ -17,12 +20,18 @@ for i = 3, #KEYS do
   local job = redis.pcall("LMOVE", KEYS[i], KEYS[1], "RIGHT", "LEFT")
   if type(job) == "string" then
     reply = {i - 2, job, ""}
+    if ARGV[3] and ARGV[3] ~= "" then
+      redis.call("HSET", ARGV[3], ARGV[4], ARGV[5])
+    end
     break
   elseif type(job) == "table" and job["err"] then
     table.insert(bad, KEYS[i])
   end
 end
 if not reply then
+  if ARGV[3] and ARGV[3] ~= "" then
+    redis.call("HDEL", ARGV[3], ARGV[4])
+  end
   local last = ""
   if ARGV[2] ~= "" then
     last = "0-0"

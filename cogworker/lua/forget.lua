@@ -1,9 +1,11 @@
 -- KEYS[1] = in-progress list, KEYS[2] = in_progress_identities, KEYS[3] = last_beat,
--- KEYS[4] = processes, KEYS[5] = process key, KEYS[6] = workers key; ARGV[1] = identity.
+-- KEYS[4] = processes, KEYS[5] = process key, KEYS[6] = workers key, KEYS[7] = look-ahead
+-- records; ARGV[1] = identity.
 -- Deregisters a process. Its registration as a list owner (and its last beat, which
 -- orphan recovery needs) stays while anything is still on its list.
 redis.call("SREM", KEYS[4], ARGV[1])
 redis.call("DEL", KEYS[5], KEYS[6])
+redis.call("HDEL", KEYS[7], ARGV[1])
 if redis.call("LLEN", KEYS[1]) == 0 then
   redis.call("SREM", KEYS[2], ARGV[1])
   redis.call("HDEL", KEYS[3], ARGV[1])

@@ -8,7 +8,8 @@
 -- ARGV[4] = owner identity, ARGV[5] = orphan threshold in seconds, or "" to requeue
 -- without asking whether the owner is dead, ARGV[6] = the caller's clock (epoch s),
 -- ARGV[7] = orphan counter prefix, ARGV[8] = its TTL, ARGV[9] = max orphanings,
--- ARGV[10] = "1" to count an orphaning per job, ARGV[11..] = "d:<job>" (finished, only
+-- ARGV[10] = "*" to count an orphaning per job, "j:<jid>" for that job only (the one
+-- its owner ran: the others never started), "" for none; ARGV[11..] = "d:<job>" (finished, only
 -- the ack is missing: dropping it is the ack) or "k:<job>" (leave it on the list).
 -- Returns {moved, jobs filed raw in dead...} or {-1} if the owner turned out alive.
 if ARGV[5] ~= "" then
@@ -53,9 +54,10 @@ for _ = 1, redis.call("LLEN", KEYS[1]) do
     table.insert(kept, redis.call("LPOP", KEYS[1]))
   else
     local counter, parked = nil, false
-    if ARGV[10] == "1" then
+    if ARGV[10] ~= "" then
       local ok, decoded = pcall(cjson.decode, job)
-      if ok and type(decoded) == "table" and type(decoded["jid"]) == "string" then
+      if ok and type(decoded) == "table" and type(decoded["jid"]) == "string"
+          and (ARGV[10] == "*" or ARGV[10] == "j:" .. decoded["jid"]) then
         counter = ARGV[7] .. decoded["jid"]
         local current = redis.pcall("GET", counter)
         local count = type(current) == "string" and tonumber(current) or nil

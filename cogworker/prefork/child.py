@@ -22,7 +22,8 @@ from ..config import Config, logger
 from ..recovery import requeue_in_progress
 from ..worker import Worker
 from .pipe import PipeReporter
-from .slots import SlotWriter
+from .siblings import Siblings
+from .slots import Slots
 
 WATCH_INTERVAL = 0.2
 
@@ -31,8 +32,9 @@ class TitledReporter(PipeReporter):
     """Keeps the process title saying what the child does (``ps`` is the first tool an
     operator reaches for)."""
 
-    def __init__(self, config: Config, conn: Connection, slot: SlotWriter, index: int) -> None:
-        super().__init__(config, conn, slot)
+    def __init__(self, config: Config, conn: Connection, slots: Slots, index: int, lookahead: bool) -> None:
+        slot = slots.writer(index)
+        super().__init__(config, conn, slot, Siblings(slots, slot) if lookahead else None)
         self.index = index
         self.stopping = False
 
@@ -49,16 +51,17 @@ class TitledReporter(PipeReporter):
 
 
 class Child:
-    def __init__(self, index: int, config: Config, conn: Connection, slot: SlotWriter,
+    def __init__(self, index: int, config: Config, conn: Connection, slots: Slots,
                  queues: list[tuple[str, int | None]], master_pid: int, timeout: float, max_jobs: int | None,
-                 identity: str) -> None:
+                 identity: str, lookahead: bool = True) -> None:
         self.index = index
         self.config = config
         self.conn = conn
         self.master_pid = master_pid
         self.timeout = timeout
         self.identity = identity
-        self.reporter = TitledReporter(config, conn, slot, index)
+        self.reporter = TitledReporter(config, conn, slots, index, lookahead)
+        self.reporter.slot.begin(identity)
         self.worker = Worker(queues, config=config, identity=self.identity, reporter=self.reporter,
                              max_jobs=max_jobs)
         self.queues = [q for q, _ in queues]
@@ -127,7 +130,7 @@ class Child:
         try:
             for raw, filing in worker.pending.filings().items():
                 worker.fetcher.park_unsettled(raw, filing.record())
-            drop = worker.pending.acks() + ([worker.ack_due] if worker.ack_due else [])
+            drop = worker.pending.acks() + [raw for raw in (worker.ack_due, worker.ahead and worker.ahead.ack) if raw]
             moved = requeue_in_progress(self.config, self.identity, drop=drop)
             logger.error("child %d: handed back %d job(s) after the master died", self.index, moved)
             heartbeat.deregister(self.config, self.identity)
@@ -135,13 +138,13 @@ class Child:
             logger.error("child %d: couldn't hand back its job (orphan recovery will): %s", self.index, exc)
 
 
-def child_main(index: int, config: Config, conn: Connection, slot: SlotWriter,
+def child_main(index: int, config: Config, conn: Connection, slots: Slots,
                queues: list[tuple[str, int | None]], master_pid: int, timeout: float, max_jobs: int | None,
-               identity: str) -> None:
+               identity: str, lookahead: bool = True) -> None:
     """Runs in the forked process; never returns."""
     code = 1
     try:
-        child = Child(index, config, conn, slot, queues, master_pid, timeout, max_jobs, identity)
+        child = Child(index, config, conn, slots, queues, master_pid, timeout, max_jobs, identity, lookahead)
         code = child.run()
         if child.reporter.orphaned:
             # The master can't clean up after us: leave nothing behind.

@@ -69,6 +69,8 @@ def build_parser() -> Parser:
     parser.add_argument("--namespace", help="Redis key prefix (default cogworker)")
     parser.add_argument("--no-catch-up", action="store_true",
                         help="periodic jobs: don't fire a slot missed while down")
+    parser.add_argument("--no-lookahead", action="store_true",
+                        help="fetch each job only when the last is done (for long, uneven jobs shared between hosts)")
     parser.add_argument("--verbose", "-v", action="store_true")
     return parser
 
@@ -94,7 +96,8 @@ def main(argv: list[str] | None = None) -> None:
             logger.exception("details")
         sys.exit(f"{PROG}: {exc}")
     settings = Settings(module=args.module, procs=procs, queues=queues, timeout=args.timeout,
-                        max_memory_mb=args.max_memory, max_jobs=args.max_jobs, catch_up=not args.no_catch_up)
+                        max_memory_mb=args.max_memory, max_jobs=args.max_jobs, catch_up=not args.no_catch_up,
+                        lookahead=not args.no_lookahead)
     try:
         sys.exit(Master(settings, config).run())
     except RedisVersionError as exc:  # checked at boot, before any child is forked

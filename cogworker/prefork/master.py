@@ -52,7 +52,8 @@ class ChildState:
     started_at: float = field(default_factory=time.time)
     ready: bool = False
     running: dict[str, Any] | None = None  # jid, class, queue, deadline, run_at
-    ack_due: str | None = None  # jid
+    acks: set[str] = field(default_factory=set)  # jids that ran; their ack is due or riding on a fetch
+    torn: bool = False  # died mid-write of its slot: what it ran is unknown
     owes: dict[str, Any] = field(default_factory=dict)  # jid -> ACK | Filing
     stop_reason: str | None = None  # why the master stopped it: shutdown, timeout, memory, ...
     stop_sent: bool = False
@@ -66,7 +67,9 @@ class Owed:
     drop: set[str]  # jids that ran; only their ack is missing
     filings: dict[str, Filing]  # jid -> failure record to file
     timed_out: dict[str, Any] | None  # the job the master killed it for
-    crashed: bool  # died on its own: count an orphaning per job
+    # died on its own: an orphaning is counted for the job it ran (a jid), or for every
+    # job (True) if that is unknown; False: none
+    count_orphanings: bool | str
 
 
 @dataclass
@@ -78,6 +81,7 @@ class Settings:
     max_memory_mb: float | None = None
     max_jobs: int | None = None
     catch_up: bool = True
+    lookahead: bool = True
 
 
 class Master:
@@ -242,16 +246,17 @@ class Master:
         """What the child runs now, from its slot. False if the slot is torn (the child
         died mid-write): then nothing is assumed about its jobs."""
         slot = self.slots.read(child.index)
+        child.torn = slot is None
         if slot is None:
-            child.running = child.ack_due = None
+            child.running = None
+            child.acks = set()
             return False
         if slot.state == RUNNING:
             child.running = {"jid": slot.jid, "class": slot.job_class, "queue": slot.queue,
                              "deadline": slot.deadline, "run_at": slot.started_at}
-            child.ack_due = None
         else:
             child.running = None
-            child.ack_due = slot.jid or None if slot.state == ACK_DUE else None
+        child.acks = {jid for jid in (slot.ack_jid, slot.jid if slot.state == ACK_DUE else "") if jid}
         return True
 
     def handle_signals(self) -> None:
@@ -346,9 +351,9 @@ class Master:
                 for other in self.children.values():
                     other.conn.close()  # siblings' pipes are none of its business
             finally:
-                child_main(index, self.child_config, writer, self.slots.writer(index), self.s.queues,
+                child_main(index, self.child_config, writer, self.slots, self.s.queues,
                            os.getppid(), self.s.timeout,
-                           self.s.max_jobs, child_identity(os.getpid(), nonce))
+                           self.s.max_jobs, child_identity(os.getpid(), nonce), self.s.lookahead)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
         writer.close()
         child = ChildState(index, pid, child_identity(pid, nonce), reader)
@@ -425,17 +430,20 @@ class Master:
             self.next_fork_at = time.monotonic() + delay
             logger.error("master: children die before their first fetch (%s); next fork in %.1fs", how, delay)
         self.settle_child(child, crashed)
+        self.slots.reset(child.index)  # a stale WAITING would keep its siblings from looking ahead
 
     def settle_child(self, child: ChildState, crashed: bool) -> None:
         """What a gone child owed Redis: its hard-timed-out job filed as failed, pending
         failures filed (or parked in unsettled), pending acks dropped, the rest requeued
         at once, an orphaning counted per job when it died on its own."""
-        drop = {jid for jid, how in child.owes.items() if how == ACK}
-        if child.ack_due is not None:
-            drop.add(child.ack_due)
+        drop = {jid for jid, how in child.owes.items() if how == ACK} | child.acks
         filings = {jid: how for jid, how in child.owes.items() if isinstance(how, Filing)}
         timed_out = child.running if child.stop_reason == "timeout" else None
-        self.unrecovered[child.identity] = Owed(drop, filings, timed_out, crashed)
+        # Only the job it ran can have killed it: a job fetched ahead never started.
+        count: bool | str = False
+        if crashed:
+            count = True if child.torn else (child.running["jid"] if child.running and child.running["jid"] else False)
+        self.unrecovered[child.identity] = Owed(drop, filings, timed_out, count)
         self.recover_identity(child.identity)
 
     def recover_identity(self, identity: str) -> None:
@@ -464,8 +472,8 @@ class Master:
                 del owed.filings[jid]
             drop = [by_jid[jid] for jid in owed.drop if jid in by_jid]
             moved = recovery.requeue_in_progress(self.config, identity, drop=drop, keep=keep,
-                                                 count_orphanings=owed.crashed)
-            if owed.crashed:
+                                                 count_orphanings=owed.count_orphanings)
+            if owed.count_orphanings:
                 buried = recovery.bury_repeat_orphans(self.config)
                 if buried:
                     logger.error("master: %d job(s) orphaned too often moved to dead (ProcessDied)", buried)

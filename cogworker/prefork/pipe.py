@@ -20,10 +20,11 @@ import time
 from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
-from ..fetch import jid_of
+from ..fetch import Fetcher, Work, jid_of
 from ..settle import ACK, Filing
 from ..worker import Reporter
-from .slots import RUNNING, SlotWriter
+from .siblings import Siblings
+from .slots import RUNNING, WAITING, SlotWriter
 
 Message = tuple[Any, ...]
 
@@ -50,10 +51,11 @@ class PipeReporter(Reporter):
     pipe breaks), stats are written to Redis directly and the rest is dropped: the child
     then settles and hands over everything itself before it exits."""
 
-    def __init__(self, config: Any, conn: Connection, slot: SlotWriter) -> None:
+    def __init__(self, config: Any, conn: Connection, slot: SlotWriter, siblings: Siblings | None = None) -> None:
         super().__init__(config)
         self.conn = conn
         self.slot = slot
+        self.siblings = siblings  # None: no look-ahead
         self.orphaned = False
 
     def _send(self, message: Message) -> bool:
@@ -74,6 +76,22 @@ class PipeReporter(Reporter):
 
     def finished(self, work: Any, disposition: str) -> None:
         self.slot.finished(ack_due=disposition == ACK)
+
+    def may_look_ahead(self) -> bool:
+        return self.siblings is not None and not self.orphaned and not self.siblings.any_waiting()
+
+    def looked_ahead(self, number: int, ack_jid: str | None) -> None:
+        self.slot.ahead(number, ack_jid)
+
+    def claim(self, work: Work | None) -> Work | None:
+        if self.siblings is None:
+            self.slot.ahead(0)
+            return work
+        return self.siblings.claim(work)
+
+    def waiting(self, fetcher: Fetcher) -> Work | None:
+        self.slot.write(WAITING)
+        return self.siblings.take(fetcher) if self.siblings is not None else None
 
     def pending(self, raw: bytes, how: str | Filing) -> None:
         self._send(("pending", jid_of(raw), encode_how(how)))

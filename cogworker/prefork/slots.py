@@ -8,86 +8,155 @@ carries only the rare events (ready, pending and settled settlements, batched st
 Each slot is a seqlock: the child makes the sequence odd, writes, makes it even. A
 reader that sees an odd or changed sequence got a torn record; after a child's death
 that means it died mid-write, and the master then assumes nothing about its jobs.
+
+Look-ahead (a child fetching its next job while one runs) adds two things here:
+
+- ``ahead``: the child has a look-ahead fetch out whose job it has not started, and
+  ``ack_jid``, the finished job whose ack rides on that fetch. A dying child's master
+  drops ``ack_jid`` and counts an orphaning for the running job only.
+- a lock and a "taken" flag per child, so that a sibling that runs out of work can take
+  that not-yet-started job (``take``) instead of idling while it waits behind a long
+  job. The owner claims the job under the same lock before starting it. The locks are
+  ``fcntl`` record locks on a shared file: the kernel drops them when their holder
+  dies, so a child killed mid-take never blocks its sibling.
 """
 
 from __future__ import annotations
 
+import fcntl
 import mmap
 import struct
+import tempfile
 from dataclasses import dataclass
 
-IDLE, RUNNING, ACK_DUE = 0, 1, 2
+IDLE, RUNNING, ACK_DUE, WAITING = 0, 1, 2, 3  # WAITING: idle, its queues empty
 MAX_SLOTS = 1024
 
 _SEQ = struct.Struct("=Q")
-# state, jid, deadline (0 = none), started_at, class, queue; after the sequence number
-_BODY = struct.Struct("=B64sdd120s48s")
+# state, jid, ack_jid, ahead (the look-ahead fetch's number, 0 = none out), deadline
+# (0 = none), started_at, class, queue, identity; after the sequence number
+_BODY = struct.Struct("=B64s64sQdd120s48s96s")
 _STATE = struct.Struct("=B")
-assert _SEQ.size + _BODY.size <= 320
-SIZE = 320  # >= _SEQ.size + _BODY.size, a multiple of 64: each slot on its own cache lines, seq aligned
+_AHEAD = struct.Struct("=64sQ")  # ack_jid, ahead
+_AHEAD_OFFSET = _SEQ.size + 1 + 64
+SIZE = 448  # >= _SEQ.size + _BODY.size, a multiple of 64: each slot on its own cache lines, seq aligned
+assert _SEQ.size + _BODY.size <= SIZE
+_HIGH = struct.Struct("=I")  # after the slots and the flags: how many slots are in use
 
 
 @dataclass(frozen=True)
 class SlotState:
     state: int
     jid: str
+    ack_jid: str
+    ahead: int
     deadline: float | None
     started_at: float
     job_class: str
     queue: str
+    identity: str
 
 
 def _text(raw: bytes) -> str:
     return raw.rstrip(b"\0").decode("utf-8", "replace")
 
 
+def _jid(jid: str | None) -> bytes:
+    raw = (jid or "").encode()
+    return raw if len(raw) <= 64 else b""  # unknowable: the master then treats the job as unknown
+
+
 class Slots:
-    """An anonymous shared mapping made by the master before forking."""
+    """An anonymous shared mapping made by the master before forking, with the
+    children's "taken" flags after the slots and a file for their locks."""
 
     def __init__(self, count: int = MAX_SLOTS) -> None:
         self.count = count
-        self.mm = mmap.mmap(-1, count * SIZE)  # MAP_SHARED | MAP_ANONYMOUS: survives fork, shared
+        # MAP_SHARED | MAP_ANONYMOUS: survives fork, shared
+        self.mm = mmap.mmap(-1, count * SIZE + count + _HIGH.size)
+        self.lock_file = tempfile.TemporaryFile()  # unlinked: only the inherited descriptor reaches it
 
     def reset(self, index: int) -> None:
         _SEQ.pack_into(self.mm, index * SIZE, 0)
-        _BODY.pack_into(self.mm, index * SIZE + _SEQ.size, IDLE, b"", 0.0, 0.0, b"", b"")
+        _BODY.pack_into(self.mm, index * SIZE + _SEQ.size, IDLE, b"", b"", 0, 0.0, 0.0, b"", b"", b"")
+        self.mm[self.count * SIZE + index] = 0
+        if index >= self.high():
+            _HIGH.pack_into(self.mm, self.count * SIZE + self.count, index + 1)
+
+    def high(self) -> int:
+        """One past the highest slot index ever used: siblings live below it."""
+        return _HIGH.unpack_from(self.mm, self.count * SIZE + self.count)[0]
 
     def writer(self, index: int) -> SlotWriter:
-        return SlotWriter(self.mm, index * SIZE)
+        return SlotWriter(self, index)
 
     def read(self, index: int) -> SlotState | None:
         """The slot's state, or None if it was torn (being written, or its writer died mid-write)."""
         offset = index * SIZE
         for _ in range(3):
             seq = _SEQ.unpack_from(self.mm, offset)[0]
-            state, jid, deadline, started_at, cls, queue = _BODY.unpack_from(self.mm, offset + _SEQ.size)
+            state, jid, ack_jid, ahead, deadline, started_at, cls, queue, identity = _BODY.unpack_from(
+                self.mm, offset + _SEQ.size)
             if seq % 2 == 0 and _SEQ.unpack_from(self.mm, offset)[0] == seq:
-                return SlotState(state, _text(jid), deadline or None, started_at, _text(cls), _text(queue))
+                return SlotState(state, _text(jid), _text(ack_jid), ahead, deadline or None, started_at,
+                                 _text(cls), _text(queue), _text(identity))
         return None
+
+    def state_hint(self, index: int) -> int:
+        """A slot's state byte, unlocked and unchecked: a cheap hint, not a record."""
+        return self.mm[index * SIZE + _SEQ.size]
+
+    # -- the per-child lock and "taken" flag (look-ahead hand-over) ------------------------
+
+    def lock(self, index: int) -> None:
+        fcntl.lockf(self.lock_file.fileno(), fcntl.LOCK_EX, 1, index)
+
+    def unlock(self, index: int) -> None:
+        fcntl.lockf(self.lock_file.fileno(), fcntl.LOCK_UN, 1, index)
+
+    def taken(self, index: int) -> bool:
+        return self.mm[self.count * SIZE + index] == 1
+
+    def set_taken(self, index: int, value: bool) -> None:
+        self.mm[self.count * SIZE + index] = 1 if value else 0
 
 
 class SlotWriter:
-    """A child's end: only ever written by that one child."""
+    """A child's end: its slot is only ever written by that one child."""
 
-    def __init__(self, mm: mmap.mmap, offset: int) -> None:
-        self.mm = mm
-        self.offset = offset
-        self.seq = _SEQ.unpack_from(mm, offset)[0]
+    def __init__(self, slots: Slots, index: int) -> None:
+        self.slots = slots
+        self.index = index
+        self.mm = slots.mm
+        self.offset = index * SIZE
+        self.seq = _SEQ.unpack_from(self.mm, self.offset)[0]
+        self.identity = b""
+
+    def begin(self, identity: str) -> None:
+        self.identity = identity.encode()[:96]
+        self.write(IDLE)
 
     def write(self, state: int, jid: str = "", deadline: float | None = None, started_at: float = 0.0,
               job_class: str = "", queue: str = "") -> None:
-        jid_bytes = jid.encode()
-        if len(jid_bytes) > 64:
-            jid_bytes = b""  # unknowable: the master then treats the job as unknown, conservatively
+        """A job starts (RUNNING), or the child has none (IDLE, WAITING); keeps ``ahead``
+        and ``ack_jid``."""
+        ack_jid, ahead = _AHEAD.unpack_from(self.mm, self.offset + _AHEAD_OFFSET)
         self._begin()
-        _BODY.pack_into(self.mm, self.offset + _SEQ.size, state, jid_bytes, deadline or 0.0, started_at,
-                        job_class.encode()[:120], queue.encode()[:48])
+        _BODY.pack_into(self.mm, self.offset + _SEQ.size, state, _jid(jid), ack_jid, ahead, deadline or 0.0,
+                        started_at, job_class.encode()[:120], queue.encode()[:48], self.identity)
         self._end()
 
     def finished(self, ack_due: bool) -> None:
         """Keeps the jid when the ack is due (the master must drop that entry if we die)."""
         self._begin()
         _STATE.pack_into(self.mm, self.offset + _SEQ.size, ACK_DUE if ack_due else IDLE)
+        self._end()
+
+    def ahead(self, number: int, ack_jid: str | None = None) -> None:
+        """Look-ahead fetch ``number`` went out, ``ack_jid`` (the previous job) riding on
+        it; or (0) it came back, which settles that ack either way."""
+        self._begin()
+        _AHEAD.pack_into(self.mm, self.offset + _AHEAD_OFFSET, _jid(ack_jid) if number else b"", number)
         self._end()
 
     def _begin(self) -> None:
