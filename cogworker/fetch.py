@@ -214,6 +214,12 @@ class Fetcher:
             return None
         return Work(raw, _queue_of(raw) or self.queues[0])
 
+    def return_ahead(self, number: int) -> bool:
+        """This identity's look-ahead job ``number``, not started, back on its queue
+        (another process calls this, holding the owner's lock)."""
+        return bool(lua.run(self.client, "return_ahead", [self.keys.ahead, self.in_progress],
+                            [self.identity, number, self.keys.queue_prefix, "default", self.keys.unique_prefix]))
+
     def _wait_for_wake(self, since: bytes, block: float) -> bool:
         """Blocks until a push to any queue (or ``block`` seconds). False if the wake
         stream can't be used (wrong type): then the caller blocks on one queue instead."""

@@ -4,6 +4,7 @@ import logging
 import os
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -71,3 +72,20 @@ def clean_registries() -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def _log_level(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="cogworker")
+
+
+@pytest.fixture
+def masters(own_redis: RedisServer) -> Iterator[Any]:
+    """Starts real prefork masters on this test's own Redis; kills what is left after."""
+    from prefork_harness import Master
+
+    started: list[Master] = []
+
+    def start(**kwargs: Any) -> Master:
+        master = Master(own_redis.url, **kwargs)
+        started.append(master)
+        return master
+
+    yield start
+    for master in started:
+        master.stop()

@@ -99,3 +99,16 @@ def run_cli(args, timeout=30.0, env=None):
     full_env = {**os.environ, "PYTHONPATH": str(TESTS), **(env or {})}
     return subprocess.run([sys.executable, "-m", "cogworker.prefork.cli", *args], capture_output=True, text=True,
                           timeout=timeout, env=full_env, cwd=str(TESTS))
+
+
+def lrange(config, key):
+    return [x.decode() for x in config.redis().lrange(key, 0, -1)]
+
+
+def in_progress_total(config):
+    r = config.redis()
+    return sum(r.llen(k) for k in r.scan_iter(match=config.keys.in_progress_prefix + "*"))
+
+
+def queue_len(config, name="default"):
+    return config.redis().llen(config.keys.queue(name))

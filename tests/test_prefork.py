@@ -11,21 +11,7 @@ import time
 
 import pytest
 from apps import pf
-from prefork_harness import Master, wait_for
-
-
-@pytest.fixture
-def masters(own_redis):
-    started: list[Master] = []
-
-    def start(**kwargs) -> Master:
-        master = Master(own_redis.url, **kwargs)
-        started.append(master)
-        return master
-
-    yield start
-    for master in started:
-        master.stop()
+from prefork_harness import in_progress_total, lrange, queue_len, wait_for
 
 
 def alive(pid):
@@ -36,19 +22,6 @@ def alive(pid):
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
-
-
-def lrange(config, key):
-    return [x.decode() for x in config.redis().lrange(key, 0, -1)]
-
-
-def in_progress_total(config):
-    r = config.redis()
-    return sum(r.llen(k) for k in r.scan_iter(match=config.keys.in_progress_prefix + "*"))
-
-
-def queue_len(config, name="default"):
-    return config.redis().llen(config.keys.queue(name))
 
 
 def test_runs_jobs_and_stops_cleanly_on_term(own_config, masters):

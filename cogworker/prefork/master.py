@@ -31,7 +31,8 @@ from ..settle import ACK, Filing
 from ..worker import Outage, new_identity
 from .child import child_main
 from .pipe import decode_how, make_pipe
-from .slots import ACK_DUE, MAX_SLOTS, RUNNING, Slots
+from .siblings import with_looked_ahead
+from .slots import ACK_DUE, MAX_SLOTS, RUNNING, Slots, SlotState
 
 HEARTBEAT_INTERVAL = 5.0
 RECOVERY_INTERVAL = 30.0
@@ -275,6 +276,7 @@ class Master:
                 self.quiet = True
                 for child in self.children.values():
                     self.signal_child(child, signal.SIGTSTP)
+                self.return_looked_ahead()
                 self.title()
             elif sig == signal.SIGTTIN:
                 if self.target >= MAX_SLOTS:
@@ -294,10 +296,21 @@ class Master:
                 self.rolling = deque(sorted(self.children))
                 self.rolling_current = None
 
+    def return_looked_ahead(self) -> None:
+        """Jobs the children fetched ahead and won't start now go back at once, not when
+        the job in front of them ends."""
+        for child in list(self.children.values()):
+            def act(state: SlotState) -> bool:
+                return Fetcher(self.config, state.identity, []).return_ahead(state.ahead)
+
+            if self.redis_step("returning a looked-ahead job", with_looked_ahead, self.slots, child.index, act):
+                logger.info("master: child %d's looked-ahead job is back on its queue", child.index)
+
     def begin_shutdown(self, why: str) -> None:
         logger.info("master: %s: stopping (running jobs get %.0fs)", why, self.s.timeout)
         self.stopping = True
         self.stop_deadline = time.monotonic() + self.s.timeout
+        self.return_looked_ahead()
         self.rolling.clear()
         self.title()
         for child in self.children.values():

@@ -16,11 +16,13 @@ job before it (``--no-lookahead`` turns look-ahead off).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import redis
 
 from ..config import logger
 from ..fetch import Fetcher, Work
-from .slots import WAITING, Slots, SlotWriter
+from .slots import WAITING, Slots, SlotState, SlotWriter
 
 
 class Siblings:
@@ -45,25 +47,40 @@ class Siblings:
 
     def take(self, fetcher: Fetcher) -> Work | None:
         """A sibling's looked-ahead job that hasn't started, now ours; or None."""
+        taken: list[Work] = []
+
+        def act(state: SlotState) -> bool:
+            work = fetcher.take_ahead(state.identity, state.ahead)
+            if work is not None:
+                taken.append(work)
+            return work is not None
+
         for i in range(self.slots.high()):
             if i == self.index:
                 continue
-            hint = self.slots.read(i)
-            if hint is None or not hint.ahead or not hint.identity:
-                continue
-            self.slots.lock(i)
             try:
-                state = self.slots.read(i)  # again, under the lock: the owner may have claimed it
-                if state is None or not state.ahead or state.identity != hint.identity:
-                    continue
-                try:
-                    work = fetcher.take_ahead(state.identity, state.ahead)
-                except redis.RedisError as exc:
-                    logger.debug("couldn't take a sibling's job: %s", exc)
-                    return None
-                if work is not None:
-                    self.slots.set_taken(i, True)
-                    return work
-            finally:
-                self.slots.unlock(i)
+                if with_looked_ahead(self.slots, i, act):
+                    return taken[0]
+            except redis.RedisError as exc:
+                logger.debug("couldn't take a sibling's job: %s", exc)
+                return None
         return None
+
+
+def with_looked_ahead(slots: Slots, index: int, act: Callable[[SlotState], bool]) -> bool:
+    """If child ``index`` has a look-ahead job out, runs ``act`` on its slot under its
+    lock; when ``act`` moved the job (True), the child will find it taken."""
+    hint = slots.read(index)
+    if hint is None or not hint.ahead or not hint.identity:
+        return False
+    slots.lock(index)
+    try:
+        state = slots.read(index)  # again, under the lock: the owner may have claimed it
+        if state is None or not state.ahead or state.identity != hint.identity:
+            return False
+        if act(state):
+            slots.set_taken(index, True)
+            return True
+        return False
+    finally:
+        slots.unlock(index)

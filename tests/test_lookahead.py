@@ -1,0 +1,184 @@
+"""Look-ahead in prefork children (issue 4's prefetch rules), with real forks, real
+signals and a private redis-server:
+
+- the job fetched ahead sits on the child's own in-progress list;
+- a child that dies has an orphaning counted for its running job only;
+- at shutdown (or quiet) a job fetched ahead goes back to its queue at once;
+- a sibling that runs dry takes a job fetched ahead instead of idling;
+- ``--no-lookahead`` turns it off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+from apps import pf
+from prefork_harness import in_progress_total, lrange, queue_len, wait_for
+
+from cogworker.prefork.slots import ACK_DUE, RUNNING, Slots
+
+
+def listed(config):
+    """Every in-progress entry, as {jid: payload}."""
+    r = config.redis()
+    out = {}
+    for key in r.scan_iter(match=config.keys.in_progress_prefix + "*"):
+        for raw in r.lrange(key, 0, -1):
+            job = json.loads(raw)
+            out[job["jid"]] = job
+    return out
+
+
+def started(config):
+    """test:started entries -> [(tag, pid, time)] (pf.slow writes tag:pid:time)."""
+    out = []
+    for entry in lrange(config, "test:started"):
+        tag, pid, *rest = entry.split(":")
+        out.append((tag, int(pid), float(rest[0]) if rest else None))
+    return out
+
+
+def test_the_next_job_is_fetched_ahead_onto_the_childs_own_list(own_config, masters):
+    pf.slow.enqueue("first", 1.5)
+    ahead_jid = pf.record.enqueue("second")
+    m = masters(procs=1)
+    wait_for(lambda: started(own_config), what="first job start")
+    # Both on the child's one list: the running job and the one fetched ahead.
+    r = own_config.redis()
+    lists = [k for k in r.scan_iter(match=own_config.keys.in_progress_prefix + "*")]
+    assert len(lists) == 1 and r.llen(lists[0]) == 2
+    assert ahead_jid in listed(own_config) and queue_len(own_config) == 0
+    wait_for(lambda: lrange(own_config, "test:ran") == ["second"], what="second job")
+    wait_for(lambda: in_progress_total(own_config) == 0, 5, what="in-progress drained")
+    assert m.alive()
+
+
+def test_no_lookahead_leaves_the_next_job_on_its_queue(own_config, masters):
+    pf.slow.enqueue("first", 1.0)
+    pf.record.enqueue("second")
+    masters(procs=1, args=["--no-lookahead"])
+    wait_for(lambda: started(own_config), what="first job start")
+    time.sleep(0.2)
+    assert in_progress_total(own_config) == 1 and queue_len(own_config) == 1
+    wait_for(lambda: lrange(own_config, "test:ran") == ["second"], what="second job")
+
+
+def test_a_killed_child_counts_an_orphaning_for_its_running_job_only(own_config, masters):
+    victim = pf.slow.enqueue("victim", 2)
+    bystander = pf.record.enqueue("bystander")
+    m = masters(procs=1)
+    wait_for(lambda: started(own_config), what="victim start")
+    wait_for(lambda: bystander in listed(own_config), 5, what="bystander fetched ahead")
+    pid = started(own_config)[0][1]
+    os.kill(pid, signal.SIGKILL)
+    # Both requeued at once; only the victim counts an orphaning.
+    wait_for(lambda: len(started(own_config)) == 2, what="victim running again")
+    r = own_config.redis()
+    assert r.get(own_config.keys.orphanings(victim)) == b"1"
+    assert r.get(own_config.keys.orphanings(bystander)) is None
+    wait_for(lambda: lrange(own_config, "test:done") == ["victim"], what="victim done")
+    assert lrange(own_config, "test:ran") == ["bystander"]  # ran once, after the restart
+    wait_for(lambda: in_progress_total(own_config) == 0, 5, what="in-progress drained")
+    assert m.alive()
+
+
+def test_term_puts_the_job_fetched_ahead_back_at_once(own_config, masters):
+    pf.slow.enqueue("long", 3)
+    waiting = pf.record.enqueue("waiting")
+    m = masters(procs=1, args=["--timeout", "10"])
+    wait_for(lambda: started(own_config), what="long job start")
+    wait_for(lambda: waiting in listed(own_config), 5, what="fetched ahead")
+    m.signal(signal.SIGTERM)
+    # Back on the queue while the long job still runs, not when it ends.
+    wait_for(lambda: queue_len(own_config) == 1, 2, what="job fetched ahead back on its queue")
+    assert lrange(own_config, "test:done") == []
+    assert m.wait_exit(15) == 0
+    assert lrange(own_config, "test:done") == ["long"] and lrange(own_config, "test:ran") == []
+    assert json.loads(own_config.redis().lrange(own_config.keys.queue("default"), 0, -1)[0])["jid"] == waiting
+    assert in_progress_total(own_config) == 0
+    assert own_config.redis().get(own_config.keys.orphanings(waiting)) is None
+
+
+def test_quiet_puts_the_job_fetched_ahead_back_at_once(own_config, masters):
+    pf.slow.enqueue("long", 2)
+    waiting = pf.record.enqueue("waiting")
+    m = masters(procs=1)
+    wait_for(lambda: started(own_config), what="long job start")
+    wait_for(lambda: waiting in listed(own_config), 5, what="fetched ahead")
+    m.signal(signal.SIGTSTP)
+    wait_for(lambda: queue_len(own_config) == 1, 2, what="job fetched ahead back on its queue")
+    wait_for(lambda: lrange(own_config, "test:done") == ["long"], what="long job done")
+    time.sleep(0.5)
+    assert lrange(own_config, "test:ran") == [] and queue_len(own_config) == 1  # quiet: not run
+    wait_for(lambda: in_progress_total(own_config) == 0, 5, what="in-progress drained")
+
+
+def test_a_sibling_that_runs_dry_takes_the_job_fetched_ahead(own_config, masters):
+    m = masters(procs=2)
+    m.wait_children()
+    time.sleep(0.5)  # both children blocked on the empty queue
+    pf.slow.enqueue("short", 1.0)
+    wait_for(lambda: started(own_config), what="short job start")
+    # The other child takes "long"; "taken" is fetched ahead behind it (its sibling is busy).
+    pf.slow.enqueue("long", 4)
+    taken = pf.slow.enqueue("taken", 0)
+    wait_for(lambda: len(started(own_config)) >= 2, what="long job start")
+    wait_for(lambda: taken in listed(own_config) or len(started(own_config)) == 3, 5, what="fetched ahead")
+    # The short job's child runs dry after ~1 s and takes it: it runs long before "long" ends.
+    wait_for(lambda: len(started(own_config)) == 3, 3, what="the job fetched ahead, taken over")
+    runs = {tag: (pid, at) for tag, pid, at in started(own_config)}
+    assert runs["taken"][0] == runs["short"][0] != runs["long"][0]
+    assert lrange(own_config, "test:done")[:2] == ["short", "taken"]
+    wait_for(lambda: lrange(own_config, "test:done") == ["short", "taken", "long"], 10, what="all done")
+    assert len(started(own_config)) == 3  # nothing ran twice
+    wait_for(lambda: in_progress_total(own_config) == 0, 5, what="in-progress drained")
+    assert own_config.redis().hlen(own_config.keys.ahead) <= 2
+    assert m.alive()
+
+
+def test_many_jobs_two_children_each_runs_exactly_once(own_config, masters):
+    """Look-ahead, ack riding on it, and take-overs at the end of the queue: no job lost
+    or run twice."""
+    m = masters(procs=2)
+    m.wait_children()
+    pf.record.enqueue_many([(f"j{i}",) for i in range(2000)])
+    wait_for(lambda: own_config.redis().llen("test:ran") == 2000, 60, what="2000 jobs")
+    assert sorted(lrange(own_config, "test:ran")) == sorted(f"j{i}" for i in range(2000))
+    wait_for(lambda: in_progress_total(own_config) == 0, 5, what="in-progress drained")
+    m.signal(signal.SIGTERM)
+    assert m.wait_exit(15) == 0
+    assert own_config.redis().hlen(own_config.keys.ahead) == 0  # records go with their children
+
+
+def test_scripts_flushed_mid_job_every_job_runs_once(own_config, masters):
+    """The look-ahead sent after a SCRIPT FLUSH gets NOSCRIPT: it did not run, so its ack
+    stays due and the plain fetch (which loads the script again) carries it."""
+    pf.slow.enqueue("a", 1.0)
+    pf.record.enqueue_many([(f"r{i}",) for i in range(5)])
+    masters(procs=1)
+    wait_for(lambda: started(own_config), what="first job start")
+    own_config.redis().script_flush()
+    wait_for(lambda: len(lrange(own_config, "test:ran")) == 5, 10, what="the rest")
+    assert sorted(lrange(own_config, "test:ran")) == [f"r{i}" for i in range(5)]
+    assert lrange(own_config, "test:done") == ["a"]
+    wait_for(lambda: in_progress_total(own_config) == 0, 5, what="in-progress drained")
+
+
+def test_slot_carries_the_ack_riding_on_a_look_ahead():
+    slots = Slots(2)
+    slots.reset(0)
+    writer = slots.writer(0)
+    writer.begin("host:1:ab")
+    writer.ahead(7, "prev-jid")
+    writer.write(RUNNING, "cur-jid", None, 1.0, "k", "q")  # keeps the look-ahead fields
+    state = slots.read(0)
+    assert (state.state, state.jid, state.ack_jid, state.ahead, state.identity) == \
+        (RUNNING, "cur-jid", "prev-jid", 7, "host:1:ab")
+    writer.finished(ack_due=True)
+    writer.ahead(0)  # came back: the riding ack is settled either way
+    state = slots.read(0)
+    assert (state.state, state.jid, state.ack_jid, state.ahead) == (ACK_DUE, "cur-jid", "", 0)
+    assert slots.high() == 1
