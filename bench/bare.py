@@ -6,6 +6,8 @@ Variants (LPUSH enqueue, fetch from the right: FIFO):
 - lua:    one script does LREM of the previous job + LMOVE of the next: one round trip
           per job while the queue is non-empty (blocking BLMOVE only when it is empty).
 - batch8: one pipeline does LREM of the previous batch + 8 x LMOVE.
+- ahead:  the lua variant's script, sent just before the job runs and its reply read
+          after (cogworker's look-ahead): the round trip overlaps the job.
 """
 import argparse
 import json
@@ -49,6 +51,22 @@ def loop_lua(r, inprog):
             run(raw)
 
 
+def loop_ahead(r, inprog):
+    ack_and_fetch = r.register_script(ACK_AND_FETCH)
+    conn = r.connection_pool.make_connection()  # ours alone: a reply waits on it while the job runs
+    prev, raw = b"", None
+    while True:
+        if raw is None:  # nothing fetched ahead: fetch now (blocking if the queue is empty)
+            raw = ack_and_fetch(keys=[QUEUE, inprog], args=[prev])
+            prev = b""
+            if raw is None:
+                raw = r.blmove(QUEUE, inprog, 1, "RIGHT", "LEFT")
+            continue
+        conn.send_command("EVALSHA", ack_and_fetch.sha, 2, QUEUE, inprog, prev)
+        run(raw)
+        prev, raw = raw, conn.read_response()
+
+
 def loop_batch8(r, inprog):
     prev = []
     while True:
@@ -68,13 +86,13 @@ def loop_batch8(r, inprog):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--variant", choices=["2rt", "lua", "batch8"], required=True)
+    ap.add_argument("--variant", choices=["2rt", "lua", "ahead", "batch8"], required=True)
     ap.add_argument("--index", type=int, default=0)
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     r = Redis.from_url(os.environ["BENCH_REDIS_URL"])
     inprog = f"bare:in_progress:{args.index}"
-    {"2rt": loop_2rt, "lua": loop_lua, "batch8": loop_batch8}[args.variant](r, inprog)
+    {"2rt": loop_2rt, "lua": loop_lua, "ahead": loop_ahead, "batch8": loop_batch8}[args.variant](r, inprog)
 
 
 if __name__ == "__main__":

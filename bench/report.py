@@ -352,13 +352,16 @@ def targets(doc):
             add(goal, f"{ratio:.1f}× ({best}: {thr[best]['overall']['median']:,.0f} jobs/s)", ratio >= 3)
         else:
             add(goal, "no peer has both a throughput and a loss-free recovery result")
-        for bare in ("bare-2rt", "bare-lua", "bare-batch8"):
+        # The row batched as cogworker batches (one script per job, the ack riding on the
+        # fetch, sent ahead) is the target's; the others are shown for reference.
+        for bare in ("bare-ahead", "bare-2rt", "bare-lua", "bare-batch8"):
             b = thr.get(bare, {}).get("overall")
             if b:
                 ratio = cog["median"] / b["median"]
                 measured = f"{ratio * 100:.0f}% ({b['median']:,.0f} jobs/s)"
-                if bare == "bare-2rt":
-                    add("no-op throughput ≥ 75% of the bare-protocol row (bare-2rt)", measured, ratio >= 0.75)
+                if bare == "bare-ahead":
+                    add("no-op throughput ≥ 75% of the bare-protocol row batched as cogworker batches "
+                        "(bare-ahead)", measured, ratio >= 0.75)
                 else:
                     add(f"(for reference) share of {bare}", measured)
     eff = (res.get("cpu", {}).get("2p", {}).get("cogworker") or {}).get("efficiency")

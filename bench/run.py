@@ -47,7 +47,7 @@ SEED = 4  # the latency workload's arrival schedule, the same for every system
 
 # Which systems each workload runs. The bare-protocol rows are a throughput ceiling;
 # they have no supervisor (nothing restarts a killed one) and no preloading.
-BARE_EXTRA = {"bare-lua", "bare-batch8"}
+BARE_EXTRA = {"bare-lua", "bare-ahead", "bare-batch8"}
 SKIP = {
     "curves": BARE_EXTRA, "cpu": BARE_EXTRA, "latency": BARE_EXTRA,
     "memory": {"bare-2rt", *BARE_EXTRA}, "recovery": {"bare-2rt", *BARE_EXTRA},
