@@ -227,9 +227,9 @@ class Worker:
         if not self.reporter.may_look_ahead():
             return None
         self._ahead_number += 1
+        ack_jid = self._ack_due_jid or (jid_of(self.ack_due) if self.ack_due else None)
         # Told first: if we die with it out, the master must know the ack may have landed.
-        self.reporter.looked_ahead(self._ahead_number, self._ack_due_jid or (jid_of(self.ack_due)
-                                                                               if self.ack_due else None))
+        self.reporter.looked_ahead(self._ahead_number, ack_jid)
         try:
             self.ahead = self.fetcher.send_ahead(self._ahead_number, self.ack_due, self._ack_due_jid)
         except redis.RedisError as exc:
@@ -244,12 +244,10 @@ class Worker:
         try:
             work = self.fetcher.read_ahead(ahead)
         except redis.exceptions.NoScriptError:
-            # Scripts flushed (or a new server): it did not run; the plain fetch loads it.
+            # Scripts flushed (or a new server): it did not run, so neither did its ack.
+            # Made now, while the slot still names that job for the master.
             if ahead.ack is not None:
-                if self.ack_due is None:
-                    self.ack_due, self._ack_due_jid = ahead.ack, None
-                else:
-                    self._acknowledge(ahead.ack)
+                self._acknowledge(ahead.ack)
         except redis.RedisError as exc:
             # Unknown whether it ran: the ack is owed (LREM is idempotent) and a job it
             # may have moved is a stray that reconcile requeues.

@@ -448,14 +448,17 @@ class Master:
     def settle_child(self, child: ChildState, crashed: bool) -> None:
         """What a gone child owed Redis: its hard-timed-out job filed as failed, pending
         failures filed (or parked in unsettled), pending acks dropped, the rest requeued
-        at once, an orphaning counted per job when it died on its own."""
+        at once, an orphaning counted for the job it ran when it died on its own."""
         drop = {jid for jid, how in child.owes.items() if how == ACK} | child.acks
         filings = {jid: how for jid, how in child.owes.items() if isinstance(how, Filing)}
         timed_out = child.running if child.stop_reason == "timeout" else None
-        # Only the job it ran can have killed it: a job fetched ahead never started.
+        # Only the job it ran can have killed it: a job fetched ahead never started. If
+        # which job that was is unknown, every job counts (none escapes the limit).
         count: bool | str = False
-        if crashed:
-            count = True if child.torn else (child.running["jid"] if child.running and child.running["jid"] else False)
+        if crashed and (child.torn or (child.running and not child.running["jid"])):
+            count = True
+        elif crashed and child.running:
+            count = child.running["jid"]
         self.unrecovered[child.identity] = Owed(drop, filings, timed_out, count)
         self.recover_identity(child.identity)
 
