@@ -102,6 +102,24 @@ def test_term_puts_the_job_fetched_ahead_back_at_once(own_config, masters):
     assert own_config.redis().get(own_config.keys.orphanings(waiting)) is None
 
 
+def test_a_recycled_child_puts_the_job_fetched_ahead_back_at_once(own_config, masters):
+    """HUP (like --max-jobs, --max-memory, TTOU) stops a child gracefully: its running
+    job finishes, the job it fetched ahead doesn't wait for that."""
+    pf.slow.enqueue("long", 3)
+    waiting = pf.record.enqueue("waiting")
+    m = masters(procs=1)
+    wait_for(lambda: started(own_config), what="long job start")
+    wait_for(lambda: waiting in listed(own_config), 5, what="fetched ahead")
+    m.signal(signal.SIGHUP)
+    wait_for(lambda: queue_len(own_config) == 1 or lrange(own_config, "test:ran"), 2,
+             what="job fetched ahead back on its queue (or already run by the new child)")
+    assert lrange(own_config, "test:done") == []  # the long job still runs
+    wait_for(lambda: lrange(own_config, "test:ran") == ["waiting"], 10, what="waiting job run")
+    wait_for(lambda: lrange(own_config, "test:done") == ["long"], 10, what="long job done")
+    assert len(started(own_config)) == 1  # the long job was not interrupted or re-run
+    assert own_config.redis().get(own_config.keys.orphanings(waiting)) is None
+
+
 def test_quiet_puts_the_job_fetched_ahead_back_at_once(own_config, masters):
     pf.slow.enqueue("long", 2)
     waiting = pf.record.enqueue("waiting")

@@ -296,10 +296,10 @@ class Master:
                 self.rolling = deque(sorted(self.children))
                 self.rolling_current = None
 
-    def return_looked_ahead(self) -> None:
+    def return_looked_ahead(self, children: list[ChildState] | None = None) -> None:
         """Jobs the children fetched ahead and won't start now go back at once, not when
         the job in front of them ends."""
-        for child in list(self.children.values()):
+        for child in children if children is not None else list(self.children.values()):
             def act(state: SlotState) -> bool:
                 return Fetcher(self.config, state.identity, []).return_ahead(state.ahead)
 
@@ -310,7 +310,6 @@ class Master:
         logger.info("master: %s: stopping (running jobs get %.0fs)", why, self.s.timeout)
         self.stopping = True
         self.stop_deadline = time.monotonic() + self.s.timeout
-        self.return_looked_ahead()
         self.rolling.clear()
         self.title()
         for child in self.children.values():
@@ -387,12 +386,14 @@ class Master:
             pass
 
     def stop_child(self, child: ChildState, reason: str) -> None:
-        """Graceful: the child finishes its job and leaves."""
+        """Graceful: the child finishes its job and leaves; a job it fetched ahead goes
+        back to its queue at once."""
         if child.stop_sent:
             return
         child.stop_reason = reason
         child.stop_sent = True
         self.signal_child(child, signal.SIGTERM)
+        self.return_looked_ahead([child])  # shutdown, recycling, scale-down: it won't start it
 
     def kill_child(self, child: ChildState, reason: str) -> None:
         child.stop_reason = "killed" if reason == "shutdown" else reason
