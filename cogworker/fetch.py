@@ -114,7 +114,7 @@ class Fetcher:
         self._ahead_conn: Any = None
         self._ahead_pid = 0
         self._fetch_sha = ""
-        self._ahead_keys: dict[Any, list[str]] = {}
+        self._queue_keys = {name: self.keys.queue(name) for name in self.queues}
 
     @property
     def client(self) -> redis.Redis:
@@ -185,10 +185,7 @@ class Fetcher:
             conn = self._ahead_conn = client.connection_pool.make_connection()
             self._ahead_pid = os.getpid()
             self._fetch_sha = lua.script(client, "fetch").sha
-        keys = self._ahead_keys.get(tuple(order)) if self.weighted else self._ahead_keys.get(None)
-        if keys is None:
-            keys = [self.keys.queue(q) for q in order]
-            self._ahead_keys[tuple(order) if self.weighted else None] = keys
+        keys = [self._queue_keys[q] for q in order]
         args = ("EVALSHA", self._fetch_sha, 2 + len(keys), self.in_progress,
                 self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"), *keys, ack or b"", "",
                 self.keys.ahead, self.identity, number)

@@ -231,7 +231,7 @@ class Worker:
         # Told first: if we die with it out, the master must know the ack may have landed.
         self.reporter.looked_ahead(self._ahead_number, ack_jid)
         try:
-            self.ahead = self.fetcher.send_ahead(self._ahead_number, self.ack_due, self._ack_due_jid)
+            self.ahead = self.fetcher.send_ahead(self._ahead_number, self.ack_due, ack_jid)
         except redis.RedisError as exc:
             logger.debug("look-ahead not sent: %s", exc)
             self.reporter.looked_ahead(0, None)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import time
 
 from apps import pf
@@ -39,6 +40,17 @@ def started(config):
         tag, pid, *rest = entry.split(":")
         out.append((tag, int(pid), float(rest[0]) if rest else None))
     return out
+
+
+def one_job_fetched_ahead(config, masters, seconds, **master_args):
+    """A one-child master running slow("long", seconds) with record("waiting") fetched
+    ahead behind it; returns (master, waiting's jid)."""
+    pf.slow.enqueue("long", seconds)
+    waiting = pf.record.enqueue("waiting")
+    m = masters(procs=1, **master_args)
+    wait_for(lambda: started(config), what="long job start")
+    wait_for(lambda: waiting in listed(config), 5, what="fetched ahead")
+    return m, waiting
 
 
 def test_the_next_job_is_fetched_ahead_onto_the_childs_own_list(own_config, masters):
@@ -86,11 +98,7 @@ def test_a_killed_child_counts_an_orphaning_for_its_running_job_only(own_config,
 
 
 def test_term_puts_the_job_fetched_ahead_back_at_once(own_config, masters):
-    pf.slow.enqueue("long", 3)
-    waiting = pf.record.enqueue("waiting")
-    m = masters(procs=1, args=["--timeout", "10"])
-    wait_for(lambda: started(own_config), what="long job start")
-    wait_for(lambda: waiting in listed(own_config), 5, what="fetched ahead")
+    m, waiting = one_job_fetched_ahead(own_config, masters, 3, args=["--timeout", "10"])
     m.signal(signal.SIGTERM)
     # Back on the queue while the long job still runs, not when it ends.
     wait_for(lambda: queue_len(own_config) == 1, 2, what="job fetched ahead back on its queue")
@@ -105,11 +113,7 @@ def test_term_puts_the_job_fetched_ahead_back_at_once(own_config, masters):
 def test_a_recycled_child_puts_the_job_fetched_ahead_back_at_once(own_config, masters):
     """HUP (like --max-jobs, --max-memory, TTOU) stops a child gracefully: its running
     job finishes, the job it fetched ahead doesn't wait for that."""
-    pf.slow.enqueue("long", 3)
-    waiting = pf.record.enqueue("waiting")
-    m = masters(procs=1)
-    wait_for(lambda: started(own_config), what="long job start")
-    wait_for(lambda: waiting in listed(own_config), 5, what="fetched ahead")
+    m, waiting = one_job_fetched_ahead(own_config, masters, 3)
     m.signal(signal.SIGHUP)
     wait_for(lambda: queue_len(own_config) == 1 or lrange(own_config, "test:ran"), 2,
              what="job fetched ahead back on its queue (or already run by the new child)")
@@ -121,11 +125,7 @@ def test_a_recycled_child_puts_the_job_fetched_ahead_back_at_once(own_config, ma
 
 
 def test_quiet_puts_the_job_fetched_ahead_back_at_once(own_config, masters):
-    pf.slow.enqueue("long", 2)
-    waiting = pf.record.enqueue("waiting")
-    m = masters(procs=1)
-    wait_for(lambda: started(own_config), what="long job start")
-    wait_for(lambda: waiting in listed(own_config), 5, what="fetched ahead")
+    m, waiting = one_job_fetched_ahead(own_config, masters, 2)
     m.signal(signal.SIGTSTP)
     wait_for(lambda: queue_len(own_config) == 1, 2, what="job fetched ahead back on its queue")
     wait_for(lambda: lrange(own_config, "test:done") == ["long"], what="long job done")
@@ -200,3 +200,46 @@ def test_slot_carries_the_ack_riding_on_a_look_ahead():
     state = slots.read(0)
     assert (state.state, state.jid, state.ack_jid, state.ahead) == (ACK_DUE, "cur-jid", "", 0)
     assert slots.high() == 1
+
+
+def test_garbage_fetched_ahead_goes_to_dead_and_the_child_goes_on(own_config, masters):
+    r = own_config.redis()
+    queue = own_config.keys.queue("default")
+    pf.slow.enqueue("long", 1.0)
+    r.lpush(queue, b"\xff not json")  # behind "long": the child fetches it ahead
+    pf.record.enqueue("after")
+    m = masters(procs=1)
+    wait_for(lambda: started(own_config), what="long job start")
+
+    def garbage_listed():
+        keys = r.scan_iter(match=own_config.keys.in_progress_prefix + "*")
+        return any(b"\xff not json" in r.lrange(k, 0, -1) for k in keys)
+
+    wait_for(garbage_listed, 5, what="garbage fetched ahead")
+    wait_for(lambda: lrange(own_config, "test:ran") == ["after"], 10, what="the job behind the garbage")
+    dead = [json.loads(raw) for raw in r.zrange(own_config.keys.dead, 0, -1)]
+    assert len(dead) == 1 and dead[0]["error_class"] == "cogworker.BadPayload"
+    assert "not json" in dead[0]["raw_payload"]
+    assert lrange(own_config, "test:done") == ["long"] and queue_len(own_config) == 0
+    wait_for(lambda: in_progress_total(own_config) == 0, 5, what="in-progress drained")
+    assert m.alive()
+
+
+def test_a_hand_over_lock_dies_with_its_holder():
+    """A child SIGKILLed while it holds a sibling's lock (mid take-over) must not leave
+    that sibling unable to claim its next job: the kernel drops fcntl locks of the dead."""
+    slots = Slots(2)
+    pid = os.fork()
+    if pid == 0:
+        slots.lock(1)
+        os.kill(os.getpid(), signal.SIGKILL)
+    os.waitpid(pid, 0)
+    claimed = threading.Event()
+
+    def claim():
+        slots.lock(1)
+        slots.unlock(1)
+        claimed.set()
+
+    threading.Thread(target=claim, daemon=True).start()
+    assert claimed.wait(5)
