@@ -79,9 +79,9 @@ class Reporter:
         """Look-ahead fetch ``number`` is about to go out, the ack of ``ack_jid`` riding
         on it; 0: it came back (or never went)."""
 
-    def claim(self, work: Work | None) -> Work | None:
+    def claim(self, work: Work | None, fetcher: Fetcher) -> Work | None:
         """The look-ahead came back with ``work``: returns it if it is still ours to start
-        (a sibling may have taken it meanwhile)."""
+        (a sibling may have taken it meanwhile; ``fetcher`` asks Redis when in doubt)."""
         return work
 
     def waiting(self, fetcher: Fetcher) -> Work | None:
@@ -256,7 +256,7 @@ class Worker:
             logger.warning("worker %s: look-ahead fetch failed: %s: %s", self.identity, type(exc).__name__, exc)
         finally:
             self.ahead = None
-        return self.reporter.claim(work)
+        return self.reporter.claim(work, self.fetcher)
 
     def _fetch(self) -> Work | None:
         try:

@@ -83,11 +83,11 @@ class PipeReporter(Reporter):
     def looked_ahead(self, number: int, ack_jid: str | None) -> None:
         self.slot.ahead(number, ack_jid)
 
-    def claim(self, work: Work | None) -> Work | None:
+    def claim(self, work: Work | None, fetcher: Fetcher) -> Work | None:
         if self.siblings is None:
             self.slot.ahead(0)
             return work
-        return self.siblings.claim(work)
+        return self.siblings.claim(work, fetcher)
 
     def waiting(self, fetcher: Fetcher) -> Work | None:
         self.slot.write(WAITING)

@@ -16,9 +16,10 @@ Look-ahead (a child fetching its next job while one runs) adds two things here:
   drops ``ack_jid`` and counts an orphaning for the running job only.
 - a lock and a "taken" flag per child, so that a sibling that runs out of work can take
   that not-yet-started job (``take``) instead of idling while it waits behind a long
-  job. The owner claims the job under the same lock before starting it. The locks are
-  ``fcntl`` record locks on a shared file: the kernel drops them when their holder
-  dies, so a child killed mid-take never blocks its sibling.
+  job. The owner claims the job under the same lock before starting it (``siblings.py``
+  says how the flag and Redis decide who owns it). The locks are ``fcntl`` record locks
+  on a shared file: the kernel drops them when their holder dies, so a child killed
+  mid-take never blocks its sibling.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ import tempfile
 from dataclasses import dataclass
 
 IDLE, RUNNING, ACK_DUE, WAITING = 0, 1, 2, 3  # WAITING: idle, its queues empty
+# The "taken" flag: nobody tried to take the job fetched ahead; someone may have (a
+# take-over or a return was sent, its answer unknown); it was taken (Redis said so).
+CLEAR, TRYING, TAKEN = 0, 1, 2
 MAX_SLOTS = 1024
 
 _SEQ = struct.Struct("=Q")
@@ -114,11 +118,12 @@ class Slots:
     def unlock(self, index: int) -> None:
         fcntl.lockf(self.lock_file.fileno(), fcntl.LOCK_UN, 1, index)
 
-    def taken(self, index: int) -> bool:
-        return self.mm[self.count * SIZE + index] == 1
+    def taken(self, index: int) -> int:
+        """CLEAR, TRYING or TAKEN (read and written under that child's lock)."""
+        return self.mm[self.count * SIZE + index]
 
-    def set_taken(self, index: int, value: bool) -> None:
-        self.mm[self.count * SIZE + index] = 1 if value else 0
+    def set_taken(self, index: int, value: int) -> None:
+        self.mm[self.count * SIZE + index] = value
 
 
 class SlotWriter:
@@ -131,6 +136,7 @@ class SlotWriter:
         self.offset = index * SIZE
         self.seq = _SEQ.unpack_from(self.mm, self.offset)[0]
         self.identity = b""
+        self.ahead_number = 0  # the look-ahead fetch out (as written by ``ahead``)
 
     def begin(self, identity: str) -> None:
         self.identity = identity.encode()[:96]
@@ -155,6 +161,7 @@ class SlotWriter:
     def ahead(self, number: int, ack_jid: str | None = None) -> None:
         """Look-ahead fetch ``number`` went out, ``ack_jid`` (the previous job) riding on
         it; or (0) it came back, which settles that ack either way."""
+        self.ahead_number = number
         self._begin()
         _AHEAD.pack_into(self.mm, self.offset + _AHEAD_OFFSET, _jid(ack_jid) if number else b"", number)
         self._end()
