@@ -182,7 +182,7 @@ class Worker:
                 self._outage.ok()
                 return
             except (redis.ConnectionError, redis.TimeoutError) as exc:
-                time.sleep(self._outage.failed(exc))
+                self._stopping.wait(self._outage.failed(exc))  # a stop ends the backoff
 
     def run(self) -> None:
         self.startup()
@@ -268,7 +268,7 @@ class Worker:
                 self._owe(self.ack_due, ACK)
                 self.ack_due = None
             if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
-                time.sleep(self._outage.failed(exc))
+                self._stopping.wait(self._outage.failed(exc))  # a stop ends the backoff
             else:
                 logger.error("worker %s: fetch failed: %s: %s", self.identity, type(exc).__name__, exc)
                 time.sleep(1.0)
