@@ -105,8 +105,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"{PROG}: {exc}")
     except BootInterrupted as exc:
         stopped_during_boot(str(exc))
-    if inbox.stop_requested():
-        stopped_during_boot(inbox.stop_requested() or "")
+    stop = inbox.stop_requested()
+    if stop:
+        stopped_during_boot(stop)
     settings = Settings(module=args.module, procs=procs, queues=queues, timeout=args.timeout,
                         max_memory_mb=args.max_memory, max_jobs=args.max_jobs, catch_up=not args.no_catch_up,
                         lookahead=not args.no_lookahead)

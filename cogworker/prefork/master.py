@@ -111,6 +111,7 @@ class Master:
         self.children: dict[int, ChildState] = {}  # pid -> state
         self.free_indexes: list[int] = []
         self.next_index = 0
+        self.signals: deque[int] = deque()  # the inbox's, once run() starts
         self.stopping = False
         self.stop_now = False
         self.children_gone_at: float | None = None  # stopping: when the last child left
