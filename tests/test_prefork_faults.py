@@ -139,8 +139,9 @@ def test_hup_replaces_a_child_whose_job_ignores_term(own_config, masters, log):
 
 # -- Redis hung or down ------------------------------------------------------------------------
 
-def test_a_hung_redis_does_not_stall_reaping(own_redis, own_config, masters, log):
-    m = masters(module="apps.pf_faults", procs=2, env=env_for(log))
+@pytest.mark.parametrize("module", ["apps.pf_faults", "apps.cron_mixed"])  # (the latter: a cron ticker too)
+def test_a_hung_redis_does_not_stall_reaping(own_redis, own_config, masters, log, module):
+    m = masters(module=module, procs=2, env=env_for(log))
     before = m.wait_children()
     time.sleep(0.5)
     own_redis.pause()
@@ -213,3 +214,36 @@ def test_a_killed_childs_processed_count_is_not_lost(own_config, masters, log):
     time.sleep(1.5)
     assert int(r.get(own_config.keys.stats_processed) or 0) == done
     assert int(r.get(own_config.keys.stats_failed) or 0) == 0
+
+
+# -- look-ahead hand-overs with Redis stalling -----------------------------------------------------
+
+def test_hand_overs_with_redis_stalling_run_every_job_once(own_redis, own_config, masters, log):
+    """Long jobs with short ones fetched ahead behind them, so idle siblings take them
+    over, while Redis stalls past the children's socket timeout (lost replies): each job
+    starts and ends exactly once, never twice at the same time."""
+    m = masters(module="apps.pf_faults", procs=3, env=env_for(log))
+    m.wait_children()
+    tags = []
+    for wave in range(6):
+        for i in range(3):
+            tags.append(f"w{wave}-long{i}")
+            enqueue("logged", tags[-1], 0.8)
+            for j in range(2):
+                tags.append(f"w{wave}-short{i}-{j}")
+                enqueue("logged", tags[-1], 0.05)
+    for _ in range(2):
+        time.sleep(1.0)
+        own_redis.pause()
+        time.sleep(5.5)  # past the children's 5 s socket timeout
+        own_redis.resume()
+    done = lambda: {e[1] for e in events(log) if e[0] == "end"}  # noqa: E731
+    wait_for(lambda: done() >= set(tags), 60, what="every job done")
+    time.sleep(1.0)
+    runs: dict[str, list[tuple[str, float]]] = {}
+    for event, tag, _, at in events(log):
+        runs.setdefault(tag, []).append((event, at))
+    twice = {tag: r for tag, r in runs.items() if [e for e, _ in r] != ["start", "end"]}
+    assert not twice, twice
+    wait_for(lambda: in_progress_total(own_config) == 0, 15, what="in-progress drained")
+    assert queue_len(own_config) == 0 and m.alive()

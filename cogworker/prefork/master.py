@@ -667,8 +667,9 @@ class Master:
 
     def shutdown_finish(self) -> None:
         # No new attempts if Redis just failed: TERM with Redis away must not cost a
-        # timeout per call.
+        # timeout per call. Otherwise one more try, even if the breaker is still open.
         if not self.redis_away():
+            self.redis_retry_at = 0.0
             self.flush_stats()
             for identity in list(self.unrecovered):
                 self.recover_identity(identity)
