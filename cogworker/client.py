@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import unique
-from .config import get_config
+from .config import Config, get_config
 from .jobs import JobOptions, build_payload, dumps, registry, to_epoch
 from .middleware import client_middleware
 
@@ -40,11 +40,12 @@ def _execute(pipe: Any) -> None:
             raise result
 
 
-def push(payload: dict[str, Any], at: float | None = None) -> str | None:
+def push(payload: dict[str, Any], at: float | None = None, config: Config | None = None) -> str | None:
     """Write one job (to its queue, or to ``schedule`` when ``at`` is in the future).
 
     Returns its jid, or None when a client middleware or a held unique lock dropped it.
     Serialization happens before anything is written: a bad argument writes nothing.
+    ``config``: whose client writes it (the prefork master's has a short timeout).
     """
     if len(client_middleware):
         dumps(payload)  # refuse bad arguments before any middleware sees them (final() checks too)
@@ -56,7 +57,7 @@ def push(payload: dict[str, Any], at: float | None = None) -> str | None:
             dumps(payload)  # the clear TypeError before the digest's own serialization
             unique.prepare(payload)
         encoded = dumps(payload)
-        client = get_config().redis()
+        client = (config or get_config()).redis()
         if payload.get("unique_for"):
             return unique.push(client, payload, encoded, at)
         pipe = client.pipeline(transaction=False)

@@ -374,7 +374,7 @@ class Ticker:
 
         payload = self._payload(entry, slot, jid)
         try:
-            pushed = push(payload)
+            pushed = push(payload, config=self.config)
         except BaseException:
             self._rollback(_Rollback(entry, slot, jid))
             raise

@@ -218,6 +218,11 @@ class Fetcher:
             return None
         return Work(raw, _text_field(raw, "queue") or self.queues[0])
 
+    def claim_ahead(self, number: int) -> bool:
+        """Our own look-ahead job ``number``: True if it is still ours to start (nobody
+        took or returned it), and from now on nobody can (the caller holds our lock)."""
+        return lua.run(self.client, "claim_ahead", [self.keys.ahead], [self.identity, number]) == 1
+
     def return_ahead(self, number: int) -> bool:
         """This identity's look-ahead job ``number``, not started, back on its queue
         (another process calls this, holding the owner's lock)."""

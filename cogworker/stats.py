@@ -28,7 +28,7 @@ class StatsBuffer:
         self.minutes: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
 
     def __bool__(self) -> bool:
-        return bool(self.processed or self.failed)
+        return bool(self.processed or self.failed or self.minutes)
 
     def record(self, job_class: str, ok: bool, ms: float, now: float | None = None) -> None:
         minute = int((now or time.time()) // 60)

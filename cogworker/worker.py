@@ -79,9 +79,9 @@ class Reporter:
         """Look-ahead fetch ``number`` is about to go out, the ack of ``ack_jid`` riding
         on it; 0: it came back (or never went)."""
 
-    def claim(self, work: Work | None) -> Work | None:
+    def claim(self, work: Work | None, fetcher: Fetcher) -> Work | None:
         """The look-ahead came back with ``work``: returns it if it is still ours to start
-        (a sibling may have taken it meanwhile)."""
+        (a sibling may have taken it meanwhile; ``fetcher`` asks Redis when in doubt)."""
         return work
 
     def waiting(self, fetcher: Fetcher) -> Work | None:
@@ -182,7 +182,7 @@ class Worker:
                 self._outage.ok()
                 return
             except (redis.ConnectionError, redis.TimeoutError) as exc:
-                time.sleep(self._outage.failed(exc))
+                self._stopping.wait(self._outage.failed(exc))  # a stop ends the backoff
 
     def run(self) -> None:
         self.startup()
@@ -256,7 +256,7 @@ class Worker:
             logger.warning("worker %s: look-ahead fetch failed: %s: %s", self.identity, type(exc).__name__, exc)
         finally:
             self.ahead = None
-        return self.reporter.claim(work)
+        return self.reporter.claim(work, self.fetcher)
 
     def _fetch(self) -> Work | None:
         try:
@@ -268,7 +268,7 @@ class Worker:
                 self._owe(self.ack_due, ACK)
                 self.ack_due = None
             if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
-                time.sleep(self._outage.failed(exc))
+                self._stopping.wait(self._outage.failed(exc))  # a stop ends the backoff
             else:
                 logger.error("worker %s: fetch failed: %s: %s", self.identity, type(exc).__name__, exc)
                 time.sleep(1.0)

@@ -143,6 +143,8 @@ def child_main(index: int, config: Config, conn: Connection, slots: Slots,
                identity: str, lookahead: bool = True) -> None:
     """Runs in the forked process; never returns."""
     code = 1
+    # A job that forks: its fork must not claim to be one of the master's children.
+    os.register_at_fork(after_in_child=lambda: setproctitle(f"cogworker: child {index}'s fork (pid {os.getpid()})"))
     try:
         child = Child(index, config, conn, slots, queues, master_pid, timeout, max_jobs, identity, lookahead)
         code = child.run()

@@ -9,11 +9,13 @@ import os
 import sys
 from typing import NoReturn
 
+from setproctitle import setproctitle
+
 from ..boot import import_app
 from ..config import configure, get_config, logger, validate_redis_url
 from ..errors import ConfigurationError, RedisVersionError
 from ..fetch import parse_queues
-from .master import Master, Settings
+from .inbox import BootInterrupted, SignalInbox
 from .slots import MAX_SLOTS
 
 PROG = "cogworker-prefork"
@@ -76,7 +78,12 @@ def build_parser() -> Parser:
 
 
 def main(argv: list[str] | None = None) -> None:
+    # First of all: the title overwrites argv, which may hold a password (--redis-url),
+    # and the signal handlers make a TERM during the slow boot a clean stop.
+    setproctitle(f"{PROG}: booting")
+    inbox = SignalInbox()
     args = build_parser().parse_args(argv)
+    setproctitle(f"cogworker: master {args.module} [booting]")
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(process)d %(levelname)s %(message)s", stream=sys.stderr)
     try:
@@ -86,22 +93,42 @@ def main(argv: list[str] | None = None) -> None:
         procs = args.procs or default_procs()
         if procs > MAX_SLOTS:
             raise ConfigurationError(f"--procs {procs}: at most {MAX_SLOTS} children")
-        import_app(args.module)  # preload: once, in the master, before forking
+        preload(args.module, inbox)
         if args.redis_url or args.namespace:
             current = get_config()
             configure(redis_url=args.redis_url or current.redis_url, namespace=args.namespace or current.namespace)
         config = get_config()
+        from .master import Master, Settings
     except ConfigurationError as exc:
         if args.verbose and exc.__cause__ is not None:
             logger.exception("details")
         sys.exit(f"{PROG}: {exc}")
+    except BootInterrupted as exc:
+        stopped_during_boot(str(exc))
+    stop = inbox.stop_requested()
+    if stop:
+        stopped_during_boot(stop)
     settings = Settings(module=args.module, procs=procs, queues=queues, timeout=args.timeout,
                         max_memory_mb=args.max_memory, max_jobs=args.max_jobs, catch_up=not args.no_catch_up,
                         lookahead=not args.no_lookahead)
     try:
-        sys.exit(Master(settings, config).run())
+        sys.exit(Master(settings, config, inbox).run())
     except RedisVersionError as exc:  # checked at boot, before any child is forked
         sys.exit(f"{PROG}: {exc}")
+
+
+def preload(module: str, inbox: SignalInbox) -> None:
+    """The app, once, in the master, before forking; a TERM meanwhile interrupts it."""
+    inbox.booting = True
+    try:
+        import_app(module)
+    finally:
+        inbox.booting = False
+
+
+def stopped_during_boot(signal_name: str) -> NoReturn:
+    logger.info("master: %s during boot: stopped before starting any child", signal_name)
+    sys.exit(0)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from ..scheduler import Poller
 from ..settle import ACK, Filing
 from ..worker import Outage, new_identity
 from .child import child_main
+from .inbox import FORWARDED, SignalInbox
 from .pipe import decode_how, make_pipe
 from .siblings import with_looked_ahead
 from .slots import ACK_DUE, MAX_SLOTS, RUNNING, Slots, SlotState
@@ -40,8 +41,14 @@ STATS_INTERVAL = 1.0
 TIMEOUT_GRACE = 5.0  # a job past its soft timeout by this much gets its child killed
 MAX_BOOT_BACKOFF = 30.0
 MASTER_SOCKET_TIMEOUT = 1.0
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGHUP,
-             signal.SIGCHLD)
+# A child asked to leave that has no job running and is still there after this is
+# killed: it is stuck in a Redis call (Redis hung or away), and nothing of it is lost
+# (its list is requeued, what it owed is settled by the master).
+IDLE_LEAVE_GRACE = 0.5
+# Children gone, lists not yet recovered: retried this long, then left to orphan
+# recovery. Not at all while stopping if Redis failed this recently (it is away).
+RECOVERY_GRACE = 1.0
+RECENT_FAILURE = 2.0
 
 
 @dataclass
@@ -58,6 +65,9 @@ class ChildState:
     owes: dict[str, Any] = field(default_factory=dict)  # jid -> ACK | Filing
     stop_reason: str | None = None  # why the master stopped it: shutdown, timeout, memory, ...
     stop_sent: bool = False
+    leave_by: float = 0.0  # monotonic: asked to leave, killed if still there then (--timeout)
+    idle_since: float | None = None  # asked to leave and seen with no job since then
+    counted: tuple[int, int] = (0, 0)  # its slot's processed, failed counters, as last read
     rss: int = 0
 
 
@@ -86,21 +96,25 @@ class Settings:
 
 
 class Master:
-    def __init__(self, settings: Settings, config: Config) -> None:
+    def __init__(self, settings: Settings, config: Config, inbox: SignalInbox | None = None) -> None:
         self.s = settings
         self.child_config = config
-        # The master's own Redis calls get a short timeout: a hung Redis must not stall
-        # supervision. Children use ``config`` as given.
-        self.config = dataclasses.replace(config, socket_timeout=MASTER_SOCKET_TIMEOUT)
+        # Every Redis call of the master (poller, recovery, cron, heartbeat, stats) gets a
+        # short timeout, connecting included: a hung Redis must not stall supervision
+        # (reaping, --timeout kills, signals). Children use ``config`` as given.
+        self.config = dataclasses.replace(
+            config, socket_timeout=MASTER_SOCKET_TIMEOUT,
+            socket_connect_timeout=min(config.socket_connect_timeout, MASTER_SOCKET_TIMEOUT))
+        self.inbox = inbox
         self.identity = new_identity()
         self.target = settings.procs
         self.children: dict[int, ChildState] = {}  # pid -> state
         self.free_indexes: list[int] = []
         self.next_index = 0
-        self.signals: deque[int] = deque()
+        self.signals: deque[int] = deque()  # the inbox's, once run() starts
         self.stopping = False
         self.stop_now = False
-        self.stop_deadline: float | None = None
+        self.children_gone_at: float | None = None  # stopping: when the last child left
         self.quiet = False
         self.rolling: deque[int] = deque()  # HUP: pids still to replace, one at a time
         self.rolling_current: int | None = None
@@ -108,10 +122,11 @@ class Master:
         self.next_fork_at = 0.0
         self.unrecovered: dict[str, Owed] = {}
         self.stats = stats.StatsBuffer()
-        self.poller = Poller(config)
-        self.recovery = recovery.OrphanRecovery(config, own=[self.identity])
+        self.poller = Poller(self.config)
+        self.recovery = recovery.OrphanRecovery(self.config, own=[self.identity])
         self.outage = Outage("master")
         self.redis_retry_at = 0.0
+        self.redis_failed_at = -RECENT_FAILURE  # monotonic: the last connection error or timeout
         self.started_at = time.time()
         self.next_beat = self.next_recovery = self.next_stats = self.next_memory = 0.0
         self.ticker: Any = None
@@ -127,6 +142,10 @@ class Master:
     def redis_ok(self) -> bool:
         return time.monotonic() >= self.redis_retry_at
 
+    def redis_away(self) -> bool:
+        """Stopping, and Redis failed just now: no more tries, each could cost a timeout."""
+        return self.stopping and time.monotonic() - self.redis_failed_at < RECENT_FAILURE
+
     def redis_step(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Runs one piece of Redis work; a failure is logged (once per outage) and skipped."""
         if not self.redis_ok():
@@ -136,7 +155,8 @@ class Master:
             self.outage.ok()
             return result
         except (redis.ConnectionError, redis.TimeoutError) as exc:
-            self.redis_retry_at = time.monotonic() + self.outage.failed(exc)
+            self.redis_failed_at = time.monotonic()
+            self.redis_retry_at = self.redis_failed_at + self.outage.failed(exc)
         except redis.RedisError as exc:
             logger.error("master: %s failed: %s: %s", what, type(exc).__name__, exc)
         except Exception:
@@ -149,25 +169,14 @@ class Master:
         state = " stopping" if self.stopping else " quiet" if self.quiet else ""
         setproctitle(f"cogworker: master {self.s.module} [{self.target} procs]{state}")
 
-    def setup_signals(self) -> None:
-        rfd, wfd = os.pipe()
-        os.set_blocking(rfd, False)
-        os.set_blocking(wfd, False)
-        self.wakeup_r, self.wakeup_w = rfd, wfd
-        signal.set_wakeup_fd(wfd)
-        self.selector.register(rfd, selectors.EVENT_READ, None)
-
-        def record(signum: int, frame: Any) -> None:
-            self.signals.append(signum)
-
-        for sig in FORWARDED:
-            signal.signal(sig, record)
-
     def run(self) -> int:
         # Connections use the master's client only; the shared per-process client is
         # made in each child after fork.
         self.title()
-        self.setup_signals()
+        if self.inbox is None:
+            self.inbox = SignalInbox()
+        self.signals = self.inbox.pending  # what arrived during boot is handled first
+        self.selector.register(self.inbox.wakeup_r, selectors.EVENT_READ, None)
         self.boot_checks()
         from .. import cron
 
@@ -182,16 +191,24 @@ class Master:
         logger.info("master %s: %d children on queues %s", self.identity, self.target,
                     ",".join(q for q, _ in self.s.queues))
         while True:
+            self.handle_signals()  # first: a TERM during boot stops before any fork
             self.maintain_children()
             self.wait()
-            self.handle_signals()
             self.reap()
             self.timers()
-            if self.stopping and not self.children:
-                if not self.unrecovered or time.monotonic() > (self.stop_deadline or 0) + 1.5:
-                    break  # Redis still away: leave the rest to orphan recovery, within the bound
+            if self.stopping and not self.children and self.may_leave():
+                break
         self.shutdown_finish()
         return 0
+
+    def may_leave(self) -> bool:
+        """Every child is gone: leave once their lists are recovered; at once if Redis
+        just failed (it is away: orphan recovery elsewhere takes what is left); else
+        after a short grace for retries (a recovery that failed for another reason)."""
+        now = time.monotonic()
+        if self.children_gone_at is None:
+            self.children_gone_at = now
+        return not self.unrecovered or self.redis_away() or now >= self.children_gone_at + RECOVERY_GRACE
 
     def boot_checks(self) -> None:
         try:
@@ -212,12 +229,8 @@ class Master:
             timeout = min(timeout, 0.1)
         timeout = max(0.0, min(timeout, 1.0, self.poller.next_at - now if not self.quiet else 1.0))
         for key, _ in self.selector.select(timeout):
-            if key.fd == self.wakeup_r:
-                try:
-                    while os.read(self.wakeup_r, 512):
-                        pass
-                except BlockingIOError:
-                    pass
+            if key.data is None:
+                self.inbox.drain_wakeup()  # type: ignore[union-attr]
             else:
                 self.read_child(key.data)
 
@@ -241,13 +254,16 @@ class Master:
         elif kind == "settled":
             child.owes.pop(msg[1], None)
         elif kind == "stats":
-            self.stats.merge(msg[1])
+            # The totals come from the child's slot (see count_jobs); the per-minute,
+            # per-class figures from here.
+            self.stats.merge({**msg[1], "processed": 0, "failed": 0})
 
     def refresh(self, child: ChildState) -> bool:
         """What the child runs now, from its slot. False if the slot is torn (the child
         died mid-write): then nothing is assumed about its jobs."""
         slot = self.slots.read(child.index)
         child.torn = slot is None
+        self.count_jobs(child, (slot.processed, slot.failed) if slot else self.slots.counts(child.index))
         if slot is None:
             child.running = None
             child.acks = set()
@@ -259,6 +275,14 @@ class Master:
             child.running = None
         child.acks = {jid for jid in (slot.ack_jid, slot.jid if slot.state == ACK_DUE else "") if jid}
         return True
+
+    def count_jobs(self, child: ChildState, counts: tuple[int, int]) -> None:
+        """What the child processed and failed since the last look, into the totals."""
+        processed, failed = counts
+        if processed >= child.counted[0] and failed >= child.counted[1]:
+            self.stats.processed += processed - child.counted[0]
+            self.stats.failed += failed - child.counted[1]
+            child.counted = counts
 
     def handle_signals(self) -> None:
         while self.signals:
@@ -309,7 +333,6 @@ class Master:
     def begin_shutdown(self, why: str) -> None:
         logger.info("master: %s: stopping (running jobs get %.0fs)", why, self.s.timeout)
         self.stopping = True
-        self.stop_deadline = time.monotonic() + self.s.timeout
         self.rolling.clear()
         self.title()
         for child in self.children.values():
@@ -318,12 +341,8 @@ class Master:
     # -- children ----------------------------------------------------------------------------
 
     def maintain_children(self) -> None:
+        self.check_leaving()
         if self.stopping:
-            if self.stop_deadline and time.monotonic() >= self.stop_deadline:
-                for child in self.children.values():
-                    if child.stop_reason != "killed":
-                        logger.warning("master: child %d still running at --timeout: killed", child.index)
-                        self.kill_child(child, "shutdown")
             return
         self.step_rolling()
         while len(self.children) < self.target:
@@ -357,8 +376,7 @@ class Master:
         if pid == 0:  # the child
             try:
                 reader.close()
-                os.close(self.wakeup_r)
-                os.close(self.wakeup_w)
+                self.inbox.close_in_child()  # type: ignore[union-attr]
                 self.selector.close()
                 for other in self.children.values():
                     other.conn.close()  # siblings' pipes are none of its business
@@ -386,19 +404,44 @@ class Master:
             pass
 
     def stop_child(self, child: ChildState, reason: str) -> None:
-        """Graceful: the child finishes its job and leaves; a job it fetched ahead goes
-        back to its queue at once."""
+        """Graceful: the child finishes its job and leaves within --timeout, or is killed
+        (its job requeued); a job it fetched ahead goes back to its queue at once."""
         if child.stop_sent:
             return
         child.stop_reason = reason
         child.stop_sent = True
+        child.leave_by = time.monotonic() + self.s.timeout
         self.signal_child(child, signal.SIGTERM)
         self.return_looked_ahead([child])  # shutdown, recycling, scale-down: it won't start it
 
     def kill_child(self, child: ChildState, reason: str) -> None:
-        child.stop_reason = "killed" if reason == "shutdown" else reason
+        """``timeout``: its job is filed as failed; anything else: requeued, uncounted."""
+        child.stop_reason = "timeout" if reason == "timeout" else "killed"
         child.stop_sent = True
         self.signal_child(child, signal.SIGKILL)
+
+    def check_leaving(self) -> None:
+        """Children asked to leave (shutdown, HUP, --max-memory, TTOU) that haven't: at
+        --timeout (say a job ignores TERM), or at once if they run no job (stuck in a
+        Redis call), they are killed, as at shutdown."""
+        now = time.monotonic()
+        for child in self.children.values():
+            if not child.stop_sent or child.stop_reason in ("killed", "timeout"):
+                continue
+            if now >= child.leave_by:
+                logger.warning("master: child %d (%s) still running at --timeout: killed, its job requeued",
+                               child.index, child.stop_reason)
+                self.kill_child(child, "killed")
+                continue
+            self.refresh(child)
+            if child.running or child.torn:
+                child.idle_since = None
+            elif child.idle_since is None:
+                child.idle_since = now
+            elif now >= child.idle_since + IDLE_LEAVE_GRACE:
+                logger.info("master: child %d (%s) runs no job but hasn't left (stuck on Redis?): killed",
+                            child.index, child.stop_reason)
+                self.kill_child(child, "killed")
 
     def reap(self) -> None:
         while True:
@@ -428,8 +471,10 @@ class Master:
         if not self.refresh(child):
             logger.error("master: child %d died mid-update: its jobs are requeued as unknown", child.index)
         how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
-        stopped_by_us = child.stop_reason is not None
-        crashed = code != 0 and not stopped_by_us
+        killed_by_us = child.stop_reason in ("killed", "timeout")
+        # Leaving mid-job is never what the master asked for (a graceful stop lets the
+        # job finish): whatever the exit code, that job crashed its process.
+        crashed = not killed_by_us and (bool(child.running) or (code != 0 and child.stop_reason is None))
         if crashed:
             logger.error("master: child %d (pid %d) died (%s)%s", child.index, child.pid, how,
                          f" running {child.running['class']} jid={child.running['jid']}" if child.running else "")
@@ -464,6 +509,8 @@ class Master:
         self.recover_identity(child.identity)
 
     def recover_identity(self, identity: str) -> None:
+        if self.redis_away():
+            return  # left to orphan recovery (see shutdown_finish)
         owed = self.unrecovered[identity]
 
         def work() -> bool:
@@ -608,6 +655,8 @@ class Master:
                 self.kill_child(child, "timeout")
 
     def flush_stats(self) -> None:
+        for child in self.children.values():
+            self.refresh(child)
         if not self.stats:
             return
         snap = self.stats.take()
@@ -617,14 +666,18 @@ class Master:
     # -- leaving -----------------------------------------------------------------------------
 
     def shutdown_finish(self) -> None:
-        self.flush_stats()
-        self.redis_retry_at = 0.0
-        for identity in list(self.unrecovered):
-            self.recover_identity(identity)
+        # No new attempts if Redis just failed: TERM with Redis away must not cost a
+        # timeout per call. Otherwise one more try, even if the breaker is still open.
+        if not self.redis_away():
+            self.redis_retry_at = 0.0
+            self.flush_stats()
+            for identity in list(self.unrecovered):
+                self.recover_identity(identity)
         if self.unrecovered:
-            logger.error("master: %d child list(s) left for orphan recovery (Redis unavailable)",
-                         len(self.unrecovered))
-        self.redis_step("deregistering", heartbeat.deregister, self.config, self.identity, self.client)
+            logger.error("master: Redis unavailable: the in-progress lists of %s left for orphan recovery "
+                         "(requeued once their last beat is older than orphan_threshold)", ", ".join(self.unrecovered))
+        if not self.redis_away():
+            self.redis_step("deregistering", heartbeat.deregister, self.config, self.identity, self.client)
         logger.info("master: stopped")
 
 

@@ -7,7 +7,8 @@ Redis, so a child's death can be settled exactly:
 - ``("pending", jid, how)``: a settlement the child could not make: ``"ack"``, or a
   failure record ``(zset, score, entry)`` to file;
 - ``("settled", jid)``: a pending settlement went through;
-- ``("stats", snapshot)``: batched counters, at most once a second.
+- ``("stats", snapshot)``: batched counters, at most once a second (the master takes
+  the processed/failed totals from the child's slot instead, which survive its death).
 
 What a child runs now (started; finished, with its ack due or not) is not sent: it is
 written to the child's shared-memory slot (``slots.py``), which costs the hot path no
@@ -22,7 +23,7 @@ from typing import Any
 
 from ..fetch import Fetcher, Work, jid_of
 from ..settle import ACK, Filing
-from ..worker import Reporter
+from ..worker import SETTLED, Reporter
 from .siblings import Siblings
 from .slots import RUNNING, WAITING, SlotWriter
 
@@ -75,7 +76,11 @@ class PipeReporter(Reporter):
         self.slot.write(RUNNING, payload["jid"], deadline, time.time(), payload["class"], work.queue)
 
     def finished(self, work: Any, disposition: str) -> None:
-        self.slot.finished(ack_due=disposition == ACK)
+        # ACK: it ran and succeeded; SETTLED (filed) or "interrupt": it ran and failed;
+        # GIVE_BACK: it never ran. Counted in the slot, where the master reads it even
+        # if this process is killed before its stats batch goes out.
+        ran = True if disposition == ACK else False if disposition in (SETTLED, "interrupt") else None
+        self.slot.finished(ack_due=disposition == ACK, ran=ran)
 
     def may_look_ahead(self) -> bool:
         return self.siblings is not None and not self.orphaned and not self.siblings.any_waiting()
@@ -83,11 +88,11 @@ class PipeReporter(Reporter):
     def looked_ahead(self, number: int, ack_jid: str | None) -> None:
         self.slot.ahead(number, ack_jid)
 
-    def claim(self, work: Work | None) -> Work | None:
+    def claim(self, work: Work | None, fetcher: Fetcher) -> Work | None:
         if self.siblings is None:
             self.slot.ahead(0)
             return work
-        return self.siblings.claim(work)
+        return self.siblings.claim(work, fetcher)
 
     def waiting(self, fetcher: Fetcher) -> Work | None:
         self.slot.write(WAITING)

@@ -6,9 +6,25 @@ sibling has nothing to do, so:
 
 - a child doesn't look ahead while a sibling waits on empty queues;
 - a child that finds its queues empty takes a sibling's looked-ahead job that hasn't
-  started, under that sibling's lock (``take``);
-- the owner claims the job under its own lock before starting it, and drops it if it
-  was taken (``claim``).
+  started, under that sibling's lock (``take``); the master returns such a job to its
+  queue the same way when the child is stopping (``with_looked_ahead``);
+- the owner claims the job under its own lock before starting it (``claim``).
+
+Who owns the job is decided by Redis: the take-over (and return) script and the owner's
+claim script each remove the fetch's record in ``ahead`` before anything else, so
+whichever Redis runs first wins, and the other finds it gone. The owner asks Redis only
+when someone may have tried, which the "taken" flag in shared memory says:
+
+- a taker sets the flag (TRYING) under the owner's lock *before* sending its script; it
+  clears it again only when the script definitely answered "not taken", and sets TAKEN
+  when it took the job. On any error, and if it is killed with the call in flight, the
+  flag stays TRYING: the script may still have run (a lost reply).
+- the owner's claim, under its lock: CLEAR means nobody tried (the lock proves it: no
+  take-over can start now), so the job starts with no round trip, the common case.
+  TAKEN: the job is gone. TRYING: Redis is asked (``claim_ahead.lua``) and the job
+  starts only if it is still ours. If that call fails too, the job doesn't start: it
+  stays on a list, where that list's owner's reconcile (or the master, or orphan
+  recovery) requeues it once.
 
 Between hosts there is no such hand-over: a job fetched ahead waits, at most, for the
 job before it (``--no-lookahead`` turns look-ahead off).
@@ -22,7 +38,7 @@ import redis
 
 from ..config import logger
 from ..fetch import Fetcher, Work
-from .slots import WAITING, Slots, SlotState, SlotWriter
+from .slots import CLEAR, TAKEN, TRYING, WAITING, Slots, SlotState, SlotWriter
 
 
 class Siblings:
@@ -34,16 +50,31 @@ class Siblings:
     def any_waiting(self) -> bool:
         return any(self.slots.state_hint(i) == WAITING for i in range(self.slots.high()) if i != self.index)
 
-    def claim(self, work: Work | None) -> Work | None:
+    def claim(self, work: Work | None, fetcher: Fetcher) -> Work | None:
+        """``work``, fetched ahead, if it is still ours to start; None if it was taken
+        (or if that can't be known now)."""
         self.slots.lock(self.index)
         try:
-            if self.slots.taken(self.index):
-                self.slots.set_taken(self.index, False)
-                work = None
+            flag = self.slots.taken(self.index)
+            if flag != CLEAR:
+                if work is not None:
+                    work = self._ask(work, fetcher) if flag == TRYING else None
+                self.slots.set_taken(self.index, CLEAR)
             self.slot.ahead(0)
         finally:
             self.slots.unlock(self.index)
         return work
+
+    def _ask(self, work: Work, fetcher: Fetcher) -> Work | None:
+        try:
+            if fetcher.claim_ahead(self.slot.ahead_number):
+                return work
+            logger.info("jid=%s fetched ahead was taken over; not starting it", work.jid())
+        except redis.RedisError as exc:
+            logger.warning("jid=%s fetched ahead: couldn't tell whether a sibling took it (%s: %s); "
+                           "not starting it (it is requeued from whichever list holds it)",
+                           work.jid(), type(exc).__name__, exc)
+        return None
 
     def take(self, fetcher: Fetcher) -> Work | None:
         """A sibling's looked-ahead job that hasn't started, now ours; or None."""
@@ -62,14 +93,16 @@ class Siblings:
                 if with_looked_ahead(self.slots, i, act):
                     return taken[0]
             except redis.RedisError as exc:
+                # Maybe taken after all (a lost reply): our reconcile requeues it if so.
                 logger.debug("couldn't take a sibling's job: %s", exc)
                 return None
         return None
 
 
 def with_looked_ahead(slots: Slots, index: int, act: Callable[[SlotState], bool]) -> bool:
-    """If child ``index`` has a look-ahead job out, runs ``act`` on its slot under its
-    lock; when ``act`` moved the job (True), the child will find it taken."""
+    """If child ``index`` has a look-ahead job out, runs ``act`` (a script that moves that
+    job off its list: True if it did, False if it definitely didn't, raises if unknown)
+    on its slot under its lock, with the "taken" flag set first (see the module's doc)."""
     hint = slots.read(index)
     if hint is None or not hint.ahead or not hint.identity:
         return False
@@ -78,9 +111,15 @@ def with_looked_ahead(slots: Slots, index: int, act: Callable[[SlotState], bool]
         state = slots.read(index)  # again, under the lock: the owner may have claimed it
         if state is None or not state.ahead or state.identity != hint.identity:
             return False
+        before = slots.taken(index)
+        if before == TAKEN:
+            return False
+        slots.set_taken(index, TRYING)  # before the script: it may run even if we never hear back
         if act(state):
-            slots.set_taken(index, True)
+            slots.set_taken(index, TAKEN)
             return True
+        # Definitely not moved; another attempt whose answer was lost keeps its TRYING.
+        slots.set_taken(index, before)
         return False
     finally:
         slots.unlock(index)

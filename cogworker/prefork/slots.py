@@ -5,6 +5,11 @@ to (heartbeat, hard timeouts, a child's death). Unlike a pipe message, a write c
 system call and wakes nobody: per-job reporting stays off the hot path. The pipe
 carries only the rare events (ready, pending and settled settlements, batched stats).
 
+Each slot also counts the jobs its child processed and failed, bumped at each job's end
+in the same write: the master adds what changed to ``stats:processed``/``:failed`` at
+each stats flush and once more when it reaps the child, so a killed child's counts are
+not lost with the batch it had not sent yet.
+
 Each slot is a seqlock: the child makes the sequence odd, writes, makes it even. A
 reader that sees an odd or changed sequence got a torn record; after a child's death
 that means it died mid-write, and the master then assumes nothing about its jobs.
@@ -16,9 +21,10 @@ Look-ahead (a child fetching its next job while one runs) adds two things here:
   drops ``ack_jid`` and counts an orphaning for the running job only.
 - a lock and a "taken" flag per child, so that a sibling that runs out of work can take
   that not-yet-started job (``take``) instead of idling while it waits behind a long
-  job. The owner claims the job under the same lock before starting it. The locks are
-  ``fcntl`` record locks on a shared file: the kernel drops them when their holder
-  dies, so a child killed mid-take never blocks its sibling.
+  job. The owner claims the job under the same lock before starting it (``siblings.py``
+  says how the flag and Redis decide who owns it). The locks are ``fcntl`` record locks
+  on a shared file: the kernel drops them when their holder dies, so a child killed
+  mid-take never blocks its sibling.
 """
 
 from __future__ import annotations
@@ -30,6 +36,9 @@ import tempfile
 from dataclasses import dataclass
 
 IDLE, RUNNING, ACK_DUE, WAITING = 0, 1, 2, 3  # WAITING: idle, its queues empty
+# The "taken" flag: nobody tried to take the job fetched ahead; someone may have (a
+# take-over or a return was sent, its answer unknown); it was taken (Redis said so).
+CLEAR, TRYING, TAKEN = 0, 1, 2
 MAX_SLOTS = 1024
 
 _SEQ = struct.Struct("=Q")
@@ -39,8 +48,10 @@ _BODY = struct.Struct("=B64s64sQdd120s48s96s")
 _STATE = struct.Struct("=B")
 _AHEAD = struct.Struct("=64sQ")  # ack_jid, ahead
 _AHEAD_OFFSET = _SEQ.size + 1 + 64
-SIZE = 448  # >= _SEQ.size + _BODY.size, a multiple of 64: each slot on its own cache lines, seq aligned
-assert _SEQ.size + _BODY.size <= SIZE
+_COUNTS = struct.Struct("=QQ")  # processed, failed: cumulative, this child's
+_COUNTS_OFFSET = 432  # after the body, 8-aligned
+SIZE = 448  # a multiple of 64: each slot on its own cache lines, seq aligned
+assert _SEQ.size + _BODY.size <= _COUNTS_OFFSET and _COUNTS_OFFSET + _COUNTS.size <= SIZE
 _HIGH = struct.Struct("=I")  # after the slots and the flags: how many slots are in use
 
 
@@ -55,6 +66,8 @@ class SlotState:
     job_class: str
     queue: str
     identity: str
+    processed: int = 0
+    failed: int = 0
 
 
 def _text(raw: bytes) -> str:
@@ -79,6 +92,7 @@ class Slots:
     def reset(self, index: int) -> None:
         _SEQ.pack_into(self.mm, index * SIZE, 0)
         _BODY.pack_into(self.mm, index * SIZE + _SEQ.size, IDLE, b"", b"", 0, 0.0, 0.0, b"", b"", b"")
+        _COUNTS.pack_into(self.mm, index * SIZE + _COUNTS_OFFSET, 0, 0)
         self.mm[self.count * SIZE + index] = 0
         if index >= self.high():
             _HIGH.pack_into(self.mm, self.count * SIZE + self.count, index + 1)
@@ -97,10 +111,16 @@ class Slots:
             seq = _SEQ.unpack_from(self.mm, offset)[0]
             state, jid, ack_jid, ahead, deadline, started_at, cls, queue, identity = _BODY.unpack_from(
                 self.mm, offset + _SEQ.size)
+            processed, failed = _COUNTS.unpack_from(self.mm, offset + _COUNTS_OFFSET)
             if seq % 2 == 0 and _SEQ.unpack_from(self.mm, offset)[0] == seq:
                 return SlotState(state, _text(jid), _text(ack_jid), ahead, deadline or None, started_at,
-                                 _text(cls), _text(queue), _text(identity))
+                                 _text(cls), _text(queue), _text(identity), processed, failed)
         return None
+
+    def counts(self, index: int) -> tuple[int, int]:
+        """The processed and failed counters, unchecked (for a slot read as torn: they
+        only ever grow, and are written after the state in the same write)."""
+        return _COUNTS.unpack_from(self.mm, index * SIZE + _COUNTS_OFFSET)
 
     def state_hint(self, index: int) -> int:
         """A slot's state byte, unlocked and unchecked: a cheap hint, not a record."""
@@ -114,11 +134,12 @@ class Slots:
     def unlock(self, index: int) -> None:
         fcntl.lockf(self.lock_file.fileno(), fcntl.LOCK_UN, 1, index)
 
-    def taken(self, index: int) -> bool:
-        return self.mm[self.count * SIZE + index] == 1
+    def taken(self, index: int) -> int:
+        """CLEAR, TRYING or TAKEN (read and written under that child's lock)."""
+        return self.mm[self.count * SIZE + index]
 
-    def set_taken(self, index: int, value: bool) -> None:
-        self.mm[self.count * SIZE + index] = 1 if value else 0
+    def set_taken(self, index: int, value: int) -> None:
+        self.mm[self.count * SIZE + index] = value
 
 
 class SlotWriter:
@@ -131,6 +152,8 @@ class SlotWriter:
         self.offset = index * SIZE
         self.seq = _SEQ.unpack_from(self.mm, self.offset)[0]
         self.identity = b""
+        self.ahead_number = 0  # the look-ahead fetch out (as written by ``ahead``)
+        self.processed, self.failed = _COUNTS.unpack_from(self.mm, self.offset + _COUNTS_OFFSET)
 
     def begin(self, identity: str) -> None:
         self.identity = identity.encode()[:96]
@@ -146,15 +169,23 @@ class SlotWriter:
                         started_at, job_class.encode()[:120], queue.encode()[:48], self.identity)
         self._end()
 
-    def finished(self, ack_due: bool) -> None:
-        """Keeps the jid when the ack is due (the master must drop that entry if we die)."""
+    def finished(self, ack_due: bool, ran: bool | None = None) -> None:
+        """Keeps the jid when the ack is due (the master must drop that entry if we die).
+        ``ran``: the job succeeded (True) or failed (False), counted; None: it didn't run."""
         self._begin()
         _STATE.pack_into(self.mm, self.offset + _SEQ.size, ACK_DUE if ack_due else IDLE)
+        if ran is not None:
+            if ran:
+                self.processed += 1
+            else:
+                self.failed += 1
+            _COUNTS.pack_into(self.mm, self.offset + _COUNTS_OFFSET, self.processed, self.failed)
         self._end()
 
     def ahead(self, number: int, ack_jid: str | None = None) -> None:
         """Look-ahead fetch ``number`` went out, ``ack_jid`` (the previous job) riding on
         it; or (0) it came back, which settles that ack either way."""
+        self.ahead_number = number
         self._begin()
         _AHEAD.pack_into(self.mm, self.offset + _AHEAD_OFFSET, _jid(ack_jid) if number else b"", number)
         self._end()
