@@ -365,8 +365,9 @@ class Worker:
         def perform() -> Any:
             if resolution_error is not None:
                 raise resolution_error
-            func = job.func if isinstance(job, Job) else job
-            return func(*payload.get("args") or [], **payload.get("kwargs") or {})
+            if isinstance(job, Job):
+                return job.refuse_awaitable(job.func(*payload.get("args") or [], **payload.get("kwargs") or {}))
+            return job(*payload.get("args") or [], **payload.get("kwargs") or {})
 
         timeout = payload.get("timeout")
         timer = _SoftTimeout(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
