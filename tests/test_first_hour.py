@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 from datetime import datetime, timezone
@@ -19,6 +18,7 @@ from importlib import metadata
 
 import pytest
 from core_util import queued, ran, run_worker_until, wait_for
+from worker_process import Process
 
 import cogworker
 from cogworker import cron
@@ -44,32 +44,6 @@ def command(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     full_env = {**os.environ, "PYTHONPATH": TESTS_DIR, **(env or {})}
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=60,
                           env=full_env, cwd=TESTS_DIR)
-
-
-class Process:
-    """A worker command as a subprocess, its output in a file."""
-
-    def __init__(self, *args: str, url: str) -> None:
-        env = {**os.environ, "PYTHONPATH": TESTS_DIR, "COGWORKER_REDIS_URL": url, "PYTHONUNBUFFERED": "1"}
-        env.pop("REDIS_URL", None)
-        self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([sys.executable, "-m", *args], cwd=TESTS_DIR, env=env, stdout=self.log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
-
-    def output(self) -> str:
-        self.log.seek(0)
-        return self.log.read().decode(errors="replace")
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            return self.proc.wait(40)
-        finally:
-            if self.proc.poll() is None:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-            self.log.close()
 
 
 # -- 1. queues: without -q, every queue the app declares ----------------------------------------
