@@ -88,7 +88,7 @@ class Housekeeper(threading.Thread):
         self.stopped.set()
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     # The `cogworker` console script runs this too, under its own name.
     prog = "cogworker" if os.path.basename(sys.argv[0]) == "cogworker" else "python -m cogworker.worker"
     parser = OneLineParser(prog=prog,
@@ -101,7 +101,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--namespace", type=namespace_arg, help="Redis key prefix (default cogworker)")
     parser.add_argument("--no-cron", action="store_true", help="don't run periodic jobs")
     parser.add_argument("--verbose", "-v", action="store_true")
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
