@@ -260,8 +260,7 @@ class Worker:
 
     def _fetch(self) -> Work | None:
         try:
-            work = self.fetcher.fetch(ack=self.ack_due, ack_jid=self._ack_due_jid,
-                                      on_empty=lambda: self.reporter.waiting(self.fetcher))
+            work = self.fetcher.fetch(ack=self.ack_due, ack_jid=self._ack_due_jid, on_empty=self._idle)
         except redis.RedisError as exc:
             if self.ack_due is not None:
                 # Unknown whether it landed; LREM is idempotent, so reconcile just repeats it.
@@ -276,6 +275,14 @@ class Worker:
         self.ack_due = None
         self._outage.ok()
         return work
+
+    def _idle(self) -> Work | None:
+        """Every queue is empty (the last job's ack has landed): stats go out now, not up
+        to a second later, so the counters are current whenever the workers are idle. Then
+        a job from elsewhere, if the owner has one (a sibling's look-ahead job)."""
+        self.flush_stats()
+        self._last_stats = time.monotonic()
+        return self.reporter.waiting(self.fetcher)
 
     def housekeep(self, force: bool = False, holding: Work | None = None) -> None:
         now = time.monotonic()
