@@ -45,6 +45,11 @@ class Reporter:
     """What the loop tells its owner. The default writes stats to Redis itself; a prefork
     child's reporter sends everything to the master over its pipe."""
 
+    # Hand the counts over as soon as the queues run dry, not only at the once-a-second
+    # flush: for an owner that batches the writes itself (the prefork master). This one
+    # writes to Redis, so it keeps to once a second.
+    stats_when_idle = False
+
     def __init__(self, config: Config) -> None:
         self.config = config
         self.buffer: dict[str, Any] | None = None
@@ -277,11 +282,13 @@ class Worker:
         return work
 
     def _idle(self) -> Work | None:
-        """Every queue is empty (the last job's ack has landed): stats go out now, not up
-        to a second later, so the counters are current whenever the workers are idle. Then
-        a job from elsewhere, if the owner has one (a sibling's look-ahead job)."""
-        self.flush_stats()
-        self._last_stats = time.monotonic()
+        """Every queue is empty (the last job's ack has landed). A prefork child's stats go
+        to the master now, not up to a second or a blocking fetch later, so the counters
+        are current soon after the workers go idle. Then a job from elsewhere, if the
+        owner has one (a sibling's look-ahead job)."""
+        if self.reporter.stats_when_idle:
+            self.flush_stats()
+            self._last_stats = time.monotonic()
         return self.reporter.waiting(self.fetcher)
 
     def housekeep(self, force: bool = False, holding: Work | None = None) -> None:

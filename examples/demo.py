@@ -52,22 +52,36 @@ def private_redis() -> tuple[str, subprocess.Popen[bytes] | None, str]:
 
 
 def snapshot(r: redis.Redis, keys: Any) -> dict[str, int]:
-    running = sum(r.llen(key) for key in r.scan_iter(match=keys.in_progress_prefix + "*"))
-    return {"processed": int(r.get(keys.stats_processed) or 0), "failed": int(r.get(keys.stats_failed) or 0),
-            "queued": sum(r.llen(keys.queue(q)) for q in ("default", "critical")), "running": running,
-            "scheduled": r.zcard(keys.schedule), "retry": r.zcard(keys.retry), "dead": r.zcard(keys.dead)}
+    """Every number at one instant (MULTI/EXEC): read one by one, a job moving from retry
+    to its queue between two reads would be in neither."""
+    in_progress = list(r.scan_iter(match=keys.in_progress_prefix + "*"))
+    pipe = r.pipeline(transaction=True)
+    pipe.get(keys.stats_processed)
+    pipe.get(keys.stats_failed)
+    for queue in ("default", "critical"):
+        pipe.llen(keys.queue(queue))
+    for key in in_progress:
+        pipe.llen(key)
+    pipe.zcard(keys.schedule)
+    pipe.zcard(keys.retry)
+    pipe.zcard(keys.dead)
+    processed, failed, default, critical, *running, scheduled, retry, dead = pipe.execute()
+    return {"processed": int(processed or 0), "failed": int(failed or 0), "queued": default + critical,
+            "running": sum(running), "scheduled": scheduled, "retry": retry, "dead": dead}
 
 
 def current(r: redis.Redis, keys: Any) -> dict[str, int]:
-    """A snapshot whose counters include every job that has left the queues. The counters
-    are written in batches: a child hands its counts to the master when its queues run
-    dry, and the master writes them at most STATS_INTERVAL later. So when nothing is
-    queued or running, wait that long, and show the numbers as they are then."""
+    """A snapshot whose counters include every job that has finished. The counters are
+    written in batches: a child hands its counts to the master when its queues run dry,
+    and the master writes them at most STATS_INTERVAL later. So when nothing is queued,
+    running or waiting, wait that long: the counters then hold every job, and the rest of
+    the snapshot is still that idle instant's (a periodic job run since only adds)."""
     now = snapshot(r, keys)
-    if now["queued"] or now["running"]:
+    if any(now[k] for k in ("queued", "running", "scheduled", "retry")):
         return now
     time.sleep(STATS_INTERVAL + 0.1)
-    return snapshot(r, keys)
+    later = snapshot(r, keys)
+    return {**now, "processed": later["processed"], "failed": later["failed"], "dead": later["dead"]}
 
 
 def main() -> None:

@@ -362,16 +362,27 @@ def test_a_job_that_returns_an_awaitable_fails_instead_of_counting_as_done(confi
 # -- 11. the demo's numbers ------------------------------------------------------------------------
 
 
-def test_a_worker_writes_its_stats_when_its_queues_run_dry(config, monkeypatch):
+def test_a_prefork_child_hands_its_stats_over_when_its_queues_run_dry(config, monkeypatch):
     from cogworker import worker as worker_module
+    from cogworker.prefork.pipe import PipeReporter
+
+    class Handed(worker_module.Reporter):  # as a child's: counts handed over, then batched by the master
+        stats_when_idle = PipeReporter.stats_when_idle
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.handed = 0
+
+        def stats(self, snap):
+            self.handed += snap["processed"]
 
     monkeypatch.setattr(worker_module, "STATS_INTERVAL", 3600.0)  # no periodic flush: only the idle one
     app = load_app()
-    r = config.redis()
     for i in range(3):
         app.add.enqueue(i, i)
-    assert run_worker_until(lambda: int(r.get(config.keys.stats_processed) or 0) == 3, 10)
-    assert len(ran(r)) == 3
+    reporter = Handed(config)
+    assert run_worker_until(lambda: reporter.handed == 3, 10, reporter=reporter)
+    assert len(ran(config.redis())) == 3
 
 
 DEMO_LINE = re.compile(r"processed=\s*(\d+) failed=\s*(\d+) queued=\s*(\d+) running=(\d+) scheduled=(\d+) "
