@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
-from .config import logger, validate_namespace, validate_redis_url
+import redis
+
+from .config import Config, logger, validate_namespace, validate_redis_url
 from .errors import ConfigurationError
 from .fetch import parse_queues
 
@@ -83,3 +85,24 @@ def app_queues(specs: list[str] | None) -> list[tuple[str, int | None]]:
     logger.info("queues: %s (no -q: default and every queue the module declares, equal weights)",
                 ",".join(names))
     return queues
+
+
+def check_tls(config: Config) -> None:
+    """For a rediss:// URL, one PING at boot: a certificate that can't be verified is a
+    setting to change, not an outage to wait out (as a refused connection is), so it is
+    a one-line error that says which setting. Any other failure is left to the usual
+    outage handling."""
+    if not config.redis_url.startswith("rediss://"):
+        return
+    try:
+        config.redis().ping()
+    except redis.ConnectionError as exc:
+        if "CERTIFICATE_VERIFY_FAILED" not in str(exc) and "certificate verify failed" not in str(exc):
+            return
+        reason = str(exc).split("certificate verify failed:", 1)[-1].split("(_ssl", 1)[0].strip(" .")
+        raise ConfigurationError(
+            f"Redis's TLS certificate can't be verified ({reason or 'certificate verify failed'}): for a "
+            "self-signed certificate such as Heroku Redis's, add ?ssl_cert_reqs=none to the rediss:// URL "
+            "(encrypted, but the server unverified), or give its CA with ?ssl_ca_certs=/path/to/ca.pem") from None
+    except redis.RedisError:
+        return

@@ -17,7 +17,15 @@ import redis
 
 from . import heartbeat
 from .boot import import_app
-from .commandline import QUEUE_HELP, OneLineParser, add_version, app_queues, namespace_arg, redis_url_arg
+from .commandline import (
+    QUEUE_HELP,
+    OneLineParser,
+    add_version,
+    app_queues,
+    check_tls,
+    namespace_arg,
+    redis_url_arg,
+)
 from .config import configure, get_config, logger, validate_redis_url
 from .errors import ConfigurationError, RedisVersionError
 from .fetch import parse_queues
@@ -122,7 +130,7 @@ def main(argv: list[str] | None = None) -> None:
             current = get_config()
             configure(redis_url=args.redis_url or current.redis_url,
                       namespace=args.namespace or current.namespace)
-        get_config()  # a bad $REDIS_URL: this one line, not a traceback from Worker()
+        check_tls(get_config())  # a bad $REDIS_URL: this one line, not a traceback from Worker()
     except ConfigurationError as exc:
         sys.exit(f"cogworker: {exc}")
 

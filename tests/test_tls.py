@@ -5,6 +5,10 @@ worker commands must work; a plain rediss:// URL fails on the self-signed certif
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +16,7 @@ import redis
 from apps import basic
 from core_util import ran, wait_for
 from tls_redis import TLSRedis
-from worker_process import Process
+from worker_process import TESTS_DIR, Process
 
 import cogworker
 from cogworker import config as config_module
@@ -93,3 +97,28 @@ def test_without_the_parameters_a_self_signed_certificate_is_refused(heroku_serv
     with pytest.raises(redis.ConnectionError, match="certificate verify failed"):
         basic.add.enqueue(1, 2)
     assert config.redis_url.startswith("rediss://")
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_certificate_that_cant_be_verified_stops_a_worker_at_boot_with_the_fix(heroku_server, command):
+    """Not an outage to wait out forever: one line naming the URL parameters to use."""
+    url = heroku_server.url(host="127.0.0.1", password=True)
+    result = subprocess.run([sys.executable, "-m", *COMMANDS[command], "apps.basic"], capture_output=True,
+                            text=True, timeout=60, cwd=TESTS_DIR,
+                            env={**os.environ, "PYTHONPATH": TESTS_DIR, "REDIS_URL": url, "COGWORKER_REDIS_URL": ""})
+    assert result.returncode == 1, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert "TLS certificate can't be verified (self-signed certificate)" in last
+    assert "?ssl_cert_reqs=none" in last and "?ssl_ca_certs=" in last
+    assert "Traceback" not in result.stderr and "h3roku-s3cret" not in result.stderr
+
+
+def test_an_unreachable_tls_redis_is_waited_for_not_refused():
+    from redis_server import free_port
+
+    worker = Process("cogworker.worker", "apps.basic", url=f"rediss://127.0.0.1:{free_port()}/0?ssl_cert_reqs=none")
+    try:
+        time.sleep(2)
+        assert worker.proc.poll() is None, worker.output()
+    finally:
+        worker.stop()

@@ -10,7 +10,7 @@ import sys
 from typing import NoReturn
 
 from ..boot import import_app
-from ..commandline import QUEUE_HELP, add_version, app_queues, namespace_arg, redis_url_arg
+from ..commandline import QUEUE_HELP, add_version, app_queues, check_tls, namespace_arg, redis_url_arg
 from ..config import configure, get_config, logger, validate_redis_url
 from ..errors import ConfigurationError, RedisVersionError
 from ..fetch import parse_queues
@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> None:
             current = get_config()
             configure(redis_url=args.redis_url or current.redis_url, namespace=args.namespace or current.namespace)
         config = get_config()
+        check_tls(config)
     except ConfigurationError as exc:
         if args.verbose and exc.__cause__ is not None:
             logger.exception("details")
