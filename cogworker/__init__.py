@@ -5,7 +5,9 @@ Public API only; see DESIGN §1 and the README.
 
 from __future__ import annotations
 
-from .client import enqueue, enqueue_at
+from importlib import metadata as _metadata
+
+from .client import by_name, enqueue, enqueue_at
 from .config import Config, configure, get_config
 from .cron import disable, enable, periodic
 from .errors import (
@@ -20,7 +22,10 @@ from .errors import (
 from .jobs import BoundJob, Job, JobOptions, job
 from .middleware import client_middleware, server_middleware
 
-__version__ = "0.5.0"
+try:  # the installed distribution's version: one source of truth, pyproject.toml
+    __version__ = _metadata.version("cogworker")
+except _metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "BadPayload",
@@ -34,6 +39,7 @@ __all__ = [
     "ProcessDied",
     "RedisVersionError",
     "UnknownJob",
+    "by_name",
     "client_middleware",
     "configure",
     "disable",

@@ -10,7 +10,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass, field
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 import redis
 
@@ -39,7 +39,24 @@ def validate_redis_url(url: str) -> str:
         raise ConfigurationError(f"invalid Redis URL {url!r}: no host")
     if port is not None and not 0 < port < 65536:
         raise ConfigurationError(f"invalid Redis URL {url!r}: port out of range")
+    # redis-py reads a path that isn't a number (redis://host/abc) as db 0, silently. (The
+    # URL itself stays out of this message: it may hold a password.)
+    db = parsed.path[1:] if parsed.scheme != "unix" else ""
+    dbs = [db] if db else []
+    dbs += parse_qs(parsed.query).get("db", [])
+    for value in dbs:
+        if not value.isascii() or not value.isdigit():
+            raise ConfigurationError(f"invalid Redis URL: the database must be a number, got {value!r}")
     return url
+
+
+def validate_namespace(namespace: object) -> str:
+    """A namespace is the prefix of every key: empty or with spaces, it is a mistake."""
+    if not isinstance(namespace, str) or not namespace:
+        raise ConfigurationError(f"invalid namespace {namespace!r}: must be a non-empty name")
+    if any(c.isspace() or not c.isprintable() for c in namespace):
+        raise ConfigurationError(f"invalid namespace {namespace!r}: no spaces or control characters")
+    return namespace
 
 
 @dataclass
@@ -60,6 +77,7 @@ class Config:
 
     def __post_init__(self) -> None:
         validate_redis_url(self.redis_url)
+        validate_namespace(self.namespace)
         self.keys = Keys(self.namespace)
         self._lock = threading.Lock()
         self._client: redis.Redis | None = None

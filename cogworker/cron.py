@@ -19,10 +19,10 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import redis
-from croniter import croniter
 
 from . import lua
 from .config import Config, get_config, logger
+from .cronexpr import check_cron, cron_iter
 from .errors import ConfigurationError
 from .jobs import Job, JobOptions, build_payload, dumps, new_jid, registry
 
@@ -63,11 +63,12 @@ def periodic(cron: str, job: Job[Any, Any] | str, args: Sequence[Any] = (),
              unique: bool = False, tz: str = "UTC", catch_up: bool | None = None) -> Entry:
     """Register a cron entry (at import time, in the app module). Returns the entry.
 
-    ``cron`` is any expression croniter accepts; with 6 fields the last one is seconds
-    (``"* * * * * */10"`` = every 10 s). ``name`` (the pjid) defaults to one derived from
-    the job, the schedule and the arguments. ``unique``: skip a slot while the previous
-    run is still queued or running. ``catch_up`` (None = the master's setting, on by
-    default): a slot missed while no master ran fires once at boot; off, it is skipped.
+    ``cron``: five fields, or six with **seconds first** (``"*/10 * * * * *"`` = every
+    10 s), as Quartz, Spring and sidekiq-cron read them (see ``check_cron``). ``name``
+    (the pjid) defaults to one derived from the job, the schedule and the arguments.
+    ``unique``: skip a slot while the previous run is still queued or running.
+    ``catch_up`` (None = the master's setting, on by default): a slot missed while no
+    master ran fires once at boot; off, it is skipped.
     """
     job_name = job.name if isinstance(job, Job) else job
     if not isinstance(job_name, str) or not job_name:
@@ -76,8 +77,7 @@ def periodic(cron: str, job: Job[Any, Any] | str, args: Sequence[Any] = (),
         raise ConfigurationError(f"periodic entry for {job_name}: name must be a non-empty string "
                                  f"without spaces, got {name!r}")
     label = name or job_name
-    if not isinstance(cron, str) or not croniter.is_valid(cron):
-        raise ConfigurationError(f"periodic entry {label!r}: invalid cron expression {cron!r}")
+    check_cron(label, cron)
     try:
         ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError, TypeError):
@@ -91,7 +91,8 @@ def periodic(cron: str, job: Job[Any, Any] | str, args: Sequence[Any] = (),
     args = tuple(args)
     kwargs = dict(kwargs or {})
     dumps([list(args), kwargs])  # TypeError now, at import, not at the first slot
-    opts = job.opts if isinstance(job, Job) else None
+    known = job if isinstance(job, Job) else registry.get(job_name)
+    opts = known.opts if known is not None else None
     if queue is not None:
         try:
             JobOptions.build(queue=queue)
@@ -100,6 +101,11 @@ def periodic(cron: str, job: Job[Any, Any] | str, args: Sequence[Any] = (),
     pjid = name or derived_name(job_name, cron, args, kwargs)
     if pjid in entries:
         raise ConfigurationError(f"periodic entry {pjid!r} is registered twice; give each a distinct name=")
+    if known is not None:
+        try:
+            known.check_arguments(args, kwargs)  # at import, not at every slot in a worker
+        except TypeError as exc:
+            raise TypeError(f"periodic entry {pjid!r}: {exc}") from None
     entry = Entry(pjid, cron, job_name, args, kwargs, queue or (opts.queue if opts else "default"),
                   opts.retry if opts else 25, bool(unique), tz, catch_up)
     entries[pjid] = entry
@@ -211,11 +217,11 @@ class Ticker:
         """The current slot (croniter's previous fire time, ``now`` itself included) and
         the next fire time after it."""
         tz = ZoneInfo(entry.tz)
-        prev = croniter(entry.cron, datetime.fromtimestamp(now, tz)).get_prev(float)
-        following = croniter(entry.cron, datetime.fromtimestamp(prev, tz)).get_next(float)
+        prev = cron_iter(entry.cron, datetime.fromtimestamp(now, tz)).get_prev(float)
+        following = cron_iter(entry.cron, datetime.fromtimestamp(prev, tz)).get_next(float)
         if following <= now:  # croniter's previous is strictly before a start on a fire time
             prev = following
-            following = croniter(entry.cron, datetime.fromtimestamp(prev, tz)).get_next(float)
+            following = cron_iter(entry.cron, datetime.fromtimestamp(prev, tz)).get_next(float)
         return int(prev), following
 
     def seconds_to_next(self) -> float:

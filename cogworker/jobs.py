@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import json
 import math
 import random
@@ -148,6 +149,20 @@ class Job(Generic[P, R]):
         self.opts = opts
         self.name = name or f"{func.__module__}.{func.__qualname__}"
         functools.update_wrapper(self, func)  # type: ignore[arg-type]
+        try:
+            self.signature: inspect.Signature | None = inspect.signature(func)
+        except (TypeError, ValueError):  # some builtins have none: their arguments go unchecked
+            self.signature = None
+
+    def check_arguments(self, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+        """TypeError now, in the caller, for arguments the function can't take: a job
+        enqueued with them would only fail later, in a worker, and retry for weeks."""
+        if self.signature is None:
+            return
+        try:
+            self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{self.name}{self.signature} can't take these arguments: {exc}") from None
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(*args, **kwargs)
@@ -158,6 +173,16 @@ class Job(Generic[P, R]):
     def options(self, **overrides: Any) -> BoundJob:
         """Per-call overrides: ``add.options(queue="low", retry=0).enqueue(1, 2)``."""
         return BoundJob(self, JobOptions.build(self.opts, **overrides))
+
+    def refuse_awaitable(self, result: Any) -> Any:
+        """A job's return value, unless it is a coroutine or other awaitable: nothing
+        awaits it, so the job's body never ran, and that must fail, not count as success."""
+        if inspect.isawaitable(result) or inspect.isasyncgen(result):
+            if inspect.iscoroutine(result):
+                result.close()  # never awaited, on purpose: no RuntimeWarning
+            raise TypeError(f"job {self.name} returned {type(result).__name__}, not a result: async jobs "
+                            f"are not supported yet, so its body did not run")
+        return result
 
     def enqueue(self, *args: Any, **kwargs: Any) -> str | None:
         """Push the job; returns its jid (None if a unique lock dropped it as a duplicate)."""
@@ -181,15 +206,33 @@ class Job(Generic[P, R]):
 
 @dataclass(frozen=True)
 class BoundJob:
-    """A job with per-call options (``Job.options``)."""
+    """A job with per-call options (``Job.options``), or known only by its name
+    (``cogworker.by_name``: ``job`` is None when it isn't registered in this process)."""
 
-    job: Job[Any, Any]
+    job: Job[Any, Any] | None
     opts: JobOptions
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            if self.job is None:
+                raise TypeError("BoundJob needs a job or a name")
+            object.__setattr__(self, "name", self.job.name)
+
+    def options(self, **overrides: Any) -> BoundJob:
+        """More overrides on top of these: ``by_name("app.jobs.add").options(retry=0)``."""
+        return BoundJob(self.job, JobOptions.build(self.opts, **overrides), self.name)
+
+    def payload(self, args: Sequence[Any], kwargs: dict[str, Any], now: float | None = None) -> dict[str, Any]:
+        """The job's payload; a TypeError first if a registered job can't take these arguments."""
+        if self.job is not None:
+            self.job.check_arguments(args, kwargs)
+        return build_payload(self.name, args, kwargs, self.opts, now)
 
     def enqueue(self, *args: Any, **kwargs: Any) -> str | None:
         from .client import push
 
-        return push(build_payload(self.job.name, args, kwargs, self.opts))
+        return push(self.payload(args, kwargs))
 
     def enqueue_in(self, seconds: float, *args: Any, **kwargs: Any) -> str | None:
         if not _is_number(seconds):
@@ -199,7 +242,8 @@ class BoundJob:
     def enqueue_at(self, when: datetime | float, *args: Any, **kwargs: Any) -> str | None:
         from .client import push
 
-        return push(build_payload(self.job.name, args, kwargs, self.opts), at=to_epoch(when))
+        at = to_epoch(when)
+        return push(self.payload(args, kwargs), at=at)
 
     def enqueue_many(self, calls: Iterable[Sequence[Any] | tuple[Sequence[Any], dict[str, Any]]]
                      ) -> list[str | None]:
@@ -216,7 +260,7 @@ class BoundJob:
                 args, kwargs = call, {}
             else:
                 raise TypeError(f"enqueue_many takes args tuples or (args, kwargs) pairs, got {call!r}")
-            payloads.append(build_payload(self.job.name, args, kwargs, self.opts, now))
+            payloads.append(self.payload(args, kwargs, now))  # all checked before any is written
         return push_many(payloads)
 
 
@@ -227,6 +271,11 @@ def job(func: Callable[P, R] | None = None, /, **options: Any) -> Any:
     def wrap(f: Callable[P, R]) -> Job[P, R]:
         if not callable(f):
             raise TypeError(f"@job decorates a function, got {f!r}")
+        if (inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f)
+                or inspect.iscoroutinefunction(type(f).__call__)):
+            # A worker would call it, get a coroutine back, and count a job that never ran.
+            raise ConfigurationError(f"@job {getattr(f, '__qualname__', f)!r}: async jobs are not supported yet; "
+                                     f"make it a plain def (it may call asyncio.run(...))")
         made = Job(f, opts)
         registry[made.name] = made
         return made

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -16,6 +17,15 @@ import redis
 
 from . import heartbeat
 from .boot import import_app
+from .commandline import (
+    QUEUE_HELP,
+    OneLineParser,
+    add_version,
+    app_queues,
+    check_tls,
+    namespace_arg,
+    redis_url_arg,
+)
 from .config import configure, get_config, logger, validate_redis_url
 from .errors import ConfigurationError, RedisVersionError
 from .fetch import parse_queues
@@ -86,16 +96,24 @@ class Housekeeper(threading.Thread):
         self.stopped.set()
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m cogworker.worker",
-                                     description="Run cogworker in one process (development, tests).")
+def build_parser() -> argparse.ArgumentParser:
+    # The `cogworker` console script runs this too, under its own name.
+    prog = "cogworker" if os.path.basename(sys.argv[0]) == "cogworker" else "python -m cogworker.worker"
+    parser = OneLineParser(prog=prog,
+                           description="Run cogworker in one process (development, tests).")
+    add_version(parser)
     parser.add_argument("module", help="the app module that defines the jobs, e.g. app.jobs")
-    parser.add_argument("-q", "--queue", action="append", dest="queues", metavar="QUEUE[,WEIGHT]")
-    parser.add_argument("--redis-url")
-    parser.add_argument("--namespace")
+    parser.add_argument("-q", "--queue", action="append", dest="queues", metavar="QUEUE[,WEIGHT]", help=QUEUE_HELP)
+    parser.add_argument("--redis-url", type=redis_url_arg,
+                        help="default: $COGWORKER_REDIS_URL, $REDIS_URL, redis://localhost:6379/0")
+    parser.add_argument("--namespace", type=namespace_arg, help="Redis key prefix (default cogworker)")
     parser.add_argument("--no-cron", action="store_true", help="don't run periodic jobs")
     parser.add_argument("--verbose", "-v", action="store_true")
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -107,10 +125,12 @@ def main(argv: list[str] | None = None) -> None:
             validate_redis_url(args.redis_url)
         queues = parse_queues(args.queues)
         import_app(args.module)
+        queues = app_queues(args.queues)
         if args.redis_url or args.namespace:
             current = get_config()
             configure(redis_url=args.redis_url or current.redis_url,
                       namespace=args.namespace or current.namespace)
+        check_tls(get_config())  # a bad $REDIS_URL: this one line, not a traceback from Worker()
     except ConfigurationError as exc:
         sys.exit(f"cogworker: {exc}")
 

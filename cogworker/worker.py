@@ -45,6 +45,11 @@ class Reporter:
     """What the loop tells its owner. The default writes stats to Redis itself; a prefork
     child's reporter sends everything to the master over its pipe."""
 
+    # Hand the counts over as soon as the queues run dry, not only at the once-a-second
+    # flush: for an owner that batches the writes itself (the prefork master). This one
+    # writes to Redis, so it keeps to once a second.
+    stats_when_idle = False
+
     def __init__(self, config: Config) -> None:
         self.config = config
         self.buffer: dict[str, Any] | None = None
@@ -260,8 +265,7 @@ class Worker:
 
     def _fetch(self) -> Work | None:
         try:
-            work = self.fetcher.fetch(ack=self.ack_due, ack_jid=self._ack_due_jid,
-                                      on_empty=lambda: self.reporter.waiting(self.fetcher))
+            work = self.fetcher.fetch(ack=self.ack_due, ack_jid=self._ack_due_jid, on_empty=self._idle)
         except redis.RedisError as exc:
             if self.ack_due is not None:
                 # Unknown whether it landed; LREM is idempotent, so reconcile just repeats it.
@@ -276,6 +280,16 @@ class Worker:
         self.ack_due = None
         self._outage.ok()
         return work
+
+    def _idle(self) -> Work | None:
+        """Every queue is empty (the last job's ack has landed). A prefork child's stats go
+        to the master now, not up to a second or a blocking fetch later, so the counters
+        are current soon after the workers go idle. Then a job from elsewhere, if the
+        owner has one (a sibling's look-ahead job)."""
+        if self.reporter.stats_when_idle:
+            self.flush_stats()
+            self._last_stats = time.monotonic()
+        return self.reporter.waiting(self.fetcher)
 
     def housekeep(self, force: bool = False, holding: Work | None = None) -> None:
         now = time.monotonic()
@@ -365,8 +379,9 @@ class Worker:
         def perform() -> Any:
             if resolution_error is not None:
                 raise resolution_error
-            func = job.func if isinstance(job, Job) else job
-            return func(*payload.get("args") or [], **payload.get("kwargs") or {})
+            if isinstance(job, Job):
+                return job.refuse_awaitable(job.func(*payload.get("args") or [], **payload.get("kwargs") or {}))
+            return job(*payload.get("args") or [], **payload.get("kwargs") or {})
 
         timeout = payload.get("timeout")
         timer = _SoftTimeout(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None

@@ -34,4 +34,5 @@ def nightly_report() -> None:
     pass
 
 
+# Six fields: seconds first (second minute hour day month weekday), so every 5 seconds.
 cogworker.periodic("*/5 * * * * *", add, args=(1, 1), name="add-every-5s")

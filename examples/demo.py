@@ -16,8 +16,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 import redis
+
+from cogworker.prefork.master import STATS_INTERVAL
 
 SECONDS = float(os.environ.get("DEMO_SECONDS", "12"))
 
@@ -48,6 +51,39 @@ def private_redis() -> tuple[str, subprocess.Popen[bytes] | None, str]:
     return url, proc, workdir
 
 
+def snapshot(r: redis.Redis, keys: Any) -> dict[str, int]:
+    """Every number at one instant (MULTI/EXEC): read one by one, a job moving from retry
+    to its queue between two reads would be in neither."""
+    in_progress = list(r.scan_iter(match=keys.in_progress_prefix + "*"))
+    pipe = r.pipeline(transaction=True)
+    pipe.get(keys.stats_processed)
+    pipe.get(keys.stats_failed)
+    for queue in ("default", "critical"):
+        pipe.llen(keys.queue(queue))
+    for key in in_progress:
+        pipe.llen(key)
+    pipe.zcard(keys.schedule)
+    pipe.zcard(keys.retry)
+    pipe.zcard(keys.dead)
+    processed, failed, default, critical, *running, scheduled, retry, dead = pipe.execute()
+    return {"processed": int(processed or 0), "failed": int(failed or 0), "queued": default + critical,
+            "running": sum(running), "scheduled": scheduled, "retry": retry, "dead": dead}
+
+
+def current(r: redis.Redis, keys: Any) -> dict[str, int]:
+    """A snapshot whose counters include every job that has finished. The counters are
+    written in batches: a child hands its counts to the master when its queues run dry,
+    and the master writes them at most STATS_INTERVAL later. So when nothing is queued,
+    running or waiting, wait that long: the counters then hold every job, and the rest of
+    the snapshot is still that idle instant's (a periodic job run since only adds)."""
+    now = snapshot(r, keys)
+    if any(now[k] for k in ("queued", "running", "scheduled", "retry")):
+        return now
+    time.sleep(STATS_INTERVAL + 0.1)
+    later = snapshot(r, keys)
+    return {**now, "processed": later["processed"], "failed": later["failed"], "dead": later["dead"]}
+
+
 def main() -> None:
     url = os.environ.get("COGWORKER_REDIS_URL") or os.environ.get("REDIS_URL")
     server, workdir = None, None
@@ -69,14 +105,13 @@ def main() -> None:
             app.flaky.enqueue(n)
         app.add.enqueue_in(3, 100, 200)
         print(f"demo: enqueued {len(jids) + 200 + 50 + 1} jobs; watching for {SECONDS:.0f}s (Ctrl-C stops)")
-        keys = config.keys
         started = time.time()
         while time.time() - started < SECONDS:
             time.sleep(1)
-            queued = sum(r.llen(keys.queue(q)) for q in ("default", "critical"))
-            print(f"  t={time.time() - started:4.1f}s processed={int(r.get(keys.stats_processed) or 0):5d} "
-                  f"failed={int(r.get(keys.stats_failed) or 0):3d} queued={queued:5d} "
-                  f"scheduled={r.zcard(keys.schedule)} retry={r.zcard(keys.retry)} dead={r.zcard(keys.dead)}")
+            now = current(r, config.keys)
+            print(f"  t={time.time() - started:4.1f}s processed={now['processed']:5d} failed={now['failed']:3d} "
+                  f"queued={now['queued']:5d} running={now['running']} scheduled={now['scheduled']} "
+                  f"retry={now['retry']} dead={now['dead']}")
     except KeyboardInterrupt:
         pass
     finally:

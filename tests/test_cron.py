@@ -55,7 +55,7 @@ def test_registration_defaults_and_errors():
         cogworker.periodic("*/5 * * * *", basic.add, args=(1, 2))
     # Different arguments: a different derived name.
     assert cogworker.periodic("*/5 * * * *", basic.add, args=(2, 2)).pjid != entry.pjid
-    named = cogworker.periodic("* * * * * */10", "some.job", name="ten-s", queue="low", tz="Europe/Berlin")
+    named = cogworker.periodic("*/10 * * * * *", "some.job", name="ten-s", queue="low", tz="Europe/Berlin")
     assert (named.pjid, named.queue, named.tz, named.job_name) == ("ten-s", "low", "Europe/Berlin", "some.job")
     with pytest.raises(ConfigurationError, match="'ten-s' is registered twice"):
         cogworker.periodic("0 * * * *", basic.add, name="ten-s")
@@ -318,7 +318,7 @@ def test_waits_until_ready(config):
 
 def test_wakes_for_the_earliest_next_fire_time_and_at_least_every_5s(config):
     cogworker.periodic("* * * * *", "x.y", name="minutely", queue="q")
-    cogworker.periodic("* * * * * */2", "x.y", name="two-s", queue="q")
+    cogworker.periodic("*/2 * * * * *", "x.y", name="two-s", queue="q")
     clock = Clock(T0 + 50)
     t = ticker(config, "minutely", clock=clock)
     assert t.seconds_to_next() < 0.01  # never ticked

@@ -12,6 +12,7 @@ from typing import NoReturn
 from setproctitle import setproctitle
 
 from ..boot import import_app
+from ..commandline import QUEUE_HELP, add_version, app_queues, check_tls, namespace_arg, redis_url_arg
 from ..config import configure, get_config, logger, validate_redis_url
 from ..errors import ConfigurationError, RedisVersionError
 from ..fetch import parse_queues
@@ -58,17 +59,19 @@ def default_procs() -> int:
 
 def build_parser() -> Parser:
     parser = Parser(prog=PROG, description="Run cogworker jobs in N forked, shared-nothing children.")
+    add_version(parser)
     parser.add_argument("module", metavar="MODULE", help="the app module defining the jobs, e.g. app.jobs")
     parser.add_argument("--procs", type=positive_int, help="children (default: $WEB_CONCURRENCY, else CPUs)")
     parser.add_argument("-q", "--queue", action="append", dest="queues", metavar="QUEUE[,WEIGHT]",
-                        help="a queue to work, repeatable; strict order, or weighted with ,WEIGHT")
-    parser.add_argument("--redis-url", help="default: $COGWORKER_REDIS_URL, $REDIS_URL, redis://localhost:6379/0")
+                        help=QUEUE_HELP)
+    parser.add_argument("--redis-url", type=redis_url_arg,
+                        help="default: $COGWORKER_REDIS_URL, $REDIS_URL, redis://localhost:6379/0")
     parser.add_argument("--timeout", type=positive_float, default=25.0,
                         help="seconds a shutdown waits for running jobs (default 25)")
     parser.add_argument("--max-memory", type=positive_float, metavar="MB",
                         help="replace a child (after its job) whose RSS passes this")
     parser.add_argument("--max-jobs", type=positive_int, metavar="N", help="replace a child after N jobs")
-    parser.add_argument("--namespace", help="Redis key prefix (default cogworker)")
+    parser.add_argument("--namespace", type=namespace_arg, help="Redis key prefix (default cogworker)")
     parser.add_argument("--no-catch-up", action="store_true",
                         help="periodic jobs: don't fire a slot missed while down")
     parser.add_argument("--no-lookahead", action="store_true",
@@ -94,10 +97,12 @@ def main(argv: list[str] | None = None) -> None:
         if procs > MAX_SLOTS:
             raise ConfigurationError(f"--procs {procs}: at most {MAX_SLOTS} children")
         preload(args.module, inbox)
+        queues = app_queues(args.queues)
         if args.redis_url or args.namespace:
             current = get_config()
             configure(redis_url=args.redis_url or current.redis_url, namespace=args.namespace or current.namespace)
         config = get_config()
+        check_tls(config)
         from .master import Master, Settings
     except ConfigurationError as exc:
         if args.verbose and exc.__cause__ is not None:

@@ -52,6 +52,8 @@ class PipeReporter(Reporter):
     pipe breaks), stats are written to Redis directly and the rest is dropped: the child
     then settles and hands over everything itself before it exits."""
 
+    stats_when_idle = True  # a pipe message; the master still writes at most once a second
+
     def __init__(self, config: Any, conn: Connection, slot: SlotWriter, siblings: Siblings | None = None) -> None:
         super().__init__(config)
         self.conn = conn
