@@ -16,7 +16,7 @@ import redis
 
 from . import heartbeat
 from .boot import import_app
-from .config import configure, get_config, logger, validate_redis_url
+from .config import configure, get_config, logger, redact_url, validate_redis_url
 from .errors import ConfigurationError, RedisVersionError
 from .fetch import parse_queues
 from .recovery import OrphanRecovery, requeue_in_progress
@@ -127,8 +127,8 @@ def main(argv: list[str] | None = None) -> None:
 
     signal.signal(signal.SIGTERM, on_stop)
     signal.signal(signal.SIGINT, on_stop)
-    logger.info("cogworker %s: worker %s on queues %s", args.module, worker.identity,
-                ",".join(q for q, _ in queues))
+    logger.info("cogworker %s: worker %s on queues %s (Redis %s)", args.module, worker.identity,
+                ",".join(q for q, _ in queues), redact_url(worker.config.redis_url))
     keeper.start()
     try:
         worker.run()

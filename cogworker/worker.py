@@ -340,7 +340,7 @@ class Worker:
         job: Any = None
         resolution_error: BaseException | None = None
         try:
-            job = resolve(name)
+            job = resolve(name, self.config.import_prefixes)
         except Exception as exc:
             resolution_error = exc
         if payload.get("unique_until") == "start" or payload.get("periodic_pjid"):
