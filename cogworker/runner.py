@@ -14,7 +14,7 @@ from typing import Any
 
 import redis
 
-from . import heartbeat
+from . import heartbeat, redis_errors
 from .boot import import_app
 from .config import configure, get_config, logger, redact_url, validate_redis_url
 from .errors import ConfigurationError, RedisVersionError
@@ -76,10 +76,13 @@ class Housekeeper(threading.Thread):
         try:
             fn(*args)
             return True
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            logger.debug("housekeeping: %s: %s", what, exc)
         except Exception as exc:
-            logger.error("housekeeping: %s failed: %s: %s", what, type(exc).__name__, exc)
+            if not redis_errors.is_outage(exc):
+                logger.error("housekeeping: %s failed: %s: %s", what, type(exc).__name__, exc)
+                return False
+            # Redis away, out of memory or read-only: the worker loop logs the outage (once).
+            redis_errors.reconnect_if_readonly(self.config, exc)
+            logger.debug("housekeeping: %s: %s", what, exc)
         return False
 
     def stop(self) -> None:
