@@ -97,6 +97,9 @@ class SlotClaims:
         elif status == NOT_OURS and doubt is not None and doubt.claimed:
             logger.warning("periodic %s: rolled-back slot %d not fired: a later slot was claimed first",
                            entry.pjid, slot)
+        elif status == NOT_OURS and doubt is not None:
+            logger.info("periodic %s: the claim of slot %d (reply lost) didn't land, or its lock lapsed, or "
+                        "another master holds it: not fired here", entry.pjid, slot)
         return int(status)
 
     def _log_missed(self, entry: Entry, after: int | None, slot: int, skipped_too: bool) -> None:
