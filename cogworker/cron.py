@@ -41,7 +41,6 @@ OUTAGE_WAIT = 0.5
 PUBLISH_RETRY = 60.0  # a schedule that couldn't be published at boot is tried again this often
 
 
-
 @dataclass(frozen=True)
 class Entry:
     pjid: str
