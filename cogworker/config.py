@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from urllib.parse import parse_qs, urlparse
 
 import redis
@@ -26,19 +27,59 @@ def redis_url_from_env() -> str:
     return os.environ.get("COGWORKER_REDIS_URL") or os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
 
 
+def import_prefixes_from_env() -> tuple[str, ...]:
+    return _split_prefixes(os.environ.get("COGWORKER_IMPORT_PREFIXES", ""))
+
+
+def _split_prefixes(text: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+_QUERY_SECRET = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
+
+
+def redact_url(url: str) -> str:
+    """``url`` fit for a message or a log line: the password (``redis://:***@host``,
+    ``user:***@``; a bare ``secret@`` becomes ``***@``) and a ``?password=`` hidden.
+
+    The user info is taken to run up to the *last* ``@``, as urlparse does: a password
+    holding an unencoded ``@`` is still hidden whole (at worst, more is hidden)."""
+    if not isinstance(url, str):
+        return "<not a string>"
+    scheme, sep, rest = url.partition("://")
+    if not sep:  # no scheme: "user:pass@host" must not leak either
+        scheme, rest = "", url
+    at = rest.rfind("@")
+    if at >= 0:
+        user, colon, _ = rest[:at].partition(":")
+        rest = (f"{user}:***" if colon else "***") + rest[at:]
+    return scheme + sep + _QUERY_SECRET.sub(r"\1***", rest)
+
+
+def _secret_of(url: str) -> str:
+    rest = url.partition("://")[2] or url
+    userinfo = rest[:rest.rfind("@")] if "@" in rest else ""
+    return userinfo.partition(":")[2] or ("" if ":" in userinfo else userinfo)
+
+
 def validate_redis_url(url: str) -> str:
-    """Reject a URL redis-py would misread later, with a message that says why."""
+    """Reject a URL redis-py would misread later, with a message that says why (and
+    never shows the password)."""
+    shown = redact_url(url)
     try:
         parsed = urlparse(url)
         port = parsed.port  # raises ValueError on a non-numeric port
     except ValueError as exc:
-        raise ConfigurationError(f"invalid Redis URL {url!r}: {exc}") from None
+        why, secret = str(exc), _secret_of(url)
+        if secret:
+            why = why.replace(secret, "***")  # urlparse may quote the netloc
+        raise ConfigurationError(f"invalid Redis URL {shown!r}: {why}") from None
     if parsed.scheme not in ("redis", "rediss", "unix"):
-        raise ConfigurationError(f"invalid Redis URL {url!r}: scheme must be redis://, rediss:// or unix://")
+        raise ConfigurationError(f"invalid Redis URL {shown!r}: scheme must be redis://, rediss:// or unix://")
     if parsed.scheme != "unix" and not parsed.hostname:
-        raise ConfigurationError(f"invalid Redis URL {url!r}: no host")
+        raise ConfigurationError(f"invalid Redis URL {shown!r}: no host")
     if port is not None and not 0 < port < 65536:
-        raise ConfigurationError(f"invalid Redis URL {url!r}: port out of range")
+        raise ConfigurationError(f"invalid Redis URL {shown!r}: port out of range")
     # redis-py reads a path that isn't a number (redis://host/abc) as db 0, silently. (The
     # URL itself stays out of this message: it may hold a password.)
     db = parsed.path[1:] if parsed.scheme != "unix" else ""
@@ -59,6 +100,17 @@ def validate_namespace(namespace: object) -> str:
     return namespace
 
 
+def validate_import_prefixes(value: object) -> tuple[str, ...]:
+    """A list of dotted module names (a comma-separated string is split)."""
+    prefixes = _split_prefixes(value) if isinstance(value, str) else value
+    if not isinstance(prefixes, (list, tuple)) or not all(
+            isinstance(p, str) and p and all(part.isidentifier() for part in p.split("."))
+            for p in prefixes):
+        raise ConfigurationError(f"import_prefixes must be a list of dotted module names "
+                                 f"(such as ['app.tasks']), got {value!r}")
+    return tuple(prefixes)
+
+
 @dataclass
 class Config:
     redis_url: str = field(default_factory=redis_url_from_env)
@@ -74,14 +126,24 @@ class Config:
     dead_max_jobs: int = 10_000
     dead_timeout: float = 180 * 24 * 3600
     attempts_ttl: int = 7 * 24 * 3600
+    # A payload may only run a registered job (what the app module imported). These
+    # module prefixes may also be imported on demand, for apps that import jobs lazily:
+    # "app.tasks" allows app.tasks and app.tasks.*, not app.tasks2.
+    import_prefixes: tuple[str, ...] = field(default_factory=import_prefixes_from_env)
 
     def __post_init__(self) -> None:
         validate_redis_url(self.redis_url)
         validate_namespace(self.namespace)
+        self.import_prefixes = validate_import_prefixes(self.import_prefixes)
         self.keys = Keys(self.namespace)
         self._lock = threading.Lock()
         self._client: redis.Redis | None = None
         self._pid = 0
+
+    def __repr__(self) -> str:
+        shown = {f.name: getattr(self, f.name) for f in fields(self)}
+        shown["redis_url"] = redact_url(self.redis_url)  # configs end up in logs and tracebacks
+        return "Config(" + ", ".join(f"{name}={value!r}" for name, value in shown.items()) + ")"
 
     def redis(self) -> redis.Redis:
         """This process's client (bytes in, bytes out: raw payloads must round-trip exactly)."""

@@ -2,7 +2,8 @@
 
 No leader: every master runs a ``Ticker``; one Lua claim per slot (a per-slot NX lock,
 ``last_slot`` and, for ``unique`` entries, the running lock) lets exactly one of them
-push the slot's job. A push that fails rolls the claim back, so the slot isn't lost.
+push the slot's job (cron_claims.py). A claim whose push fails, or whose reply is lost,
+is settled before the entry moves on, so the slot isn't lost.
 """
 
 from __future__ import annotations
@@ -13,23 +14,20 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import redis
-
-from . import lua
+from . import lua, redis_errors
 from .config import Config, get_config, logger
+from .cron_claims import TICK_INTERVAL, InDoubt, SlotClaims, as_int
 from .cronexpr import check_cron, cron_iter
 from .errors import ConfigurationError
-from .jobs import Job, JobOptions, build_payload, dumps, new_jid, registry
+from .jobs import Job, JobOptions, dumps, registry
 
 entries: dict[str, Entry] = {}
 
-TICK_INTERVAL = 5.0  # the ticker looks at least this often, whatever the schedules
-BACKOFF_MAX = 300.0  # a failing entry is retried after 5 s, 10 s, 20 s ... up to this
 # The running lock of a unique entry: held while its job is queued, then while it runs.
 # Only a safety net: the job's end (success, dead, buried orphan) releases it.
 QUEUED_TTL = 3600
@@ -40,8 +38,6 @@ RUNNING_GRACE = 300
 NOT_READY_WAIT = 0.2
 OUTAGE_WAIT = 0.5
 PUBLISH_RETRY = 60.0  # a schedule that couldn't be published at boot is tried again this often
-
-CLAIMED, PRIMED, SKIPPED_RUNNING, SKIPPED_DISABLED = 1, 2, 3, 4
 
 
 @dataclass(frozen=True)
@@ -169,18 +165,7 @@ def running_ttl(payload: dict[str, Any]) -> float:
 
 # -- the ticker ------------------------------------------------------------------------------
 
-@dataclass
-class _Rollback:
-    entry: Entry
-    slot: int
-    jid: str
-
-    @property
-    def key(self) -> str:
-        return f"rollback:{self.entry.pjid}:{self.slot}"
-
-
-class Ticker:
+class Ticker(SlotClaims):
     """Fires the entries' slots. Call ``tick()`` in a loop, sleeping at most
     ``seconds_to_next()`` in between; ``publish()`` once at boot. Thread-safe. ``tick``
     never raises: one entry failing never stops the others.
@@ -203,9 +188,15 @@ class Ticker:
         self._publish_at = 0.0  # monotonic; when tick may (re)try publishing
         self._lock = threading.RLock()
         self._checked: dict[str, int] = {}  # pjid -> the last slot this process looked at
+        self._checked_next: dict[str, float] = {}  # pjid -> the fire time after that one
         self._slot: dict[str, int] = {}  # pjid -> its current slot at the last look
         self._next_fire: dict[str, float] = {}  # pjid -> the fire time after that slot
-        self._pending_rollbacks: list[_Rollback] = []
+        self._in_doubt: list[InDoubt] = []
+        # When a tick last ended with the entry looked at (clock), and when it last
+        # couldn't be (Redis away, the entry failing or in doubt): a slot that came
+        # outside a healthy stretch was missed by this process.
+        self._ok_at: dict[str, float] = {}
+        self._trouble_at: dict[str, float] = {}
         self._failures: dict[str, int] = {}
         self._retry_at: dict[str, float] = {}  # monotonic
         self._outage_since: float | None = None
@@ -230,19 +221,15 @@ class Ticker:
             if not self.ready():
                 return NOT_READY_WAIT
             now, mono = self.clock(), self.monotonic()
-            blocked = {r.entry.pjid for r in self._pending_rollbacks}
+            blocked = {d.entry.pjid for d in self._in_doubt}
             wait = TICK_INTERVAL
             for entry in self.entries:
-                if entry.pjid in blocked:
-                    continue  # its rollback's retry decides
-                at = self._next_fire.get(entry.pjid, now)  # never looked at: at once
+                # Never looked at, or a claim in doubt: at once (or after its backoff).
+                at = now if entry.pjid in blocked else self._next_fire.get(entry.pjid, now)
                 retry_at = self._retry_at.get(entry.pjid)
                 if retry_at is not None and retry_at > mono:
                     at = max(at, now + retry_at - mono)
                 wait = min(wait, at - now)
-            for rollback in self._pending_rollbacks:
-                retry_at = self._retry_at.get(rollback.key)
-                wait = min(wait, 0.0 if retry_at is None else retry_at - mono)
             if self._outage_since is not None:
                 wait = max(wait, OUTAGE_WAIT)  # don't spin on a refused connection
             # A hair past the fire time, so the slot has arrived when the tick looks.
@@ -276,7 +263,7 @@ class Ticker:
             old = _loads(before)
             record["last_jid"] = old.get("last_jid")
             record["last_fired_at"] = old.get("last_fired_at")
-            record["last_slot"] = _int(last) if not isinstance(last, Exception) else old.get("last_slot")
+            record["last_slot"] = as_int(last) if not isinstance(last, Exception) else old.get("last_slot")
             records[entry.pjid] = json.dumps(record)
         if records:
             client.hset(keys.periodic_schedule, mapping=records)
@@ -291,6 +278,12 @@ class Ticker:
         return self.catch_up if entry.catch_up is None else entry.catch_up
 
     # -- ticking -----------------------------------------------------------------------------
+    #
+    # The rules for a slot this process couldn't fire on time (Redis away or refusing
+    # writes, the entry failing, the process held up): a slot whose claim was made (or
+    # may have landed) fires once it can, late. Of the slots that passed meanwhile, with
+    # catch-up the latest fires (once, as at boot) and the older ones are skipped; without,
+    # all of them are skipped. Either way one line says how many.
 
     def tick(self) -> None:
         """Looks at every entry once: claims and pushes each slot that arrived."""
@@ -300,170 +293,78 @@ class Ticker:
             if not self.published and self.monotonic() >= self._publish_at:
                 self.publish()
             try:
-                self._retry_rollbacks()
-                blocked = {r.entry.pjid for r in self._pending_rollbacks}
-                now = self.clock()
-                for entry in self.entries:
-                    if entry.pjid in blocked or self._backing_off(entry.pjid):
-                        continue
-                    try:
-                        self._tick_entry(entry, now)
-                    except (redis.ConnectionError, redis.TimeoutError):
-                        raise
-                    except Exception as exc:
-                        delay = self._back_off(entry.pjid)
-                        logger.error("periodic %s failed (next try in %.0fs): %s: %s", entry.pjid, delay,
-                                     type(exc).__name__, exc)
-                    else:
-                        self._failures.pop(entry.pjid, None)
-                        self._retry_at.pop(entry.pjid, None)
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                self._settle_in_doubt()
+                self._tick_entries()
+            except Exception as exc:
+                if not redis_errors.is_outage(exc):  # a bug here must not kill the caller's loop
+                    logger.exception("periodic tick failed")
+                    return
                 # Redis away is not an entry failing: no backoff, every entry (and every
-                # pending rollback) is tried again on the next tick.
+                # claim in doubt) is tried again on the next tick.
+                redis_errors.reconnect_if_readonly(self.config, exc)
+                now = self.clock()
+                self._trouble_at.update((entry.pjid, now) for entry in self.entries)
                 if self._outage_since is None:
                     self._outage_since = time.monotonic()
-                    logger.error("periodic: Redis unavailable (%s: %s); retrying every tick",
-                                 type(exc).__name__, exc)
-                return
-            except Exception:  # a bug here must not kill the caller's loop
-                logger.exception("periodic tick failed")
+                    logger.error("periodic: %s; retrying every tick", redis_errors.describe(exc))
                 return
             if self._outage_since is not None:
                 logger.warning("periodic: Redis is back after %.1fs", time.monotonic() - self._outage_since)
                 self._outage_since = None
 
+    def _tick_entries(self) -> None:
+        blocked = {d.entry.pjid for d in self._in_doubt}
+        now = self.clock()
+        looked = []
+        for entry in self.entries:
+            pjid = entry.pjid
+            if pjid in blocked or self._backing_off(pjid):
+                self._trouble_at[pjid] = now
+                continue
+            try:
+                self._tick_entry(entry, now)
+            except Exception as exc:
+                if redis_errors.is_outage(exc):
+                    raise
+                self._trouble_at[pjid] = self.clock()
+                delay = self._back_off(pjid)
+                logger.error("periodic %s failed (next try in %.0fs): %s: %s", pjid, delay, type(exc).__name__, exc)
+            else:
+                self._failures.pop(pjid, None)
+                self._retry_at.pop(pjid, None)
+                looked.append(pjid)
+        end = self.clock()
+        self._ok_at.update((pjid, end) for pjid in looked)
+
     def _tick_entry(self, entry: Entry, now: float) -> None:
-        checked = self._checked.get(entry.pjid)
-        if checked is not None and checked == self._slot.get(entry.pjid) and now < self._next_fire[entry.pjid]:
+        pjid = entry.pjid
+        checked = self._checked.get(pjid)
+        if checked is not None and checked == self._slot.get(pjid) and now < self._next_fire[pjid]:
             return  # still the slot already looked at (the master may tick very often: skip croniter)
         slot, following = self.slot_and_next(entry, now)
-        self._slot[entry.pjid] = slot
-        self._next_fire[entry.pjid] = following
+        self._slot[pjid] = slot
+        self._next_fire[pjid] = following
         if checked == slot:
             return
+        on_time = self._on_time(pjid, slot)
         if self._catch_up(entry):
-            mode = "claim"
+            if on_time and self._checked_next.get(pjid, slot) < slot:
+                # Held up past a slot while all was well (a busy process, not Redis): that
+                # slot fires late, then this one.
+                previous = self.slot_and_next(entry, slot - 1)[0]
+                self._claim(entry, previous, slot, "claim")
+                self._mark_checked(pjid, previous, slot)
+            self._claim(entry, slot, following, "claim")
+        elif checked is None:
+            self._claim(entry, slot, following, "prime")
         else:
-            mode = "prime" if entry.pjid not in self._checked else "prime_new"
-        jid = new_jid()
-        keys = self.config.keys
-        # Long enough that the slot is no longer current when it lapses (see the rollback).
-        lock_ttl = max(60, math.ceil(following - slot) + 60)
-        try:
-            status, detail, unreadable = lua.run(
-                self.config.redis(), "periodic_claim",
-                [keys.periodic_last_slot(entry.pjid), keys.periodic_lock(entry.pjid, slot),
-                 keys.periodic_running(entry.pjid), keys.periodic_disabled],
-                [slot, mode, lock_ttl, jid, "1" if entry.unique else "", QUEUED_TTL, entry.pjid])
-        except (redis.ConnectionError, redis.TimeoutError):
-            # The reply is lost, not necessarily the claim: undone (if it was applied)
-            # before this entry is looked at again, so the slot can't be taken and lost.
-            self._pending_rollbacks.append(_Rollback(entry, slot, jid))
-            raise
-        if unreadable and not self._warned_unreadable:
-            self._warned_unreadable = True
-            logger.error("periodic: can't read %s (wrong type?); treating every entry as enabled",
-                         keys.periodic_disabled)
-        elif not unreadable:
-            self._warned_unreadable = False
-        if status == CLAIMED:
-            self._push(entry, slot, jid)
-        elif status == SKIPPED_RUNNING:
-            logger.info("periodic %s: slot %d skipped, previous run jid=%s still queued or running",
-                        entry.pjid, slot, _text(detail))
-        elif status == PRIMED:
-            logger.info("periodic %s: first slot %d primed, not fired (catch_up off)", entry.pjid, slot)
-        self._checked[entry.pjid] = slot
+            self._claim(entry, slot, following, "prime_new" if on_time else "skip")
+        self._mark_checked(pjid, slot, following)
 
-    def _push(self, entry: Entry, slot: int, jid: str) -> None:
-        from .client import push
-
-        payload = self._payload(entry, slot, jid)
-        try:
-            pushed = push(payload, config=self.config)
-        except BaseException:
-            self._rollback(_Rollback(entry, slot, jid))
-            raise
-        if pushed is None:
-            # Dropped by a client middleware or the job's own unique lock: the slot is
-            # spent, but no run will ever free the running lock.
-            logger.info("periodic %s: slot %d's job was dropped on enqueue (unique or middleware)",
-                        entry.pjid, slot)
-            if entry.unique:
-                self._best_effort("running lock release", release_running_lock, self.config, entry.pjid, jid)
-            return
-        logger.info("periodic %s: fired slot %d as jid=%s", entry.pjid, slot, jid)
-        self._best_effort("schedule record", self._record_fired, entry, slot, jid)
-
-    def _payload(self, entry: Entry, slot: int, jid: str) -> dict[str, Any]:
-        known = registry.get(entry.job_name)
-        opts = known.opts if known is not None else JobOptions(retry=entry.retry)
-        payload = build_payload(entry.job_name, entry.args, entry.kwargs, replace(opts, queue=entry.queue))
-        payload["jid"] = jid
-        payload["periodic_pjid"] = entry.pjid
-        payload["periodic_slot"] = slot
-        return payload
-
-    def _record_fired(self, entry: Entry, slot: int, jid: str) -> None:
-        record = self._record(entry, self.clock())
-        record.update(last_slot=slot, last_jid=jid, last_fired_at=self.clock())
-        lua.run(self.config.redis(), "periodic_record", [self.config.keys.periodic_schedule],
-                [entry.pjid, json.dumps(record), slot])
-
-    # -- rollbacks -----------------------------------------------------------------------------
-
-    def _rollback(self, rollback: _Rollback) -> BaseException | None:
-        """Undoes a claim; kept for the next ticks if that fails too. Returns the error."""
-        keys = self.config.keys
-        pjid = rollback.entry.pjid
-        try:
-            lua.run(self.config.redis(), "periodic_rollback",
-                    [keys.periodic_last_slot(pjid), keys.periodic_lock(pjid, rollback.slot),
-                     keys.periodic_running(pjid)], [rollback.slot, rollback.jid])
-            return None
-        except Exception as exc:
-            logger.error("periodic %s: couldn't roll back slot %d (will retry): %s: %s", pjid, rollback.slot,
-                         type(exc).__name__, exc)
-            self._pending_rollbacks.append(rollback)
-            return exc
-
-    def _retry_rollbacks(self) -> None:
-        """At the start of every tick, before the entry's slot is looked at again. One that
-        fails on its own backs off like a failing entry; a lost connection doesn't."""
-        pending, self._pending_rollbacks = self._pending_rollbacks, []
-        for index, rollback in enumerate(pending):
-            if self._backing_off(rollback.key):
-                self._pending_rollbacks.append(rollback)
-                continue
-            error = self._rollback(rollback)
-            if error is None:
-                self._failures.pop(rollback.key, None)
-                self._retry_at.pop(rollback.key, None)
-                logger.info("periodic %s: rolled back slot %d", rollback.entry.pjid, rollback.slot)
-            elif isinstance(error, (redis.ConnectionError, redis.TimeoutError)):
-                self._pending_rollbacks.extend(pending[index + 1:])
-                raise error
-            else:
-                self._back_off(rollback.key)
-
-    # -- backoff -----------------------------------------------------------------------------------
-
-    def _backing_off(self, key: str) -> bool:
-        at = self._retry_at.get(key)
-        return at is not None and self.monotonic() < at
-
-    def _back_off(self, key: str) -> float:
-        """5 s, 10 s, 20 s ... up to BACKOFF_MAX; reset by the next success."""
-        self._failures[key] = self._failures.get(key, 0) + 1
-        delay = min(TICK_INTERVAL * 2 ** (self._failures[key] - 1), BACKOFF_MAX)
-        self._retry_at[key] = self.monotonic() + delay
-        return delay
-
-    def _best_effort(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
-        try:
-            fn(*args)
-        except Exception as exc:
-            logger.error("periodic: %s failed (ignored): %s: %s", what, type(exc).__name__, exc)
+    def _on_time(self, pjid: str, slot: int) -> bool:
+        """Whether this process was watching, with Redis answering, when ``slot`` came."""
+        ok_at = self._ok_at.get(pjid)
+        return ok_at is not None and ok_at <= slot and self._trouble_at.get(pjid, -math.inf) < ok_at
 
 
 def ticker_for(config: Config, ready: Callable[[], bool] | None = None, catch_up: bool = True) -> Ticker | None:
@@ -481,14 +382,3 @@ def _loads(raw: Any) -> dict[str, Any]:
     except (ValueError, TypeError):
         return {}
     return value if isinstance(value, dict) else {}
-
-
-def _int(raw: Any) -> int | None:
-    try:
-        return int(raw)
-    except (TypeError, ValueError):
-        return None
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

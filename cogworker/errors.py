@@ -22,7 +22,7 @@ class ProcessDied(CogworkerError):
 
 
 class UnknownJob(CogworkerError):
-    """The payload names a job that is neither registered nor importable."""
+    """The payload names a job that is not registered (nor under ``import_prefixes``)."""
 
 
 class BadPayload(CogworkerError):

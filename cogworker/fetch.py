@@ -13,7 +13,7 @@ from typing import Any
 
 import redis
 
-from . import lua
+from . import lua, redis_errors
 from .config import Config, logger
 from .errors import ConfigurationError, RedisVersionError
 
@@ -143,7 +143,7 @@ class Fetcher:
         reply = lua.run(self.client, "fetch", keys, [ack or b"", self.keys.wake if multi else ""])
         index, raw, wake_id = int(reply[0]), reply[1], reply[2]
         if len(reply) > 3:
-            self._log_bad_keys(reply[3:])
+            self._bad_keys(reply[3:], fetched=bool(index))
         if index:
             return Work(raw, order[index - 1])
         if self.block_timeout <= 0:
@@ -165,9 +165,9 @@ class Fetcher:
         try:
             raw = self.client.blmove(self.keys.queue(first), self.in_progress, block, "RIGHT", "LEFT")
         except redis.ResponseError as exc:
-            if "WRONGTYPE" not in str(exc):
+            if redis_errors.classify(exc) != redis_errors.WRONGTYPE:
                 raise
-            self._log_bad_keys([self.keys.queue(first).encode()])
+            self._log_bad_key(self.keys.queue(first), str(exc))
             time.sleep(min(self.block_timeout, 1.0))
             return None
         return Work(raw, first) if raw is not None else None
@@ -202,7 +202,7 @@ class Fetcher:
         reply = ahead.conn.read_response()
         index, raw = int(reply[0]), reply[1]
         if len(reply) > 3:
-            self._log_bad_keys(reply[3:])
+            self._bad_keys(reply[3:], fetched=bool(index))
         return Work(raw, ahead.order[index - 1]) if index else None
 
     def close(self) -> None:
@@ -235,17 +235,36 @@ class Fetcher:
         try:
             self.client.xread({self.keys.wake: since}, count=1, block=max(1, int(block * 1000)))
             return True
-        except redis.ResponseError:
-            self._log_bad_keys([self.keys.wake.encode()])
+        except redis.ResponseError as exc:
+            if redis_errors.classify(exc) == redis_errors.READONLY:
+                raise  # an outage, not a bad key
+            self._log_bad_key(self.keys.wake, str(exc))
             return False
 
-    def _log_bad_keys(self, keys: list[Any]) -> None:
-        now = time.monotonic()
-        for key in keys:
+    def _bad_keys(self, pairs: list[Any], fetched: bool) -> None:
+        """The fetch script's unreadable queues, each with Redis's error. A key of the
+        wrong type is logged and skipped. Redis refusing writes (OOM, READONLY) is no
+        key's fault: raised as the error the command would have raised, so the caller
+        backs off (unless a job came through all the same)."""
+        refused = None
+        for key, error in zip(pairs[0::2], pairs[1::2], strict=False):
             name = key.decode() if isinstance(key, bytes) else str(key)
-            if now - self._bad_keys_logged.get(name, -1e9) > 60:
-                self._bad_keys_logged[name] = now
+            text = error.decode(errors="replace") if isinstance(error, bytes) else str(error)
+            if redis_errors.classify(text) in (redis_errors.OOM, redis_errors.READONLY):
+                refused = text
+            else:
+                self._log_bad_key(name, text)
+        if refused is not None and not fetched:
+            raise redis_errors.as_error(refused)
+
+    def _log_bad_key(self, name: str, error: str) -> None:
+        now = time.monotonic()
+        if now - self._bad_keys_logged.get(name, -1e9) > 60:
+            self._bad_keys_logged[name] = now
+            if redis_errors.classify(error) == redis_errors.WRONGTYPE:
                 logger.error("queue key %s holds the wrong type: skipped (other queues keep running)", name)
+            else:
+                logger.error("queue key %s can't be read (%s): skipped (other queues keep running)", name, error)
 
     def acknowledge(self, raw: bytes) -> None:
         lua.run(self.client, "ack", [self.in_progress, self.keys.orphanings(jid_of(raw))], [raw])

@@ -20,7 +20,8 @@ from .errors import ConfigurationError, UnknownJob
 P = ParamSpec("P")
 R = TypeVar("R")
 
-# name -> Job; the worker looks here first, then imports the module part of the name.
+# name -> Job: what the app module registered. The worker runs only these (and jobs under
+# Config.import_prefixes, imported on demand).
 registry: dict[str, Job[Any, Any]] = {}
 
 UNIQUE_UNTIL = ("success", "start")
@@ -283,8 +284,16 @@ def job(func: Callable[P, R] | None = None, /, **options: Any) -> Any:
     return wrap(func) if func is not None else wrap
 
 
-def resolve(name: str) -> Job[Any, Any] | Callable[..., Any]:
-    """The job called ``name``: the registry first, then an import of its module."""
+def importable(module: str, prefixes: Sequence[str]) -> bool:
+    """Whether ``module`` lies under one of ``prefixes``, on whole dotted components:
+    ``app`` allows ``app`` and ``app.x``, not ``apple``."""
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def resolve(name: str, import_prefixes: Sequence[str] = ()) -> Job[Any, Any]:
+    """The job called ``name``: a registered one (what the app module imported), else
+    one in a module under ``import_prefixes``, imported now. Nothing else is imported:
+    a payload naming any module would otherwise run that module's import-time code."""
     found = registry.get(name)
     if found is not None:
         return found
@@ -294,6 +303,8 @@ def resolve(name: str) -> Job[Any, Any] | Callable[..., Any]:
     parts = name.split(".")
     for cut in range(len(parts) - 1, 0, -1):
         module_name, attr_path = ".".join(parts[:cut]), parts[cut:]
+        if not importable(module_name, import_prefixes):
+            continue
         try:
             module = importlib.import_module(module_name)
         except ImportError:
@@ -312,4 +323,8 @@ def resolve(name: str) -> Job[Any, Any] | Callable[..., Any]:
         # Only a @job runs: a payload naming any other callable (os.system, ...) must not
         # make the worker call it.
         raise UnknownJob(f"unknown job {name!r}: {module_name} has it, but it is not a @cogworker.job")
-    raise UnknownJob(f"unknown job {name!r}: not registered and not importable")
+    if import_prefixes:
+        raise UnknownJob(f"unknown job {name!r}: not registered, and not found under import_prefixes "
+                         f"{list(import_prefixes)}")
+    raise UnknownJob(f"unknown job {name!r}: not registered (only jobs the app module imports run; "
+                     f"import_prefixes allows importing others on demand)")

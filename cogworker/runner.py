@@ -15,7 +15,7 @@ from typing import Any
 
 import redis
 
-from . import heartbeat
+from . import heartbeat, redis_errors
 from .boot import import_app
 from .commandline import (
     QUEUE_HELP,
@@ -26,7 +26,7 @@ from .commandline import (
     namespace_arg,
     redis_url_arg,
 )
-from .config import configure, get_config, logger, validate_redis_url
+from .config import configure, get_config, logger, redact_url, validate_redis_url
 from .errors import ConfigurationError, RedisVersionError
 from .fetch import parse_queues
 from .recovery import OrphanRecovery, requeue_in_progress
@@ -86,10 +86,13 @@ class Housekeeper(threading.Thread):
         try:
             fn(*args)
             return True
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            logger.debug("housekeeping: %s: %s", what, exc)
         except Exception as exc:
-            logger.error("housekeeping: %s failed: %s: %s", what, type(exc).__name__, exc)
+            if not redis_errors.is_outage(exc):
+                logger.error("housekeeping: %s failed: %s: %s", what, type(exc).__name__, exc)
+                return False
+            # Redis away, out of memory or read-only: the worker loop logs the outage (once).
+            redis_errors.reconnect_if_readonly(self.config, exc)
+            logger.debug("housekeeping: %s: %s", what, exc)
         return False
 
     def stop(self) -> None:
@@ -147,8 +150,8 @@ def main(argv: list[str] | None = None) -> None:
 
     signal.signal(signal.SIGTERM, on_stop)
     signal.signal(signal.SIGINT, on_stop)
-    logger.info("cogworker %s: worker %s on queues %s", args.module, worker.identity,
-                ",".join(q for q, _ in queues))
+    logger.info("cogworker %s: worker %s on queues %s (Redis %s)", args.module, worker.identity,
+                ",".join(q for q, _ in queues), redact_url(worker.config.redis_url))
     keeper.start()
     try:
         worker.run()

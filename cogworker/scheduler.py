@@ -10,7 +10,7 @@ import time
 
 import redis
 
-from . import lua
+from . import lua, redis_errors
 from .config import Config, logger
 
 BATCH = 100
@@ -37,9 +37,9 @@ class Poller:
             try:
                 moved += self.drain(zset)
                 self._logged.pop(zset, None)
-            except (redis.ConnectionError, redis.TimeoutError):
-                raise
             except redis.RedisError as exc:
+                if redis_errors.is_outage(exc):
+                    raise  # Redis away or refusing writes (OOM, READONLY): the caller backs off
                 message = f"{type(exc).__name__}: {exc}"
                 if self._logged.get(zset) != message:  # once per distinct problem, not per second
                     self._logged[zset] = message
@@ -52,8 +52,10 @@ class Poller:
         moved = skip = 0
         while True:
             now = time.time()
-            got, bad, stuck = lua.run(client, "poll_due", [zset, keys.queues, keys.dead],
-                                      [repr(now), BATCH, keys.queue_prefix, "default", repr(now), skip])
+            got, bad, stuck, why = lua.run(client, "poll_due", [zset, keys.queues, keys.dead],
+                                           [repr(now), BATCH, keys.queue_prefix, "default", repr(now), skip])
+            if stuck and not got and redis_errors.classify(why) in (redis_errors.OOM, redis_errors.READONLY):
+                raise redis_errors.as_error(why)  # no queue's fault: every entry stays where it is
             if bad:
                 logger.error("scheduled poller: %d unreadable entr%s in %s moved to dead", bad,
                              "y" if bad == 1 else "ies", zset)

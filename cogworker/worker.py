@@ -18,7 +18,7 @@ from typing import Any
 
 import redis
 
-from . import settle, stats, unique
+from . import redis_errors, settle, stats, unique
 from .config import Config, get_config, logger
 from .errors import JobTimeout
 from .fetch import Ahead, Fetcher, Work, check_redis_version, jid_of
@@ -96,19 +96,22 @@ class Reporter:
 
 
 class Outage:
-    """Logs a Redis outage once when it starts and once when it ends, not per attempt."""
+    """Logs a Redis outage once when it starts and once when it ends, not per attempt
+    (and again if its kind changes: away, out of memory, read-only)."""
 
     def __init__(self, what: str) -> None:
         self.what = what
         self.since: float | None = None
         self.failures = 0
+        self.kind = ""
 
     def failed(self, exc: BaseException) -> float:
         self.failures += 1
-        if self.since is None:
-            self.since = time.monotonic()
-            logger.error("%s: Redis unavailable (%s: %s); retrying with backoff", self.what,
-                         type(exc).__name__, exc)
+        kind = redis_errors.classify(exc) if isinstance(exc, redis.ResponseError) else "away"
+        if self.since is None or kind != self.kind:
+            self.since = self.since or time.monotonic()
+            self.kind = kind
+            logger.error("%s: %s; retrying with backoff", self.what, redis_errors.describe(exc))
         return min(0.1 * 2 ** min(self.failures, 6), 5.0)
 
     def ok(self) -> None:
@@ -181,13 +184,17 @@ class Worker:
                 try:
                     pipe.execute()
                 except redis.ResponseError as exc:
+                    if redis_errors.is_outage(exc):
+                        raise
                     # A key of the wrong type: logged, and the worker runs anyway (orphan
                     # recovery's boot-time scan still finds this identity's list).
                     logger.error("worker %s: couldn't register (%s); running anyway", self.identity, exc)
                 self._outage.ok()
                 return
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
-                self._stopping.wait(self._outage.failed(exc))  # a stop ends the backoff
+            except redis.RedisError as exc:
+                if not redis_errors.is_outage(exc):
+                    raise
+                self._stopping.wait(self._redis_away(exc))  # a stop ends the backoff
 
     def run(self) -> None:
         self.startup()
@@ -258,7 +265,11 @@ class Worker:
             # may have moved is a stray that reconcile requeues.
             if ahead.ack is not None:
                 self._owe(ahead.ack, ACK)
-            logger.warning("worker %s: look-ahead fetch failed: %s: %s", self.identity, type(exc).__name__, exc)
+            if redis_errors.is_outage(exc):
+                self._redis_away(exc)  # the next plain fetch backs off
+            else:
+                logger.warning("worker %s: look-ahead fetch failed: %s: %s", self.identity, type(exc).__name__,
+                               exc)
         finally:
             self.ahead = None
         return self.reporter.claim(work, self.fetcher)
@@ -271,8 +282,8 @@ class Worker:
                 # Unknown whether it landed; LREM is idempotent, so reconcile just repeats it.
                 self._owe(self.ack_due, ACK)
                 self.ack_due = None
-            if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
-                self._stopping.wait(self._outage.failed(exc))  # a stop ends the backoff
+            if redis_errors.is_outage(exc):  # away, out of memory or read-only: jobs stay queued
+                self._stopping.wait(self._redis_away(exc))  # a stop ends the backoff
             else:
                 logger.error("worker %s: fetch failed: %s: %s", self.identity, type(exc).__name__, exc)
                 time.sleep(1.0)
@@ -290,6 +301,13 @@ class Worker:
             self.flush_stats()
             self._last_stats = time.monotonic()
         return self.reporter.waiting(self.fetcher)
+
+    def _redis_away(self, exc: BaseException) -> float:
+        """An outage: logged once; a READONLY reply drops every connection first (the
+        server is a replica now). Returns how long to back off."""
+        if redis_errors.reconnect_if_readonly(self.config, exc):
+            self.fetcher.close()  # the look-ahead's own connection too
+        return self._outage.failed(exc)
 
     def housekeep(self, force: bool = False, holding: Work | None = None) -> None:
         now = time.monotonic()
@@ -310,6 +328,10 @@ class Worker:
         try:
             self.reporter.stats(snap)
         except redis.ResponseError as exc:
+            if redis_errors.is_outage(exc):  # writes refused (OOM, READONLY): kept for later
+                self._stats.merge(snap)
+                logger.debug("stats not written yet: %s", exc)
+                return
             # Redis ran the batch and refused part of it (a key of the wrong type): the
             # rest is written, so sending it again would count it twice.
             logger.error("stats partly not written (dropped): %s", exc)
@@ -354,7 +376,7 @@ class Worker:
         job: Any = None
         resolution_error: BaseException | None = None
         try:
-            job = resolve(name)
+            job = resolve(name, self.config.import_prefixes)
         except Exception as exc:
             resolution_error = exc
         if payload.get("unique_until") == "start" or payload.get("periodic_pjid"):

@@ -106,11 +106,12 @@ def test_each_slot_fires_once_across_tickers(config):
     assert (record["last_slot"], record["last_jid"], record["next_fire"]) == (T0 + 60, job["jid"], T0 + 120)
 
 
-def test_catch_up_fires_one_missed_slot_not_one_per_slot(config):
+def test_catch_up_fires_one_missed_slot_not_one_per_slot(config, caplog):
     cogworker.periodic("* * * * *", "x.y", name="on", queue="q")
     config.redis().set(config.keys.periodic_last_slot("on"), T0 - 600)  # ten slots missed
     ticker(config, "on", clock=Clock(T0 + 30)).tick()
     assert [j["periodic_slot"] for j in queued(config, "q")] == [T0]
+    assert f"periodic on: 9 missed slots skipped (after slot {T0 - 600}); firing the latest, slot {T0}" in caplog.text
 
 
 def test_catch_up_off_skips_the_missed_slot_and_primes_a_new_entry(config):
@@ -178,7 +179,7 @@ def test_failed_push_rolls_back_the_claim_backs_off_and_spares_other_entries(con
     assert [j["periodic_slot"] for j in queued(config, "brokenq")] == [T0 + 60, T0]
 
 
-def test_failed_rollback_is_retried_before_the_entry_is_looked_at_again(own_redis):
+def test_push_cut_off_by_an_outage_is_retried_before_the_entry_is_looked_at_again(own_redis):
     config = cogworker.configure(redis_url=own_redis.url, socket_timeout=0.3)
     cogworker.periodic("* * * * *", "x.y", name="u", queue="q", unique=True)
     calls = []
@@ -186,7 +187,7 @@ def test_failed_rollback_is_retried_before_the_entry_is_looked_at_again(own_redi
     def redis_goes_away(payload, nxt):
         calls.append(payload["jid"])
         if len(calls) == 1:
-            own_redis.pause()  # the rollback can't get through either
+            own_redis.pause()  # nothing else gets through either
             raise redis.ConnectionError("lost")
         return nxt()
 
@@ -194,13 +195,13 @@ def test_failed_rollback_is_retried_before_the_entry_is_looked_at_again(own_redi
     try:
         t = ticker(config, "u", clock=Clock(T0 + 1))
         t.tick()
-        assert len(t._pending_rollbacks) == 1
-        t.tick()  # still paused: the rollback fails again, the entry isn't looked at
-        assert len(calls) == 1 and len(t._pending_rollbacks) == 1
+        assert len(t._in_doubt) == 1
+        t.tick()  # still paused: the claim in doubt fails again, the entry isn't looked at
+        assert len(calls) == 1 and len(t._in_doubt) == 1
         own_redis.resume()
         r = config.redis()
-        t.tick()  # rollback first, then the slot is claimed again and pushed
-        assert t._pending_rollbacks == [] and t._retry_at == {}  # a lost connection: no backoff
+        t.tick()  # the claim is found to be ours, taken over and pushed
+        assert t._in_doubt == [] and t._retry_at == {}  # a lost connection: no backoff
         jobs = queued(config, "q")
         assert [(j["periodic_slot"], j["jid"]) for j in jobs] == [(T0, calls[1])]
         assert r.get(config.keys.periodic_running("u")) == calls[1].encode()
@@ -210,7 +211,7 @@ def test_failed_rollback_is_retried_before_the_entry_is_looked_at_again(own_redi
             own_redis.resume()
 
 
-def test_claim_whose_reply_is_lost_is_undone_then_made_again(own_redis):
+def test_claim_whose_reply_is_lost_is_settled_then_made(own_redis):
     config = cogworker.configure(redis_url=own_redis.url, socket_timeout=0.3)
     cogworker.periodic("* * * * *", "x.y", name="u", queue="q", unique=True)
     t = ticker(config, "u", clock=Clock(T0 + 1))
@@ -220,7 +221,7 @@ def test_claim_whose_reply_is_lost_is_undone_then_made_again(own_redis):
         t.tick()
     finally:
         own_redis.resume()
-    assert len(t._pending_rollbacks) == 1
+    assert len(t._in_doubt) == 1
     t.tick()
     jobs = queued(config, "q")
     assert [j["periodic_slot"] for j in jobs] == [T0]
@@ -383,3 +384,131 @@ def test_running_lock_released_when_buried_as_repeat_orphan(config):
     r.rpush(config.keys.repeat_orphans, raw)
     assert recovery.bury_repeat_orphans(config) == 1
     assert not r.exists(config.keys.periodic_running("u"))
+
+
+# -- slots that couldn't be fired on time -------------------------------------------------------
+
+def test_rolled_back_slot_fires_once_the_problem_is_gone(config, caplog):
+    """An every-second entry: by the time the push works again, later slots have come.
+    The claimed slot still fires, once; the ones in between are skipped, and logged."""
+    r = config.redis()
+    cogworker.periodic("* * * * * *", "x.y", name="s", queue="sq")
+    r.set(config.keys.queue("sq"), "not a list")  # the push fails after the claim
+    clock = Clock(T0 + 0.5)
+    t = ticker(config, "s", clock=clock)
+    t.tick()
+    assert "rolled back slot" in caplog.text and last_slot(config, "s") == T0 - 1
+    r.delete(config.keys.queue("sq"))
+    for second in range(1, 12):
+        clock.t = T0 + second + 0.5
+        t.tick()
+    fired = sorted(j["periodic_slot"] for j in queued(config, "sq"))
+    assert fired.count(T0) == 1 and len(fired) == len(set(fired))
+    # Retried after the 5 s backoff: T0 late, then the slot current then, then every second.
+    assert fired == [T0, *range(T0 + 5, T0 + 12)]
+    assert "periodic s: 4 missed slots skipped" in caplog.text
+
+
+def test_claim_whose_reply_is_lost_fires_once_even_after_its_slot_passed(own_redis, caplog):
+    config = cogworker.configure(redis_url=own_redis.url, socket_timeout=0.3)
+    cogworker.periodic("* * * * * *", "x.y", name="s", queue="q")
+    clock = Clock(T0 - 0.5)
+    t = ticker(config, "s", clock=clock)
+    t.tick()  # fires T0 - 1 (and loads the script: the claim below can land)
+    clock.t = T0 + 0.5
+    own_redis.pause()  # the claim is sent, times out, and is applied on resume
+    try:
+        t.tick()
+    finally:
+        own_redis.resume()
+    assert len(t._in_doubt) == 1
+    clock.t = T0 + 3.5
+    t.tick()
+    clock.t = T0 + 4.5
+    t.tick()
+    assert sorted(j["periodic_slot"] for j in queued(config, "q")) == [T0 - 1, T0, T0 + 3, T0 + 4]
+    assert "periodic s: 2 missed slots skipped" in caplog.text
+
+
+@pytest.mark.parametrize("catch_up, fired, skipped", [
+    (True, [T0, T0 + 1, T0 + 5, T0 + 6], "periodic s: 3 missed slots skipped"),
+    (False, [T0 + 1, T0 + 6], "periodic s: 4 missed slots skipped"),
+])
+def test_slots_missed_while_redis_was_away(own_redis, caplog, catch_up, fired, skipped):
+    """Redis away for slots T0+2..T0+5 (refused: no claim landed). Back at T0+5.5: with
+    catch-up the latest missed slot fires once and the older ones are skipped; without,
+    all of them are skipped. Each way one line says how many."""
+    config = cogworker.configure(redis_url=own_redis.url, socket_timeout=0.5)
+    cogworker.periodic("* * * * * *", "x.y", name="s", queue="q", catch_up=catch_up)
+    clock = Clock(T0 + 0.5)
+    t = ticker(config, "s", clock=clock)
+    for at in (0.5, 1.5):  # catch-up off: the first slot is primed, not fired
+        clock.t = T0 + at
+        t.tick()
+    own_redis.client().save()  # restarted with its data: only the connections are refused meanwhile
+    own_redis.stop()
+    for at in (2.5, 3.5, 4.5):
+        clock.t = T0 + at
+        t.tick()
+    own_redis.start()
+    for at in (5.5, 6.5):
+        clock.t = T0 + at
+        t.tick()
+    assert sorted(j["periodic_slot"] for j in queued(config, "q")) == fired
+    assert caplog.text.count(skipped) == 1
+
+
+def test_a_late_tick_fires_the_slot_it_passed(config):
+    """A process held up past a slot (not Redis): that slot fires late, then the current one."""
+    cogworker.periodic("* * * * * *", "x.y", name="s", queue="q")
+    clock = Clock(T0 + 0.5)
+    t = ticker(config, "s", clock=clock)
+    for at in (0.5, 2.7, 3.1):
+        clock.t = T0 + at
+        t.tick()
+    assert sorted(j["periodic_slot"] for j in queued(config, "q")) == [T0, T0 + 1, T0 + 2, T0 + 3]
+
+
+@pytest.mark.parametrize("socket_timeout", [5.0, 1.0])
+def test_redis_paused_with_a_running_ticker(own_redis, caplog, socket_timeout):
+    """An every-second entry, real clock, Redis paused 3 s from mid-second. The slot whose
+    claim was under way fires once (late); of the slots that passed during the pause, the
+    latest fires once Redis is back; the others are skipped with one log line. Nothing
+    fires twice. socket_timeout 5: the claim waits out the pause; 1: its reply is lost."""
+    config = cogworker.configure(redis_url=own_redis.url, socket_timeout=socket_timeout)
+    cogworker.periodic("* * * * * *", "x.y", name="s", queue="q")
+    t = cron.Ticker(config, [cron.entries["s"]])
+    stop = threading.Event()
+
+    def loop():
+        while not stop.is_set():
+            t.tick()
+            stop.wait(t.seconds_to_next())
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        time.sleep(1.5)
+        k = int(time.time()) + 1
+        time.sleep(max(0.0, k + 0.5 - time.time()))
+        own_redis.pause()
+        time.sleep(3.0)
+        own_redis.resume()
+        resumed = time.time()
+        time.sleep(2.5)
+    finally:
+        stop.set()
+        thread.join(15)
+        if own_redis.paused:
+            own_redis.resume()
+    jobs = {j["periodic_slot"]: j for j in queued(config, "q")}
+    fired = sorted(jobs)
+    assert len(fired) == len(queued(config, "q")), "a slot fired twice"
+    assert k + 1 in fired and jobs[k + 1]["enqueued_at"] >= resumed - 0.05  # under way: fired late
+    late = [s for s in fired if k + 1 < s <= resumed + 1 and jobs[s]["enqueued_at"] >= resumed - 0.05
+            and jobs[s]["enqueued_at"] - s > 0.2]
+    assert len(late) == 1, fired  # the latest missed slot, fired once Redis is back
+    gaps = [s for s in range(fired[0], fired[-1] + 1) if s not in jobs]
+    assert gaps and gaps == list(range(k + 2, late[0])), fired
+    assert f"periodic s: {len(gaps)} missed slot" in caplog.text
+    assert fired[-1] >= int(resumed) + 2  # and every second again

@@ -7,9 +7,10 @@
 -- ARGV[3..5] = for a look-ahead fetch (sent while the previous job runs): the hash of
 -- look-ahead records, this identity and the fetch's number. The record says that fetch
 -- took a job, so a sibling that runs dry may take that job before it starts.
--- Returns {index of the queue or 0, job or "", last wake ID or ""}, then the names of
--- queue keys that could not be read (wrong type), so the caller can log them: one bad
--- key never stops the other queues.
+-- Returns {index of the queue or 0, job or "", last wake ID or ""}, then for each queue
+-- key that could not be moved from, its name and Redis's error, so the caller can tell a
+-- key of the wrong type (logged; one bad key never stops the other queues) from Redis
+-- refusing writes (OOM, READONLY: an outage).
 if ARGV[1] ~= "" then
   redis.call("LREM", KEYS[1], 1, ARGV[1])
   redis.pcall("DEL", KEYS[2])
@@ -26,6 +27,7 @@ for i = 3, #KEYS do
     break
   elseif type(job) == "table" and job["err"] then
     table.insert(bad, KEYS[i])
+    table.insert(bad, job["err"])
   end
 end
 if not reply then
@@ -40,5 +42,5 @@ if not reply then
   end
   reply = {0, "", last}
 end
-for _, key in ipairs(bad) do table.insert(reply, key) end
+for _, item in ipairs(bad) do table.insert(reply, item) end
 return reply

@@ -3,23 +3,52 @@
 -- KEYS[4] = the disabled set.
 -- ARGV[1] = slot (epoch s), ARGV[2] = mode: "claim"; "prime" (catch-up off, this
 -- process's first look: never fire, only set a missing last_slot); "prime_new" (catch-up
--- off: set a missing last_slot instead of firing), ARGV[3] = slot lock TTL (s),
--- ARGV[4] = jid, ARGV[5] = "1" for a unique entry, ARGV[6] = running lock TTL (s),
--- ARGV[7] = pjid.
+-- off: set a missing last_slot instead of firing); "skip" (catch-up off, a slot that
+-- passed while this process couldn't fire it: spent without firing); "reclaim" (a claim
+-- of this slot whose outcome the caller doesn't know, tried again: see ARGV[8..]),
+-- ARGV[3] = slot lock TTL (s), ARGV[4] = jid, ARGV[5] = "1" for a unique entry,
+-- ARGV[6] = running lock TTL (s), ARGV[7] = pjid.
+-- "reclaim" only: ARGV[8] = "1" if an earlier claim is known to have been made (its
+-- push failed, and it was rolled back or may have been), then ARGV[9..] = the jids it
+-- was tried under. A lock held by one of them is the caller's own claim: taken over
+-- under ARGV[4]. No lock: after a known claim, claimed again as usual; otherwise the
+-- claim never landed, and the slot is not claimed here.
 -- Returns {status, detail, disabled set unreadable (0/1)}; status 0 = not ours (already
 -- claimed or primed), 1 = claimed (detail = the previous last_slot, "" if none),
 -- 2 = primed, 3 = skipped: the previous run still holds the running lock (detail = its
--- jid), 4 = skipped: disabled.
+-- jid), 4 = skipped: disabled, 5 = skipped: missed (detail = the previous last_slot).
 -- The slot lock holds "<jid>:<previous last_slot>", so a rollback can tell its own claim
 -- (and what to restore) even when the claim's reply was lost.
 local slot = tonumber(ARGV[1])
+local mode = ARGV[2]
 local raw = redis.call("GET", KEYS[1])
 local last = raw and tonumber(raw)
-if ARGV[2] ~= "claim" and not last then
+if mode == "reclaim" then
+  local lock = redis.call("GET", KEYS[2])
+  if lock then
+    local owner, previous = string.match(lock, "^([^:]*):(.*)$")
+    for i = 9, #ARGV do
+      if owner == ARGV[i] then
+        redis.call("SET", KEYS[2], ARGV[4] .. ":" .. previous, "EX", ARGV[3])
+        if ARGV[5] == "1" then
+          local holder = redis.call("GET", KEYS[3])
+          if not holder or holder == owner then
+            redis.call("SET", KEYS[3], ARGV[4], "EX", ARGV[6])
+          end
+        end
+        return {1, previous, 0}
+      end
+    end
+    return {0, "", 0}
+  end
+  if ARGV[8] ~= "1" then
+    return {0, "", 0}
+  end
+elseif mode ~= "claim" and not last then
   redis.call("SET", KEYS[1], ARGV[1])
   return {2, "", 0}
 end
-if ARGV[2] == "prime" then
+if mode == "prime" then
   return {0, "", 0}
 end
 if last and last >= slot then
@@ -28,6 +57,10 @@ end
 -- A lock without last_slot at this slot: someone claimed it and last_slot was lost since.
 if redis.call("EXISTS", KEYS[2]) == 1 then
   return {0, "", 0}
+end
+if mode == "skip" then
+  redis.call("SET", KEYS[1], ARGV[1])
+  return {5, raw or "", 0}
 end
 -- Unreadable (wrong type) counts as enabled: losing a Disable is the lesser evil than
 -- stopping the entry; the caller logs it.

@@ -4,13 +4,13 @@
 -- ARGV[1] = now (epoch s), ARGV[2] = batch size, ARGV[3] = queue key prefix,
 -- ARGV[4] = default queue, ARGV[5] = now as a dead score, ARGV[6] = how many due
 -- entries to skip (ones the caller already found stuck).
--- Returns {moved, unreadable, stuck}. The payload is pushed exactly as stored (re-encoding
+-- Returns {moved, unreadable, stuck, the error that left the first one stuck or ""}. The payload is pushed exactly as stored (re-encoding
 -- it in Lua would round big numbers). An entry that is not a job object goes to dead with
 -- the reason, rather than being retried forever. An entry whose queue can't be written
 -- (a key of the wrong type) stays where it is, and doesn't hold up the rest.
 local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[1], "LIMIT", tonumber(ARGV[6] or "0"),
   tonumber(ARGV[2]))
-local moved, bad, stuck = 0, 0, 0
+local moved, bad, stuck, why = 0, 0, 0, ""
 for _, job in ipairs(due) do
   local ok, decoded = pcall(cjson.decode, job)
   if ok and type(decoded) == "table" and type(decoded["class"]) == "string" then
@@ -18,10 +18,12 @@ for _, job in ipairs(due) do
     if type(decoded["queue"]) == "string" and decoded["queue"] ~= "" then
       queue = decoded["queue"]
     end
-    if type(redis.pcall("LPUSH", ARGV[3] .. queue, job)) == "number" then
+    local pushed = redis.pcall("LPUSH", ARGV[3] .. queue, job)
+    if type(pushed) == "number" then
       redis.pcall("SADD", KEYS[2], queue)
       moved = moved + 1
     else
+      if stuck == 0 then why = pushed["err"] or "" end
       stuck = stuck + 1
       job = nil
     end
@@ -39,4 +41,4 @@ end
 if moved > 0 then
   wake((string.gsub(ARGV[3], "queue:$", "wake"))) -- "<ns>:queue:" -> "<ns>:wake"
 end
-return {moved, bad, stuck}
+return {moved, bad, stuck, why}

@@ -21,7 +21,7 @@ import psutil
 import redis
 from setproctitle import setproctitle
 
-from .. import heartbeat, recovery, settle, stats, unique
+from .. import heartbeat, recovery, redis_errors, settle, stats, unique
 from ..config import Config, logger
 from ..errors import JobTimeout
 from ..fetch import Fetcher, check_redis_version, jid_of
@@ -154,11 +154,14 @@ class Master:
             result = fn(*args, **kwargs)
             self.outage.ok()
             return result
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
+        except redis.RedisError as exc:
+            if not redis_errors.is_outage(exc):
+                logger.error("master: %s failed: %s: %s", what, type(exc).__name__, exc)
+                return None
+            # Away, out of memory or read-only (a replica now: its connections are dropped).
+            redis_errors.reconnect_if_readonly(self.config, exc)
             self.redis_failed_at = time.monotonic()
             self.redis_retry_at = self.redis_failed_at + self.outage.failed(exc)
-        except redis.RedisError as exc:
-            logger.error("master: %s failed: %s: %s", what, type(exc).__name__, exc)
         except Exception:
             logger.exception("master: %s failed", what)
         return None
