@@ -31,7 +31,8 @@ def requeue_in_progress(config: Config, identity: str, *, fence: bool = False,
                         keep: Iterable[bytes] = ()) -> int:
     """Puts ``identity``'s in-progress list back on its queues, in order, in one script.
 
-    ``fence``: the owner is dead (a master reaped it): it is fenced in the same step.
+    ``fence``: the owner is dead (a master reaped it): it is fenced in the same step if
+    anything was listed.
     Without it this is the owner's own requeue as it stops, refused (``Fenced``) if it
     was declared dead meanwhile.
     ``count_orphanings``: count one per job (True), or for the job of that jid only (the

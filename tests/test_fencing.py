@@ -170,3 +170,16 @@ def test_single_process_runner_declared_dead_exits_nonzero_with_one_error_line(o
     errors = [line for line in stderr.splitlines() if " ERROR " in line]
     assert len(errors) == 1 and "declared dead" in errors[0], stderr
     assert r.llen(own_config.keys.in_progress(identity)) == 1  # not touched: someone else's to requeue
+
+
+def test_a_master_reclaiming_a_killed_childs_list_fences_it(own_config, masters, tmp_path):
+    log = tmp_path / "jobs.log"
+    r = own_config.redis()
+    m = start(masters, log, 1)
+    m.wait_children(1)
+    fence_app.work.enqueue("victim", 30)
+    wait_for(lambda: "victim" in read_runs(log), what="the job started")
+    [identity] = [i.decode() for i in r.smembers(own_config.keys.in_progress_identities)]
+    os.kill(read_runs(log)["victim"][0].pid, signal.SIGKILL)
+    wait_for(lambda: len(read_runs(log)["victim"]) == 2, 10, what="requeued at once")
+    assert r.exists(own_config.keys.fenced(identity))

@@ -134,6 +134,8 @@ def test_requeue_refuses_if_the_beat_changed_since_observed(config):
     r.lpush(k.in_progress("host:3:z"), job("z"))
     assert requeue_in_progress(config, "host:3:z", fence=True) == 1
     assert r.exists(k.fenced("host:3:z"))
+    assert requeue_in_progress(config, "host:3:empty", fence=True) == 0  # a clean exit: no tombstone
+    assert not r.exists(k.fenced("host:3:empty"))
 
 
 def _register(config, identity, beat="5.000000", tag="j"):

@@ -8,7 +8,7 @@
 -- ARGV[1] = queue key prefix, ARGV[2] = default queue, ARGV[3] = unique lock prefix,
 -- ARGV[4] = owner identity, ARGV[5] = whose requeue it is:
 --   "own": the owner's, as it stops (refused, FENCED, if it was declared dead);
---   "reclaim": its master's, the owner being dead for sure (reaped);
+--   "reclaim": its master's, the owner being dead for sure (reaped): fenced if anything is listed;
 --   "dead:<beat>": orphan recovery's, which watched the owner's beat stay at <beat> ("none":
 --   no beat) for the orphan threshold. Done only if it still is, with no process key;
 -- ARGV[6] = the caller's clock (epoch s),
@@ -36,7 +36,8 @@ elseif ARGV[5] ~= "reclaim" then
   end
 end
 local fenced_now = 0
-if ARGV[5] ~= "own" and not was_fenced then
+-- A reaped child with nothing listed (a clean exit, recycling) needs no tombstone.
+if ARGV[5] ~= "own" and not was_fenced and (ARGV[5] ~= "reclaim" or redis.call("LLEN", KEYS[1]) > 0) then
   redis.call("SET", KEYS[6], ARGV[6], "EX", 7 * 24 * 3600)
   fenced_now = 1
 end
