@@ -16,6 +16,7 @@ from .config import Config, logger
 from .heartbeat import clock, deregister
 
 ORPHANINGS_TTL = 7 * 24 * 3600
+FENCE_TTL = 7 * 24 * 3600  # as set by requeue.lua
 
 
 def _parse(raw: bytes) -> dict[str, Any] | None:
@@ -279,6 +280,12 @@ class OrphanRecovery:
                 moved += self._requeue(identity, value, now)
         return moved
 
+    def _fenced_lately(self, identity: str) -> bool:
+        """Fenced less than a threshold ago (by another process, maybe): a blocking move
+        sent before the fence may still land on its list."""
+        ttl = self.config.redis().ttl(self.config.keys.fenced(identity))
+        return ttl > 0 and FENCE_TTL - ttl < self.threshold
+
     def _requeue(self, identity: str, value: str, now: float) -> int:
         """The identity's beat stayed at ``value`` for the threshold: requeued and fenced.
         Once fenced, it is watched one threshold more before it is forgotten, for a job a
@@ -290,10 +297,11 @@ class OrphanRecovery:
             if fenced_now:
                 logger.warning("requeued %d job(s) left in progress by process %s: its beat stayed unchanged "
                                "for %gs (fenced)", n, identity, self.threshold)
-                self.seen[identity] = (value, now)
-                return n
-            if n:
+            elif n:
                 logger.warning("requeued %d job(s) left on the list of dead process %s", n, identity)
+            if fenced_now or self._fenced_lately(identity):
+                self.seen[identity] = (value, now)  # forgotten a threshold after its fence
+                return n
             deregister(self.config, identity)
         except (redis.ConnectionError, redis.TimeoutError):
             raise

@@ -282,3 +282,18 @@ def test_liveness_settings_are_checked():
         cogworker.Config(orphan_threshold=10, heartbeat_interval=5)
     with pytest.raises(ConfigurationError, match="recovery_interval"):
         cogworker.Config(recovery_interval=0)
+
+
+def test_an_identity_fenced_by_someone_else_is_watched_a_threshold_before_it_is_forgotten(config):
+    cfg = short()
+    r = cfg.redis()
+    k = cfg.keys
+    r.sadd(k.in_progress_identities, "host:9:x")
+    r.hset(k.last_beat, "host:9:x", "5.000000")
+    rec = OrphanRecovery(cfg)
+    rec.run()
+    time.sleep(cfg.orphan_threshold)
+    r.set(k.fenced("host:9:x"), 1, ex=7 * 24 * 3600)  # another master fenced it just now
+    rec.run()  # matured here, but the fence is too young to forget the list
+    assert r.sismember(k.in_progress_identities, "host:9:x")
+    assert _run_until(rec, lambda: not r.sismember(k.in_progress_identities, "host:9:x"), 3)
