@@ -292,8 +292,14 @@ def test_an_identity_fenced_by_someone_else_is_watched_a_threshold_before_it_is_
     r.hset(k.last_beat, "host:9:x", "5.000000")
     rec = OrphanRecovery(cfg)
     rec.run()
-    time.sleep(cfg.orphan_threshold)
+    first = rec.seen["host:9:x"][1]
+    while heartbeat.clock() < first + cfg.orphan_threshold - 0.2:
+        time.sleep(0.1)
+        rec.run()
+    assert rec.seen["host:9:x"][1] == first  # about to mature
     r.set(k.fenced("host:9:x"), 1, ex=7 * 24 * 3600)  # another master fenced it just now
+    time.sleep(0.25)
     rec.run()  # matured here, but the fence is too young to forget the list
+    assert rec.seen["host:9:x"][1] > first
     assert r.sismember(k.in_progress_identities, "host:9:x")
     assert _run_until(rec, lambda: not r.sismember(k.in_progress_identities, "host:9:x"), 3)
