@@ -604,8 +604,8 @@ class Master:
         refused = set(heartbeat.beat(self.config, records, client=self.client))
         for child in live:
             if child.identity in refused:
-                logger.error("master: child %d (pid %d) was declared dead elsewhere (fenced): it leaves now",
-                             child.index, child.pid)
+                logger.warning("master: child %d (pid %d) was declared dead elsewhere (fenced): it leaves now",
+                               child.index, child.pid)
                 child.fenced_at = time.monotonic()
                 self.slots.set_fenced(child.index)
         # Written after the flags: a child that reads this stamp sees its flag too. It
