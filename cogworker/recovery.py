@@ -186,8 +186,9 @@ class OrphanRecovery:
     dead process from one that couldn't reach a stalled Redis, or from a recoverer that was
     itself frozen. So each pass reads every candidate's beat; a value seen again a full
     threshold after it was first seen is dead, and the requeue (which fences the owner)
-    checks that very value atomically. A Redis error, or a gap between two reads longer
-    than half the threshold (Redis or this process stalled), restarts every observation.
+    checks that very value atomically. Redis not answering (a connection error or a
+    timeout), or a gap between two reads longer than half the threshold (Redis or this
+    process stalled), restarts every observation.
     """
 
     def __init__(self, config: Config, own: Iterable[str] = ()) -> None:
