@@ -111,14 +111,30 @@ def validate_import_prefixes(value: object) -> tuple[str, ...]:
     return tuple(prefixes)
 
 
+def validate_liveness(config: Config) -> None:
+    """A live process's beat can lag about two heartbeat intervals (its master's beat, then
+    its own), and a Redis stall up to half the threshold can go unseen between two looks:
+    a threshold under 5 intervals could take a live process for a dead one."""
+    for name in ("orphan_threshold", "heartbeat_interval", "recovery_interval"):
+        if not getattr(config, name) > 0:
+            raise ConfigurationError(f"{name} must be more than 0, got {getattr(config, name)!r}")
+    if config.orphan_threshold < 5 * config.heartbeat_interval:
+        raise ConfigurationError(f"orphan_threshold ({config.orphan_threshold:g}s) must be at least 5 x "
+                                 f"heartbeat_interval ({config.heartbeat_interval:g}s)")
+
+
 @dataclass
 class Config:
     redis_url: str = field(default_factory=redis_url_from_env)
     namespace: str = "cogworker"
-    # A dead process's list is requeued once its last beat is older than this.
+    # A process is dead once another has watched its beat stay unchanged this long, with
+    # Redis answering throughout; its list is then requeued and the process fenced.
     orphan_threshold: float = 60.0
     max_orphanings: int = 3
     heartbeat_interval: float = 5.0
+    # How often orphan recovery looks (at most orphan_threshold / 4: it must watch often
+    # enough to tell a stall from a death).
+    recovery_interval: float = 15.0
     # Every call has one, so a hung Redis can't freeze a loop. Blocking fetches use a
     # shorter server-side timeout than this.
     socket_timeout: float = 5.0
@@ -135,6 +151,7 @@ class Config:
         validate_redis_url(self.redis_url)
         validate_namespace(self.namespace)
         self.import_prefixes = validate_import_prefixes(self.import_prefixes)
+        validate_liveness(self)
         self.keys = Keys(self.namespace)
         self._lock = threading.Lock()
         self._client: redis.Redis | None = None

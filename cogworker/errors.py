@@ -27,3 +27,13 @@ class UnknownJob(CogworkerError):
 
 class BadPayload(CogworkerError):
     """A queue entry that is not a job object (not JSON, not an object, no ``class``)."""
+
+
+class Fenced(CogworkerError):
+    """This process was declared dead: its beat stopped changing for ``orphan_threshold``
+    (a freeze, a partition) and its in-progress list was requeued elsewhere. Redis refuses
+    everything it asks from then on; it must drop what it owes and leave."""
+
+    def __init__(self, identity: str) -> None:
+        super().__init__(f"process {identity} was declared dead and its jobs requeued elsewhere (fenced)")
+        self.identity = identity

@@ -15,7 +15,8 @@ import redis
 
 from . import lua, redis_errors
 from .config import Config, logger
-from .errors import ConfigurationError, RedisVersionError
+from .errors import ConfigurationError, Fenced, RedisVersionError
+from .heartbeat import clock
 
 try:  # hiredis packs a command in a third of redis-py's time: this is the hot path
     from hiredis import pack_command as _pack
@@ -34,6 +35,7 @@ class Ahead:
     conn: Any
     order: list[str]
     ack: bytes | None  # the previous job's ack, riding along: unknown whether it landed until read
+    sent_at: float = 0.0  # clock() when sent: a reply proves this identity was alive then
 
 
 @dataclass(frozen=True)
@@ -100,12 +102,24 @@ def check_redis_version(client: redis.Redis) -> None:
 
 
 class Fetcher:
+    """The scripts one identity runs on its own list. Each is refused (``Fenced``, and
+    ``fenced`` set) once the identity was declared dead; those that refresh its beat also
+    renew its lease: until ``clock()`` passes ``confirmed_at`` + half the orphan
+    threshold, nobody can have declared it dead, so a job it holds may start without
+    asking Redis first. ``beats=False``: another process acting for a gone identity (its
+    beat is not refreshed)."""
+
     def __init__(self, config: Config, identity: str, queues: list[tuple[str, int | None]],
-                 block_timeout: float = 1.0) -> None:
+                 block_timeout: float = 1.0, beats: bool = True) -> None:
         self.config = config
         self.keys = config.keys
         self.identity = identity
         self.in_progress = self.keys.in_progress(identity)
+        self.fence_key = self.keys.fenced(identity)
+        self.beat_as = identity if beats else ""
+        self.fenced = False
+        self.confirmed_at = float("-inf")
+        self.lease = config.orphan_threshold / 2
         self.queues = [name for name, _ in queues]
         self.weighted = all(w is not None for _, w in queues)
         self._pool = [name for name, w in queues for _ in range(w or 1)]
@@ -119,6 +133,33 @@ class Fetcher:
     @property
     def client(self) -> redis.Redis:
         return self.config.redis()
+
+    def _run(self, name: str, keys: list[Any], args: list[Any], beats: bool = False) -> Any:
+        sent = clock()
+        try:
+            reply = lua.run(self.client, name, keys, args)
+        except Fenced:
+            self.fenced = True
+            raise
+        if beats and self.beat_as:
+            self.vouch(sent)
+        return reply
+
+    def vouch(self, at: float) -> None:
+        """This identity's beat was refreshed, and it was not fenced, at ``at`` (``clock()``)."""
+        if at > self.confirmed_at:
+            self.confirmed_at = at
+
+    def lease_left(self, vouched_at: float = float("-inf")) -> float:
+        """Seconds before someone could declare this identity dead (``vouched_at``: when
+        another process last refreshed its beat for it)."""
+        return max(self.confirmed_at, vouched_at) + self.lease - clock()
+
+    def confirm(self) -> None:
+        """Refreshes the beat, or raises ``Fenced``: asked before starting a job when the
+        lease has run out."""
+        self._run("confirm", [self.fence_key, self.keys.last_beat, self.in_progress,
+                              self.keys.in_progress_identities], [self.identity], beats=True)
 
     def order(self) -> list[str]:
         if not self.weighted:
@@ -137,10 +178,12 @@ class Fetcher:
         a job from elsewhere when every queue is empty, before blocking.
         """
         order = self.order()
-        keys = [self.in_progress, self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-")]
+        keys = [self.in_progress, self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"),
+                self.fence_key, self.keys.last_beat]
         keys.extend(self.keys.queue(q) for q in order)
         multi = len(order) > 1 and self.block_timeout > 0
-        reply = lua.run(self.client, "fetch", keys, [ack or b"", self.keys.wake if multi else ""])
+        reply = self._run("fetch", keys, [ack or b"", self.keys.wake if multi else "", "", "", "", self.beat_as],
+                          beats=True)
         index, raw, wake_id = int(reply[0]), reply[1], reply[2]
         if len(reply) > 3:
             self._bad_keys(reply[3:], fetched=bool(index))
@@ -154,11 +197,15 @@ class Fetcher:
                 return taken
         # Shorter than the socket timeout, or an idle wait reads as Redis being away (and
         # a BLMOVE cut off client-side may still move a job the worker never hears of).
-        block = self.block_timeout
+        block = min(self.block_timeout, self.lease / 2)
         if self.config.socket_timeout:
             block = min(block, self.config.socket_timeout / 2)
         if multi and self._wait_for_wake(wake_id, block):
             return None  # something was pushed: the caller fetches again at once
+        if self.lease_left() < block:
+            # Stalled since the fetch above: a job moved now could land on a list already
+            # taken from us. The fetch script checks first.
+            return None
         # Nothing waiting: block on the (first) queue, so an idle worker wakes within
         # milliseconds of a push; BLMOVE lands the job straight on the in-progress list.
         first = order[0]
@@ -186,20 +233,30 @@ class Fetcher:
             self._ahead_pid = os.getpid()
             self._fetch_sha = lua.script(client, "fetch").sha
         keys = [self._queue_keys[q] for q in order]
-        args = ("EVALSHA", self._fetch_sha, 2 + len(keys), self.in_progress,
-                self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"), *keys, ack or b"", "",
-                self.keys.ahead, self.identity, number)
+        args = ("EVALSHA", self._fetch_sha, 4 + len(keys), self.in_progress,
+                self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"), self.fence_key,
+                self.keys.last_beat, *keys, ack or b"", "", self.keys.ahead, self.identity, number, self.beat_as)
+        sent = clock()
         try:
             conn.send_packed_command([_pack(args)] if _pack else conn.pack_command(*args), check_health=False)
         except BaseException:
             conn.disconnect()
             raise
-        return Ahead(conn, order, ack)
+        return Ahead(conn, order, ack, sent)
 
     def read_ahead(self, ahead: Ahead) -> Work | None:
         """The look-ahead's job, or None if every queue was empty. Raises what the fetch
         raised: ``redis.exceptions.NoScriptError`` means it did not run at all."""
-        reply = ahead.conn.read_response()
+        try:
+            reply = ahead.conn.read_response()
+        except redis.ResponseError as exc:
+            try:
+                lua.raise_if_fenced(exc)
+            except Fenced:
+                self.fenced = True
+                raise
+            raise
+        self.vouch(ahead.sent_at)
         index, raw = int(reply[0]), reply[1]
         if len(reply) > 3:
             self._bad_keys(reply[3:], fetched=bool(index))
@@ -212,8 +269,8 @@ class Fetcher:
 
     def take_ahead(self, sibling: str, number: int) -> Work | None:
         """A sibling's look-ahead job, onto our own list (the caller holds its lock)."""
-        raw = lua.run(self.client, "take_ahead",
-                      [self.keys.ahead, self.keys.in_progress(sibling), self.in_progress], [sibling, number])
+        raw = self._run("take_ahead", [self.keys.ahead, self.keys.in_progress(sibling), self.in_progress,
+                                       self.fence_key, self.keys.fenced(sibling)], [sibling, number])
         if not raw:
             return None
         return Work(raw, _text_field(raw, "queue") or self.queues[0])
@@ -221,13 +278,13 @@ class Fetcher:
     def claim_ahead(self, number: int) -> bool:
         """Our own look-ahead job ``number``: True if it is still ours to start (nobody
         took or returned it), and from now on nobody can (the caller holds our lock)."""
-        return lua.run(self.client, "claim_ahead", [self.keys.ahead], [self.identity, number]) == 1
+        return self._run("claim_ahead", [self.keys.ahead, self.fence_key], [self.identity, number]) == 1
 
     def return_ahead(self, number: int) -> bool:
         """This identity's look-ahead job ``number``, not started, back on its queue
         (another process calls this, holding the owner's lock)."""
-        return bool(lua.run(self.client, "return_ahead", [self.keys.ahead, self.in_progress],
-                            [self.identity, number, self.keys.queue_prefix, "default", self.keys.unique_prefix]))
+        return bool(self._run("return_ahead", [self.keys.ahead, self.in_progress, self.fence_key],
+                              [self.identity, number, self.keys.queue_prefix, "default", self.keys.unique_prefix]))
 
     def _wait_for_wake(self, since: bytes, block: float) -> bool:
         """Blocks until a push to any queue (or ``block`` seconds). False if the wake
@@ -267,24 +324,25 @@ class Fetcher:
                 logger.error("queue key %s can't be read (%s): skipped (other queues keep running)", name, error)
 
     def acknowledge(self, raw: bytes) -> None:
-        lua.run(self.client, "ack", [self.in_progress, self.keys.orphanings(jid_of(raw))], [raw])
+        self._run("ack", [self.in_progress, self.keys.orphanings(jid_of(raw)), self.fence_key, self.keys.last_beat],
+                  [raw, self.beat_as], beats=True)
 
     def give_back(self, raw: bytes) -> bool:
         """Back on its queue, at the fetch end (it has not run). False if no longer ours."""
-        return lua.run(self.client, "give_back", [self.in_progress],
-                       [raw, self.keys.queue_prefix, "default", self.keys.unique_prefix]) == 1
+        return self._run("give_back", [self.in_progress, self.fence_key],
+                         [raw, self.keys.queue_prefix, "default", self.keys.unique_prefix]) == 1
 
     def file(self, raw: bytes, zset: str, score: float, entry: str | bytes) -> bool:
         """Into retry or dead, off the in-progress list, in one step. False if no longer ours."""
         dead = zset == self.keys.dead
         args = [raw, repr(score), entry, "dead" if dead else "",
-                repr(time.time() - self.config.dead_timeout), self.config.dead_max_jobs]
-        return lua.run(self.client, "file", [self.in_progress, zset, self.keys.orphanings(jid_of(raw))],
-                       args) == 1
+                repr(time.time() - self.config.dead_timeout), self.config.dead_max_jobs, self.beat_as]
+        return self._run("file", [self.in_progress, zset, self.keys.orphanings(jid_of(raw)), self.fence_key,
+                                  self.keys.last_beat], args, beats=True) == 1
 
     def park_unsettled(self, raw: bytes, record: str) -> bool:
-        return lua.run(self.client, "park_unsettled", [self.in_progress, self.keys.unsettled],
-                       [raw, record]) == 1
+        return self._run("park_unsettled", [self.in_progress, self.keys.unsettled, self.fence_key],
+                         [raw, record]) == 1
 
     def listed(self) -> list[bytes]:
         return self.client.lrange(self.in_progress, 0, -1)

@@ -1,9 +1,11 @@
 """Process records: who is alive, what they run (DESIGN §4 ``processes``, ``process:*``,
-``last_beat``, ``workers:*``). One pipeline per beat, whatever the number of processes."""
+``last_beat``, ``workers:*``). One script per beat, whatever the number of processes;
+it skips (and names) processes that were declared dead."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import time
@@ -34,30 +36,41 @@ class ProcessRecord:
 
 
 def process_ttl(config: Config) -> int:
-    # Several missed beats before the record lapses; orphan recovery additionally waits
-    # for last_beat to be older than orphan_threshold.
-    return max(int(config.heartbeat_interval * 6), 10)
+    # Several missed beats before the record lapses, but no longer than the orphan
+    # threshold: orphan recovery also waits for it to lapse.
+    ttl = max(math.ceil(config.heartbeat_interval * 6), 10)
+    return max(1, min(ttl, math.ceil(config.orphan_threshold)))
 
 
-def beat(config: Config, records: list[ProcessRecord], client: Any = None) -> None:
+def clock() -> float:
+    """Seconds on a clock that runs through a suspend as well as a freeze (SIGSTOP): a
+    process's proof that it was alive lapses with either."""
+    return time.clock_gettime(_CLOCK)
+
+
+_CLOCK = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
+
+
+def _text(mapping: dict[str, Any]) -> str:
+    # As redis-py would write each value: strings as they are, numbers by repr.
+    return json.dumps({k: v if isinstance(v, str) else repr(v) for k, v in mapping.items()})
+
+
+def beat(config: Config, records: list[ProcessRecord], client: Any = None) -> list[str]:
+    """One script for every record; returns the identities it refused because they were
+    declared dead (fenced): they are not refreshed, and must stop."""
     keys = config.keys
-    ttl = process_ttl(config)
-    now = time.time()
-    pipe = (client or config.redis()).pipeline(transaction=False)
+    script_keys = [keys.processes, keys.last_beat, keys.in_progress_identities]
+    args: list[Any] = [process_ttl(config)]
     for rec in records:
-        pipe.sadd(keys.processes, rec.identity)
-        pipe.hset(keys.process(rec.identity), mapping=rec.fields())
-        pipe.expire(keys.process(rec.identity), ttl)
-        pipe.hset(keys.last_beat, rec.identity, now)
-        if rec.owns_list:
-            pipe.sadd(keys.in_progress_identities, rec.identity)
+        script_keys += [keys.process(rec.identity), keys.workers(rec.identity), keys.fenced(rec.identity)]
+        running = ""
         if rec.running:
-            pipe.hset(keys.workers(rec.identity), mapping={k: v if isinstance(v, (str, int, float)) else
-                                                           json.dumps(v) for k, v in rec.running.items()})
-            pipe.expire(keys.workers(rec.identity), ttl)
-        else:
-            pipe.delete(keys.workers(rec.identity))
-    pipe.execute()
+            running = _text({k: v if isinstance(v, (str, int, float)) else json.dumps(v)
+                             for k, v in rec.running.items()})
+        args += [rec.identity, "1" if rec.owns_list else "0", _text(rec.fields()), running]
+    refused = lua.run(client or config.redis(), "beat", script_keys, args)
+    return [x.decode() if isinstance(x, bytes) else str(x) for x in refused]
 
 
 def deregister(config: Config, identity: str, client: Any = None) -> bool:

@@ -30,6 +30,9 @@ class Keys:
         self.process_prefix = f"{ns}:process:"
         self.last_beat = f"{ns}:last_beat"
         self.workers_prefix = f"{ns}:workers:"
+        # An addition to the key contract: a tombstone (TTL 7 days) left by whoever requeued
+        # a process's list; every script that process runs refuses while it exists.
+        self.fenced_prefix = f"{ns}:fenced:"
         self.orphanings_prefix = f"{ns}:orphanings:"
         self.repeat_orphans = f"{ns}:repeat_orphans"
         self.unsettled = f"{ns}:unsettled"
@@ -53,6 +56,9 @@ class Keys:
 
     def workers(self, identity: str) -> str:
         return self.workers_prefix + identity
+
+    def fenced(self, identity: str) -> str:
+        return self.fenced_prefix + identity
 
     def orphanings(self, jid: str) -> str:
         return self.orphanings_prefix + jid

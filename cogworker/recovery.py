@@ -4,6 +4,7 @@ repeat orphans, and failure records handed over at shutdown (``unsettled``)."""
 from __future__ import annotations
 
 import json
+import random
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -12,9 +13,10 @@ import redis
 
 from . import lua, unique
 from .config import Config, logger
-from .heartbeat import deregister
+from .heartbeat import clock, deregister
 
 ORPHANINGS_TTL = 7 * 24 * 3600
+FENCE_TTL = 7 * 24 * 3600  # as set by requeue.lua
 
 
 def _parse(raw: bytes) -> dict[str, Any] | None:
@@ -25,31 +27,49 @@ def _parse(raw: bytes) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def requeue_in_progress(config: Config, identity: str, *, if_dead_for: float | None = None,
+def requeue_in_progress(config: Config, identity: str, *, fence: bool = False,
                         count_orphanings: bool | str = False, drop: Iterable[bytes] = (),
                         keep: Iterable[bytes] = ()) -> int:
     """Puts ``identity``'s in-progress list back on its queues, in order, in one script.
 
-    ``if_dead_for``: only if the owner has no live process key and its last beat is
-    older than that (checked atomically); returns -1 if it turned out alive.
+    ``fence``: the owner is dead (a master reaped it): it is fenced in the same step if
+    anything was listed.
+    Without it this is the owner's own requeue as it stops, refused (``Fenced``) if it
+    was declared dead meanwhile.
     ``count_orphanings``: count one per job (True), or for the job of that jid only (the
     one its owner was running), and park those past ``max_orphanings``.
     ``drop``: jobs that finished but whose ack is missing (dropping them is the ack).
     ``keep``: jobs left on the list untouched.
     """
+    moved, _ = _requeue(config, identity, "reclaim" if fence else "own", count_orphanings, drop, keep)
+    return moved
+
+
+def requeue_dead(config: Config, identity: str, beat: str) -> tuple[int, bool]:
+    """Orphan recovery's requeue: only if ``identity``'s beat still is ``beat`` ("none":
+    no beat) and it has no process key, checked atomically with the requeue, which fences
+    it. Returns (-1, False) if it turned out alive, else (jobs moved, whether this fenced it:
+    False if it already was)."""
+    return _requeue(config, identity, "dead:" + beat, True, (), ())
+
+
+def _requeue(config: Config, identity: str, mode: str, count_orphanings: bool | str,
+             drop: Iterable[bytes], keep: Iterable[bytes]) -> tuple[int, bool]:
     keys = config.keys
     marks = [b"d:" + raw for raw in drop] + [b"k:" + raw for raw in keep]
     reply = lua.run(config.redis(), "requeue",
                     [keys.in_progress(identity), keys.process(identity), keys.last_beat,
-                     keys.repeat_orphans, keys.dead],
-                    [keys.queue_prefix, "default", keys.unique_prefix, identity,
-                     "" if if_dead_for is None else repr(float(if_dead_for)), repr(time.time()),
+                     keys.repeat_orphans, keys.dead, keys.fenced(identity)],
+                    [keys.queue_prefix, "default", keys.unique_prefix, identity, mode, repr(time.time()),
                      keys.orphanings_prefix, ORPHANINGS_TTL, config.max_orphanings,
                      _count_mark(count_orphanings), *marks])
-    moved, buried = int(reply[0]), reply[1:]
+    moved = int(reply[0])
+    if moved < 0:
+        return moved, False
+    buried = reply[2:]
     if buried:
         complete_raw_burials(config, buried)
-    return moved
+    return moved, int(reply[1]) == 1
 
 
 def _count_mark(count_orphanings: bool | str) -> str:
@@ -159,17 +179,33 @@ def trim_dead(config: Config) -> None:
 
 
 class OrphanRecovery:
-    """Requeues the lists of processes that are dead, one identity at a time."""
+    """Requeues the lists of processes that are dead, one identity at a time.
+
+    A process is dead only once this one has watched its beat stay unchanged for
+    ``orphan_threshold`` while Redis answered throughout: the age of a beat can't tell a
+    dead process from one that couldn't reach a stalled Redis, or from a recoverer that was
+    itself frozen. So each pass reads every candidate's beat; a value seen again a full
+    threshold after it was first seen is dead, and the requeue (which fences the owner)
+    checks that very value atomically. Redis not answering (a connection error or a
+    timeout), or a gap between two reads longer than half the threshold (Redis or this
+    process stalled), restarts every observation.
+    """
 
     def __init__(self, config: Config, own: Iterable[str] = ()) -> None:
         self.config = config
         self.own = set(own)
         self.completed_passes = 0
+        self.threshold = config.orphan_threshold
+        self.interval = min(config.recovery_interval, self.threshold / 4)
+        self.max_gap = self.threshold / 2
+        self.seen: dict[str, tuple[str, float]] = {}  # identity -> (beat value, clock() when first seen)
+        self.last_read: float | None = None  # clock() of the last beat read Redis answered
+        self.scanned: set[str] = set()  # lists found by the boot scan, not registered
 
     def candidates(self, scan: bool) -> set[str]:
         keys = self.config.keys
         client = self.config.redis()
-        found: set[str] = set()
+        found: set[str] = set(self.scanned)
         try:
             found |= {m.decode() for m in client.smembers(keys.in_progress_identities)}
         except redis.ResponseError as exc:  # wrong type: the scan can still find lists
@@ -178,35 +214,101 @@ class OrphanRecovery:
             prefix = keys.in_progress_prefix
             for key in client.scan_iter(match=prefix.replace("[", "\\[").replace("?", "\\?")
                                         .replace("*", "\\*") + "*", count=500):
-                found.add(key.decode()[len(prefix):])
+                identity = key.decode()[len(prefix):]
+                if identity not in found:
+                    self.scanned.add(identity)
+                found.add(identity)
         return found
+
+    def forget_observations(self) -> None:
+        self.seen.clear()
+        self.last_read = None
+
+    def next_delay(self) -> float:
+        """Seconds to the next pass: the interval (jittered, so masters spread out), or
+        sooner if an observation can mature sooner."""
+        delay = self.interval * random.uniform(0.8, 1.0)
+        if self.seen:
+            due = min(first for _, first in self.seen.values()) + self.threshold - clock()
+            delay = min(delay, max(0.01, due + 0.01))
+        return delay
 
     def run(self, scan: bool = False, own: Iterable[str] = ()) -> int:
         """One pass. One identity that can't be processed never stops the others."""
-        skip = self.own | set(own)
-        moved = 0
-        for identity in sorted(self.candidates(scan) - skip):
-            try:
-                n = requeue_in_progress(self.config, identity, if_dead_for=self.config.orphan_threshold,
-                                        count_orphanings=True)
-                if n < 0:
-                    continue  # alive after all
-                deregister(self.config, identity)
-                if n:
-                    logger.warning("requeued %d job(s) left in progress by dead process %s", n, identity)
-                moved += n
-            except (redis.ConnectionError, redis.TimeoutError):
-                raise
-            except redis.RedisError as exc:
-                logger.error("orphan recovery skipped %s: %s", identity, exc)
+        try:
+            moved = self._recover(sorted(self.candidates(scan) - self.own - set(own)))
+        except (redis.ConnectionError, redis.TimeoutError):
+            self.forget_observations()  # Redis didn't answer: what we watched may be its stall
+            raise
         for what, step in (("burying repeat orphans", bury_repeat_orphans),
                            ("filing unsettled jobs", file_unsettled),
                            ("trimming the dead set", trim_dead)):
             try:
                 step(self.config)
             except (redis.ConnectionError, redis.TimeoutError):
+                self.forget_observations()
                 raise
             except redis.RedisError as exc:
                 logger.error("orphan recovery: %s failed: %s", what, exc)
         self.completed_passes += 1
         return moved
+
+    def _read_beats(self, identities: list[str]) -> tuple[list[str], float]:
+        """Each identity's beat value ("none": none), and ``clock()`` just before asking."""
+        sent = clock()
+        if not identities:
+            return [], sent
+        try:
+            raw = self.config.redis().hmget(self.config.keys.last_beat, identities)
+        except redis.ResponseError as exc:  # last_beat of the wrong type: the process keys decide
+            logger.error("orphan recovery: can't read %s: %s", self.config.keys.last_beat, exc)
+            raw = [None] * len(identities)
+        return [value.decode() if value else "none" for value in raw], sent
+
+    def _recover(self, identities: list[str]) -> int:
+        values, sent = self._read_beats(identities)
+        now = clock()
+        if self.last_read is not None and now - self.last_read > self.max_gap:
+            self.seen.clear()  # frozen, or Redis stalled, since the last read: watch again
+        self.last_read = now
+        self.seen = {i: self.seen[i] for i in identities if i in self.seen}
+        moved = 0
+        for identity, value in zip(identities, values, strict=True):
+            first = self.seen.get(identity)
+            if first is None or first[0] != value:
+                self.seen[identity] = (value, now)
+            elif sent - first[1] >= self.threshold:
+                moved += self._requeue(identity, value, now)
+        return moved
+
+    def _fenced_lately(self, identity: str) -> bool:
+        """Fenced less than a threshold ago (by another process, maybe): a blocking move
+        sent before the fence may still land on its list."""
+        ttl = self.config.redis().ttl(self.config.keys.fenced(identity))
+        return ttl > 0 and FENCE_TTL - ttl < self.threshold
+
+    def _requeue(self, identity: str, value: str, now: float) -> int:
+        """The identity's beat stayed at ``value`` for the threshold: requeued and fenced.
+        Once fenced, it is watched one threshold more before it is forgotten, for a job a
+        blocking move may still have landed on its list."""
+        try:
+            n, fenced_now = requeue_dead(self.config, identity, value)
+            if n < 0:
+                return 0  # alive after all (it beat just now, or its process key is still there)
+            if fenced_now:
+                logger.warning("requeued %d job(s) left in progress by process %s: its beat stayed unchanged "
+                               "for %gs (fenced)", n, identity, self.threshold)
+            elif n:
+                logger.warning("requeued %d job(s) left on the list of dead process %s", n, identity)
+            if fenced_now or self._fenced_lately(identity):
+                self.seen[identity] = (value, now)  # forgotten a threshold after its fence
+                return n
+            deregister(self.config, identity)
+        except (redis.ConnectionError, redis.TimeoutError):
+            raise
+        except redis.RedisError as exc:
+            logger.error("orphan recovery skipped %s: %s", identity, exc)
+            return 0
+        self.seen.pop(identity, None)
+        self.scanned.discard(identity)
+        return n

@@ -27,13 +27,11 @@ from .commandline import (
     redis_url_arg,
 )
 from .config import configure, get_config, logger, redact_url, validate_redis_url
-from .errors import ConfigurationError, RedisVersionError
+from .errors import ConfigurationError, Fenced, RedisVersionError
 from .fetch import parse_queues
 from .recovery import OrphanRecovery, requeue_in_progress
 from .scheduler import Poller
-from .worker import HardStop, Worker
-
-RECOVERY_INTERVAL = 30.0
+from .worker import FENCED_EXIT, HardStop, Worker
 
 
 class Housekeeper(threading.Thread):
@@ -53,8 +51,6 @@ class Housekeeper(threading.Thread):
             self.ticker = periodic.ticker_for(self.config, ready=lambda: self.recovery.completed_passes > 0)
 
     def run(self) -> None:
-        import os
-
         self.record.pid = os.getpid()
         next_beat = next_recovery = 0.0
         scanned = False
@@ -66,9 +62,9 @@ class Housekeeper(threading.Thread):
                 next_beat = now + self.config.heartbeat_interval
                 self._step("heartbeat", self._beat)
             if now >= next_recovery:
-                next_recovery = now + RECOVERY_INTERVAL
                 if self._step("orphan recovery", self.recovery.run, not scanned):
                     scanned = True
+                next_recovery = time.monotonic() + self.recovery.next_delay()
             if self.poller.due():
                 self._step("scheduled poller", self.poller.poll)
             if self.ticker is not None:
@@ -80,7 +76,13 @@ class Housekeeper(threading.Thread):
         self.record.busy = int(self.worker.busy)
         current = self.worker.current
         self.record.running = {"jid": current.jid(), "queue": current.queue} if current else None
-        heartbeat.beat(self.config, [self.record])
+        sent = heartbeat.clock()
+        if heartbeat.beat(self.config, [self.record]):
+            # Declared dead elsewhere: its jobs run there now; leave at once (a supervisor
+            # restarts it under a new identity).
+            self.worker.declare_fenced()
+            os._exit(FENCED_EXIT)
+        self.worker.fetcher.vouch(sent)
 
     def _step(self, what: str, fn: Any, *args: Any) -> bool:
         try:
@@ -160,11 +162,20 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         keeper.stop()
         keeper.join(timeout=5)
-        try:
-            # What is still listed was never started or only lacks its ack (dropped = acked).
-            requeue_in_progress(worker.config, worker.identity, drop=worker.pending.acks(),
-                                keep=list(worker.pending.filings()))
-            heartbeat.deregister(worker.config, worker.identity)
-        except redis.RedisError as exc:
-            logger.error("couldn't clean up on exit (orphan recovery will): %s", exc)
+        if not worker.fenced:
+            clean_up(worker)
+    if worker.fenced:
+        sys.exit(FENCED_EXIT)  # the worker logged why, once
     logger.info("cogworker: stopped")
+
+
+def clean_up(worker: Worker) -> None:
+    try:
+        # What is still listed was never started or only lacks its ack (dropped = acked).
+        requeue_in_progress(worker.config, worker.identity, drop=worker.pending.acks(),
+                            keep=list(worker.pending.filings()))
+        heartbeat.deregister(worker.config, worker.identity)
+    except Fenced:
+        worker.declare_fenced()  # declared dead as it stopped: what it held runs elsewhere
+    except redis.RedisError as exc:
+        logger.error("couldn't clean up on exit (orphan recovery will): %s", exc)

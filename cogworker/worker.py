@@ -20,7 +20,7 @@ import redis
 
 from . import redis_errors, settle, stats, unique
 from .config import Config, get_config, logger
-from .errors import JobTimeout
+from .errors import Fenced, JobTimeout
 from .fetch import Ahead, Fetcher, Work, check_redis_version, jid_of
 from .jobs import Job, resolve
 from .middleware import server_middleware
@@ -31,6 +31,7 @@ SETTLED = "settled"  # filed in retry/dead, already off the in-progress list
 RECONCILE_INTERVAL = 5.0
 STATS_INTERVAL = 1.0
 ACK_ATTEMPTS = 3
+FENCED_EXIT = 75  # a process declared dead leaves with this (EX_TEMPFAIL: restart it, under a new identity)
 
 
 class HardStop(BaseException):
@@ -94,6 +95,17 @@ class Reporter:
         blocks on the queues)."""
         return None
 
+    # Liveness, as another process sees it (a prefork child's master beats for it).
+
+    def vouched_at(self) -> float:
+        """``heartbeat.clock()`` when another process last refreshed this identity's beat
+        and found it not fenced; read before ``told_fenced``."""
+        return float("-inf")
+
+    def told_fenced(self) -> bool:
+        """Another process found this identity fenced (declared dead)."""
+        return False
+
 
 class Outage:
     """Logs a Redis outage once when it starts and once when it ends, not per attempt
@@ -149,6 +161,8 @@ class Worker:
         self._last_reconcile = time.monotonic()
         self._ran: Any = None
         self._outage = Outage(f"worker {self.identity}")
+        self._fence_lock = threading.Lock()
+        self._fence_logged = False
 
     # -- control (thread- and signal-safe: they only set flags) --------------------------
 
@@ -167,6 +181,23 @@ class Worker:
     @property
     def busy(self) -> bool:
         return self.current is not None
+
+    @property
+    def fenced(self) -> bool:
+        return self.fetcher.fenced
+
+    def declare_fenced(self) -> bool:
+        """Logs, once per process whichever thread learns it first, that this identity was
+        declared dead; True the first time."""
+        with self._fence_lock:
+            if self._fence_logged:
+                return False
+            self._fence_logged = True
+        self.fetcher.fenced = True
+        logger.error("worker %s was declared dead by another process (its beat stayed unchanged for %gs): its "
+                     "jobs were requeued elsewhere; leaving without acking or filing them", self.identity,
+                     self.config.orphan_threshold)
+        return True
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -201,7 +232,7 @@ class Worker:
         self.reporter.ready()  # booted: Redis answered, this identity is registered
         nxt: Work | None = None  # fetched by a look-ahead, not started
         try:
-            while not self.stopping:
+            while not self.stopping and not self.fenced:
                 if self.max_jobs is not None and self.jobs_done >= self.max_jobs:
                     logger.info("worker %s: did %d jobs (max_jobs), leaving", self.identity, self.jobs_done)
                     break
@@ -222,13 +253,27 @@ class Worker:
                 self.process(work)
                 if ahead is not None:
                     nxt = self._read_ahead(ahead)
+        except Fenced:
+            self._leave_fenced()
         finally:
-            if self.ahead is not None:  # left the loop from inside a job (an exception)
-                nxt = self._read_ahead(self.ahead)
-            if nxt is not None:
-                self._give_back(nxt)  # never started: straight back to its queue
-            self.finish()
+            try:
+                if not self.fenced:
+                    if self.ahead is not None:  # left the loop from inside a job (an exception)
+                        nxt = self._read_ahead(self.ahead)
+                    if nxt is not None:
+                        self._give_back(nxt)  # never started: straight back to its queue
+                    self.finish()
+            except Fenced:
+                self._leave_fenced()
             self.fetcher.close()
+
+    def _leave_fenced(self) -> None:
+        """Declared dead: what this process holds was requeued elsewhere, so it settles
+        nothing (an ack or a filing would now be about someone else's copy) and leaves."""
+        self.declare_fenced()
+        self.pending.items.clear()
+        self.ack_due = None
+        self._stopping.set()
 
     def _send_ahead(self) -> Ahead | None:
         """The next fetch, sent before this job runs, with the last ack riding on it."""
@@ -349,6 +394,8 @@ class Worker:
         if payload is None:
             self._bury_bad_payload(work, why)
             return
+        if not self._may_start(work):
+            return
         self.current = work
         self._ran = None
         disposition = None
@@ -359,6 +406,8 @@ class Worker:
             disposition = self.execute(work, payload)
         except HardStop:
             logger.warning("jid=%s abandoned by a stop-now; handing it back", payload["jid"])
+        except Fenced:
+            raise
         except Exception:
             logger.exception("bookkeeping failed around jid=%s", payload["jid"])
         finally:
@@ -368,8 +417,28 @@ class Worker:
             # the bookkeeping can't re-queue a job that already ran.
             final = disposition or self._ran or GIVE_BACK
             self.reporter.finished(work, final if isinstance(final, str) else "interrupt")
-            self.settle(work, final, payload["jid"])
+            if not self.fenced:
+                self.settle(work, final, payload["jid"])
             self.jobs_done += 1
+
+    def _may_start(self, work: Work) -> bool:
+        """Raises ``Fenced`` if this identity was declared dead. Free while its lease holds
+        (its own scripts, or its master's beat, refreshed its beat lately); one round trip
+        when the lease ran out (a freeze, or a long job with nobody beating for it). False
+        if Redis can't say: the job stays listed, unstarted, and reconcile hands it back."""
+        vouched = self.reporter.vouched_at()
+        if self.reporter.told_fenced():
+            self.fetcher.fenced = True
+            raise Fenced(self.identity)
+        if self.fetcher.lease_left(vouched) > 0:
+            return True
+        try:
+            self.fetcher.confirm()
+            return True
+        except redis.RedisError as exc:
+            logger.warning("worker %s: couldn't confirm it is alive before starting jid=%s (%s); left listed",
+                           self.identity, work.jid(), exc)
+            return False
 
     def execute(self, work: Work, payload: dict[str, Any]) -> Any:
         name = payload["class"]
@@ -435,6 +504,8 @@ class Worker:
         try:
             filing = settle.route_failure(self.config, payload, error, backoff)
             filed = self.fetcher.file(work.raw, filing.zset, filing.score, filing.entry)
+        except Fenced:
+            raise
         except Exception as exc:
             logger.error("couldn't record the failure of jid=%s: %s: %s", payload["jid"],
                          type(exc).__name__, exc)
@@ -503,6 +574,8 @@ class Worker:
             return
         try:
             self.fetcher.file(work.raw, filing.zset, filing.score, filing.entry)
+        except Fenced:
+            raise
         except Exception as exc:
             logger.error("couldn't file the interruption of jid=%s (will retry): %s", work.jid(), exc)
             self._owe(work.raw, filing)

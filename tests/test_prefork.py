@@ -330,6 +330,8 @@ def test_bad_command_line_gets_one_clear_line(args, message):
 
 
 def test_boot_recovers_other_hosts_dead_processes_but_not_live_ones(own_config, masters):
+    """A process is dead once a master has watched its beat stay unchanged for the
+    threshold (6 s in apps.fence_app), however old that beat was when first seen."""
     r = own_config.redis()
     keys = own_config.keys
     now = time.time()
@@ -349,7 +351,7 @@ def test_boot_recovers_other_hosts_dead_processes_but_not_live_ones(own_config, 
     r.sadd(keys.in_progress_identities, "otherhost:3:alive")
     r.hset(keys.last_beat, "otherhost:3:alive", now)
     r.hset(keys.process("otherhost:3:alive"), "pid", 3)
-    # A dead process that missed only a few beats (last beat 10 s ago, key expired): not yet
+    # A dead process that missed only a few beats (last beat 10 s ago, key expired)
     r.lpush(keys.in_progress("otherhost:4:recent"), job("recent"))
     r.sadd(keys.in_progress_identities, "otherhost:4:recent")
     r.hset(keys.last_beat, "otherhost:4:recent", now - 10)
@@ -358,17 +360,20 @@ def test_boot_recovers_other_hosts_dead_processes_but_not_live_ones(own_config, 
     r.sadd(keys.in_progress_identities, "otherhost:5:broken")
     r.hset(keys.last_beat, "otherhost:5:broken", now - 300)
 
-    m = masters(procs=1)
+    m = masters(module="apps.fence_app", procs=1)
     m.wait_children(1)
-    wait_for(lambda: sorted(lrange(own_config, "test:ran")) == ["dead1", "dead2", "scanned"], 10,
-             what="orphans recovered")
+    booted = time.time()
+    expected = ["dead1", "dead2", "recent", "scanned"]
+    wait_for(lambda: sorted(lrange(own_config, "test:ran")) == expected, 20, what="orphans recovered")
+    assert time.time() - booted > 4  # watched for the threshold first, whatever the beat's age
     time.sleep(0.5)
-    assert sorted(lrange(own_config, "test:ran")) == ["dead1", "dead2", "scanned"]
+    assert sorted(lrange(own_config, "test:ran")) == expected
     assert r.llen(keys.in_progress("otherhost:3:alive")) == 1
-    assert r.llen(keys.in_progress("otherhost:4:recent")) == 1
-    # the dead one is forgotten; its jobs were counted as orphaned once
-    assert not r.sismember(keys.in_progress_identities, "otherhost:1:dead")
-    assert r.get(keys.orphanings("jid-dead1")) is None  # cleared by the ack after it ran
+    assert r.exists(keys.fenced("otherhost:1:dead")) and not r.exists(keys.fenced("otherhost:3:alive"))
+    # its jobs were counted as orphaned once (cleared by the ack after they ran)
+    assert r.get(keys.orphanings("jid-dead1")) is None
+    # a fenced identity is watched one threshold more (for late leftovers), then forgotten
+    wait_for(lambda: not r.sismember(keys.in_progress_identities, "otherhost:1:dead"), 15, what="forgotten")
     assert m.alive()
 
 

@@ -16,6 +16,8 @@ from typing import Any
 import redis
 from redis.commands.core import Script
 
+from ..errors import Fenced
+
 _DIR = Path(__file__).parent
 _lock = threading.Lock()
 # client -> {name: Script}; weak so a dropped client takes its scripts with it.
@@ -45,8 +47,20 @@ def script(client: redis.Redis, name: str) -> Script:
 
 
 def run(client: redis.Redis, name: str, keys: list[Any], args: list[Any], pipe: Any = None) -> Any:
-    """Run script ``name``; with ``pipe``, queue it on that pipeline instead."""
-    return script(client, name)(keys=keys, args=args, client=pipe if pipe is not None else client)
+    """Run script ``name``; with ``pipe``, queue it on that pipeline instead. A script
+    refusing a process that was declared dead raises ``Fenced``."""
+    try:
+        return script(client, name)(keys=keys, args=args, client=pipe if pipe is not None else client)
+    except redis.ResponseError as exc:
+        raise_if_fenced(exc)
+        raise
+
+
+def raise_if_fenced(exc: redis.ResponseError) -> None:
+    """A script's ``FENCED <identity>`` error reply, as ``Fenced``."""
+    text = str(exc)
+    if text.startswith("FENCED "):
+        raise Fenced(text[len("FENCED "):]) from None
 
 
 def reset() -> None:

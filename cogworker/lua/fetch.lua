@@ -1,26 +1,33 @@
+--! include _fence
 -- Reliable fetch, with the previous job's ack riding along (one round trip per job).
 -- KEYS[1] = in-progress list, KEYS[2] = orphan counter of the job being acked (or any
--- unused key of the namespace when there is none), KEYS[3..] = queues in the order to try.
+-- unused key of the namespace when there is none), KEYS[3] = this identity's fence,
+-- KEYS[4] = last_beat, KEYS[5..] = queues in the order to try.
 -- ARGV[1] = the previous job to acknowledge, or "". ARGV[2] = the wake stream, or "":
 -- a worker of several queues blocks on it when nothing is waiting, from the ID returned
 -- here, so a push landing between this script and that block still wakes it.
 -- ARGV[3..5] = for a look-ahead fetch (sent while the previous job runs): the hash of
 -- look-ahead records, this identity and the fetch's number. The record says that fetch
--- took a job, so a sibling that runs dry may take that job before it starts.
+-- took a job, so a sibling that runs dry may take that job before it starts ("" when none).
+-- ARGV[6] = this identity: its beat is refreshed here. Refused (FENCED) before anything,
+-- the ack included, if the identity was declared dead.
 -- Returns {index of the queue or 0, job or "", last wake ID or ""}, then for each queue
 -- key that could not be moved from, its name and Redis's error, so the caller can tell a
 -- key of the wrong type (logged; one bad key never stops the other queues) from Redis
 -- refusing writes (OOM, READONLY: an outage).
+local refused = fenced(KEYS[3])
+if refused then return refused end
+beat(KEYS[4], ARGV[6])
 if ARGV[1] ~= "" then
   redis.call("LREM", KEYS[1], 1, ARGV[1])
   redis.pcall("DEL", KEYS[2])
 end
 local bad = {}
 local reply = nil
-for i = 3, #KEYS do
+for i = 5, #KEYS do
   local job = redis.pcall("LMOVE", KEYS[i], KEYS[1], "RIGHT", "LEFT")
   if type(job) == "string" then
-    reply = {i - 2, job, ""}
+    reply = {i - 4, job, ""}
     if ARGV[3] and ARGV[3] ~= "" then
       redis.call("HSET", ARGV[3], ARGV[4], ARGV[5])
     end

@@ -1,7 +1,11 @@
--- KEYS[1] = in-progress list, KEYS[2] = unsettled; ARGV[1] = the job as fetched,
+--! include _fence
+-- KEYS[1] = in-progress list, KEYS[2] = unsettled, KEYS[3] = the list owner's fence
+-- (refused, FENCED, if it was declared dead: the job was requeued); ARGV[1] = the job as fetched,
 -- ARGV[2] = its {set, score, payload} record. A job that ran and failed but could not
 -- be filed is handed over for any live process to file: never requeued (that would run
 -- it again). Handed over first, removed second.
+local refused = fenced(KEYS[3])
+if refused then return refused end
 if not redis.call("LPOS", KEYS[1], ARGV[1]) then
   return 0
 end

@@ -1,34 +1,45 @@
 --! include _wake
 --! include _requeue_job
+--! include _fence
 -- Puts a whole in-progress list back on its queues: a dead process's (orphan recovery,
 -- a dead child) or a stopping process's own.
 -- KEYS[1] = the in-progress list, KEYS[2] = its owner's process key, KEYS[3] = last_beat,
--- KEYS[4] = repeat_orphans, KEYS[5] = dead.
+-- KEYS[4] = repeat_orphans, KEYS[5] = dead, KEYS[6] = the owner's fence.
 -- ARGV[1] = queue key prefix, ARGV[2] = default queue, ARGV[3] = unique lock prefix,
--- ARGV[4] = owner identity, ARGV[5] = orphan threshold in seconds, or "" to requeue
--- without asking whether the owner is dead, ARGV[6] = the caller's clock (epoch s),
+-- ARGV[4] = owner identity, ARGV[5] = whose requeue it is:
+--   "own": the owner's, as it stops (refused, FENCED, if it was declared dead);
+--   "reclaim": its master's, the owner being dead for sure (reaped): fenced if anything is listed;
+--   "dead:<beat>": orphan recovery's, which watched the owner's beat stay at <beat> ("none":
+--   no beat) for the orphan threshold. Done only if it still is, with no process key;
+-- ARGV[6] = the caller's clock (epoch s),
 -- ARGV[7] = orphan counter prefix, ARGV[8] = its TTL, ARGV[9] = max orphanings,
 -- ARGV[10] = "*" to count an orphaning per job, "j:<jid>" for that job only (the one
 -- its owner ran: the others never started), "" for none; ARGV[11..] = "d:<job>" (finished, only
 -- the ack is missing: dropping it is the ack) or "k:<job>" (leave it on the list).
--- Returns {moved, jobs filed raw in dead...} or {-1} if the owner turned out alive.
-if ARGV[5] ~= "" then
+-- Returns {moved, 1 if this fenced the owner (0 if it already was or it is "own"), jobs
+-- filed raw in dead...}, or {-1} if the owner turned out alive.
+-- Anyone else's requeue fences the owner first: if it wakes up, every script it runs is
+-- refused, so it can't run or settle the copies it still holds while theirs run elsewhere.
+local was_fenced = redis.call("EXISTS", KEYS[6]) == 1
+if ARGV[5] == "own" then
+  if was_fenced then return fenced(KEYS[6]) end
+elseif ARGV[5] ~= "reclaim" then
   -- Checked here, atomically with the requeue: checked separately, an owner that beat
   -- in between would lose jobs it is still running to a second run.
   if redis.call("EXISTS", KEYS[2]) == 1 then
     return {-1}
   end
-  -- A stamp that is not a number counts as none (the process key alone then decides);
-  -- TIME refused falls back on the caller's clock.
-  local last = tonumber(redis.call("HGET", KEYS[3], ARGV[4]) or "")
-  if last then
-    local now = tonumber(ARGV[6])
-    local ok, time = pcall(redis.call, "TIME")
-    if ok then now = tonumber(time[1]) end
-    if now - last <= tonumber(ARGV[5]) then
-      return {-1}
-    end
+  local last = redis.pcall("HGET", KEYS[3], ARGV[4])
+  if type(last) ~= "string" then last = "none" end -- none, or unreadable (wrong type)
+  if ARGV[5] ~= "dead:" .. last then
+    return {-1}
   end
+end
+local fenced_now = 0
+-- A reaped child with nothing listed (a clean exit, recycling) needs no tombstone.
+if ARGV[5] ~= "own" and not was_fenced and (ARGV[5] ~= "reclaim" or redis.call("LLEN", KEYS[1]) > 0) then
+  redis.call("SET", KEYS[6], ARGV[6], "EX", 7 * 24 * 3600)
+  fenced_now = 1
 end
 local finished, keep = {}, {}
 for i = 11, #ARGV do
@@ -91,6 +102,6 @@ end
 for _, job in ipairs(kept) do
   redis.call("RPUSH", KEYS[1], job)
 end
-local reply = {moved}
+local reply = {moved, fenced_now}
 for _, job in ipairs(buried) do table.insert(reply, job) end
 return reply

@@ -1,7 +1,10 @@
 """A prefork child: the core worker loop, reporting to the master over its pipe.
 
-It notices its master's death (parent pid changes) within ~0.2 s: then it stops
-fetching, beats for itself, and finishes or hands back its job within ``--timeout``.
+Its watchdog thread notices its master's death (parent pid changes) within ~0.2 s: then
+it stops fetching, beats for itself, and finishes or hands back its job within
+``--timeout``. While the master lives but stops beating (frozen), the watchdog beats for
+the child, so a working child never looks dead. A child declared dead elsewhere (fenced:
+its list was requeued) leaves at once with ``FENCED_EXIT``, settling nothing.
 """
 
 from __future__ import annotations
@@ -12,15 +15,17 @@ import threading
 import time
 import traceback
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, NoReturn
 
 import redis
 from setproctitle import setproctitle
 
 from .. import heartbeat
 from ..config import Config, logger
+from ..errors import Fenced
+from ..heartbeat import clock
 from ..recovery import requeue_in_progress
-from ..worker import Worker
+from ..worker import FENCED_EXIT, Worker
 from .pipe import PipeReporter
 from .siblings import Siblings
 from .slots import Slots
@@ -65,6 +70,7 @@ class Child:
         self.worker = Worker(queues, config=config, identity=self.identity, reporter=self.reporter,
                              max_jobs=max_jobs)
         self.queues = [q for q, _ in queues]
+        self.started_at = time.time()
 
     def install_signals(self) -> None:
         """Replaces what was inherited from the master: a TERM/INT (from the master, or
@@ -94,12 +100,22 @@ class Child:
         self.reporter.title("idle")
         threading.Thread(target=self.watch_master, name="cogworker-watchdog", daemon=True).start()
         self.worker.run()
-        return 0
+        return FENCED_EXIT if self.worker.fenced else 0
 
     # -- the master's death ------------------------------------------------------------------
 
     def watch_master(self) -> None:
+        hb = self.config.heartbeat_interval
+        next_beat = 0.0
         while os.getppid() == self.master_pid:
+            if self.reporter.told_fenced():
+                self.leave_fenced()
+            now = clock()
+            # The master's beat covers us; a frozen master's doesn't, and the child's own
+            # fetches don't come while a long job runs.
+            if now - self.reporter.vouched_at() > 2 * hb and now >= next_beat:
+                next_beat = now + hb
+                self.beat_self()
             time.sleep(WATCH_INTERVAL)
         logger.error("child %d: master %d is gone; finishing up within %.0fs", self.index, self.master_pid,
                      self.timeout)
@@ -107,23 +123,38 @@ class Child:
         self.reporter.stopping = True
         self.worker.stop()
         deadline = time.monotonic() + self.timeout
-        record = heartbeat.ProcessRecord(self.identity, "child", os.getpid(), self.queues)
-        next_beat = 0.0
         while time.monotonic() < deadline:
-            if time.monotonic() >= next_beat:
+            if clock() >= next_beat:
                 # Nobody beats for us any more: without this, orphan recovery elsewhere
                 # would take our list (and run our job twice) while we still run it.
-                try:
-                    record.busy = int(self.worker.busy)
-                    heartbeat.beat(self.config, [record])
-                except redis.RedisError:
-                    pass
-                next_beat = time.monotonic() + self.config.heartbeat_interval
+                self.beat_self()
+                next_beat = clock() + hb
             time.sleep(WATCH_INTERVAL)
         # Still running after --timeout: hand the job back and leave at once, so it never
         # runs twice concurrently (the main thread's job dies with this process).
         self.abandon()
         os._exit(0)
+
+    def beat_self(self) -> None:
+        current = self.worker.current
+        record = heartbeat.ProcessRecord(self.identity, "child", os.getpid(), self.queues, self.started_at,
+                                         busy=int(current is not None),
+                                         running={"jid": current.jid(), "queue": current.queue} if current else None)
+        sent = clock()
+        try:
+            refused = heartbeat.beat(self.config, [record])
+        except redis.RedisError:
+            return
+        if refused:
+            self.leave_fenced()
+        self.worker.fetcher.vouch(sent)
+
+    def leave_fenced(self) -> NoReturn:
+        """Declared dead: its jobs already run elsewhere, and every second more risks a
+        second concurrent run of the one in hand. Nothing is settled; the master replaces
+        this child under a new identity."""
+        self.worker.declare_fenced()
+        os._exit(FENCED_EXIT)
 
     def abandon(self) -> None:
         worker = self.worker
@@ -134,6 +165,8 @@ class Child:
             moved = requeue_in_progress(self.config, self.identity, drop=drop)
             logger.error("child %d: handed back %d job(s) after the master died", self.index, moved)
             heartbeat.deregister(self.config, self.identity)
+        except Fenced:
+            self.leave_fenced()
         except redis.RedisError as exc:
             logger.error("child %d: couldn't hand back its job (orphan recovery will): %s", self.index, exc)
 
@@ -148,7 +181,7 @@ def child_main(index: int, config: Config, conn: Connection, slots: Slots,
     try:
         child = Child(index, config, conn, slots, queues, master_pid, timeout, max_jobs, identity, lookahead)
         code = child.run()
-        if child.reporter.orphaned:
+        if child.reporter.orphaned and code != FENCED_EXIT:
             # The master can't clean up after us: leave nothing behind.
             try:
                 heartbeat.deregister(config, child.identity)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import gc
 import os
-import random
 import selectors
 import signal
 import socket
@@ -23,21 +22,21 @@ from setproctitle import setproctitle
 
 from .. import heartbeat, recovery, redis_errors, settle, stats, unique
 from ..config import Config, logger
-from ..errors import JobTimeout
+from ..errors import Fenced, JobTimeout
 from ..fetch import Fetcher, check_redis_version, jid_of
 from ..jobs import Job, default_backoff, registry
 from ..scheduler import Poller
 from ..settle import ACK, Filing
-from ..worker import Outage, new_identity
+from ..worker import FENCED_EXIT, Outage, new_identity
 from .child import child_main
 from .inbox import FORWARDED, SignalInbox
 from .pipe import decode_how, make_pipe
 from .siblings import with_looked_ahead
 from .slots import ACK_DUE, MAX_SLOTS, RUNNING, Slots, SlotState
 
-HEARTBEAT_INTERVAL = 5.0
-RECOVERY_INTERVAL = 30.0
+MEMORY_INTERVAL = 5.0
 STATS_INTERVAL = 1.0
+FENCED_GRACE = 2.0  # a child told it was declared dead, still there after this, is killed
 TIMEOUT_GRACE = 5.0  # a job past its soft timeout by this much gets its child killed
 MAX_BOOT_BACKOFF = 30.0
 MASTER_SOCKET_TIMEOUT = 1.0
@@ -69,6 +68,7 @@ class ChildState:
     idle_since: float | None = None  # asked to leave and seen with no job since then
     counted: tuple[int, int] = (0, 0)  # its slot's processed, failed counters, as last read
     rss: int = 0
+    fenced_at: float | None = None  # when a beat found it declared dead (it leaves on its own)
 
 
 @dataclass
@@ -328,7 +328,10 @@ class Master:
         the job in front of them ends."""
         for child in children if children is not None else list(self.children.values()):
             def act(state: SlotState) -> bool:
-                return Fetcher(self.config, state.identity, []).return_ahead(state.ahead)
+                try:
+                    return Fetcher(self.config, state.identity, [], beats=False).return_ahead(state.ahead)
+                except Fenced:
+                    return False  # declared dead: its list, that job included, was requeued
 
             if self.redis_step("returning a looked-ahead job", with_looked_ahead, self.slots, child.index, act):
                 logger.info("master: child %d's looked-ahead job is back on its queue", child.index)
@@ -471,6 +474,14 @@ class Master:
 
     def child_exited(self, child: ChildState, status: int) -> None:
         code = os.waitstatus_to_exitcode(status)
+        if code == FENCED_EXIT or child.fenced_at is not None:
+            # Declared dead elsewhere: its list was already requeued there (leftovers, if
+            # any, go to orphan recovery). Nothing to settle or count; a fresh identity
+            # replaces it.
+            logger.warning("master: child %d (pid %d) left: it was declared dead (fenced); replacing it",
+                           child.index, child.pid)
+            self.slots.reset(child.index)
+            return
         if not self.refresh(child):
             logger.error("master: child %d died mid-update: its jobs are requeued as unknown", child.index)
         how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
@@ -525,21 +536,19 @@ class Master:
                 if filing is not None:
                     owed.filings[owed.timed_out["jid"]] = filing
                 owed.timed_out = None
-            keep = []
-            for jid, filing in list(owed.filings.items()):
-                raw = by_jid.get(jid)
-                if raw is not None:
-                    try:
-                        Fetcher(self.config, identity, []).file(raw, filing.zset, filing.score, filing.entry)
-                        self.after_terminal_filing(raw, filing)
-                    except redis.ResponseError as exc:
-                        logger.error("master: couldn't file jid=%s (%s); parking it in unsettled", jid, exc)
-                        if not self.park(identity, raw, filing):
-                            keep.append(raw)
-                del owed.filings[jid]
+            keep: list[bytes] = []
+            try:
+                self.file_owed(identity, owed, by_jid, keep)
+            except Fenced:
+                # Declared dead elsewhere first (this master was frozen?): its jobs were
+                # requeued there; only what landed on its list since is left to move.
+                logger.warning("master: child %s was declared dead elsewhere; its list was requeued there", identity)
+                owed.filings.clear()
+                owed.drop.clear()
+                owed.count_orphanings = False
             drop = [by_jid[jid] for jid in owed.drop if jid in by_jid]
             moved = recovery.requeue_in_progress(self.config, identity, drop=drop, keep=keep,
-                                                 count_orphanings=owed.count_orphanings)
+                                                 count_orphanings=owed.count_orphanings, fence=True)
             if owed.count_orphanings:
                 buried = recovery.bury_repeat_orphans(self.config)
                 if buried:
@@ -552,10 +561,25 @@ class Master:
         if self.redis_step(f"recovering {identity}", work):
             del self.unrecovered[identity]
 
+    def file_owed(self, identity: str, owed: Owed, by_jid: dict[str, bytes], keep: list[bytes]) -> None:
+        """A gone child's failures, filed for it (or parked; ``keep``: neither worked)."""
+        for jid, filing in list(owed.filings.items()):
+            raw = by_jid.get(jid)
+            if raw is not None:
+                try:
+                    Fetcher(self.config, identity, [], beats=False).file(raw, filing.zset, filing.score,
+                                                                          filing.entry)
+                    self.after_terminal_filing(raw, filing)
+                except redis.ResponseError as exc:
+                    logger.error("master: couldn't file jid=%s (%s); parking it in unsettled", jid, exc)
+                    if not self.park(identity, raw, filing):
+                        keep.append(raw)
+            del owed.filings[jid]
+
     def park(self, identity: str, raw: bytes, filing: Filing) -> bool:
         """Hands a failure that can't be filed now over to ``unsettled`` (never re-run)."""
         try:
-            return Fetcher(self.config, identity, []).park_unsettled(raw, filing.record())
+            return Fetcher(self.config, identity, [], beats=False).park_unsettled(raw, filing.record())
         except redis.ResponseError:
             return False
 
@@ -588,14 +612,15 @@ class Master:
     def timers(self) -> None:
         now = time.monotonic()
         if now >= self.next_beat:
-            self.next_beat = now + HEARTBEAT_INTERVAL
+            self.next_beat = now + self.config.heartbeat_interval
             self.redis_step("heartbeat", self.beat)
         for identity in list(self.unrecovered):
             self.recover_identity(identity)
         if now >= self.next_memory:
-            self.next_memory = now + HEARTBEAT_INTERVAL
+            self.next_memory = now + MEMORY_INTERVAL
             self.check_memory()
         self.check_timeouts()
+        self.check_fenced()
         if now >= self.next_stats:
             self.next_stats = now + STATS_INTERVAL
             self.flush_stats()
@@ -605,7 +630,7 @@ class Master:
             first = self.recovery.completed_passes == 0
             own = [c.identity for c in self.children.values()] + [self.identity]
             if self.redis_step("orphan recovery", self.recovery.run, scan=first, own=own) is not None:
-                self.next_recovery = now + RECOVERY_INTERVAL * random.uniform(0.8, 1.2)
+                self.next_recovery = time.monotonic() + self.recovery.next_delay()
         if self.quiet:
             return
         if self.poller.due():
@@ -623,8 +648,27 @@ class Master:
                                            [q for q, _ in self.s.queues], self.started_at,
                                            busy=sum(1 for c in self.children.values() if c.running),
                                            rss=heartbeat.rss_of(), owns_list=False)]
-        records.extend(self.child_record(child) for child in self.children.values())
-        heartbeat.beat(self.config, records, client=self.client)
+        live = [child for child in self.children.values() if child.fenced_at is None]
+        records.extend(self.child_record(child) for child in live)
+        sent = heartbeat.clock()
+        refused = set(heartbeat.beat(self.config, records, client=self.client))
+        for child in live:
+            if child.identity in refused:
+                logger.warning("master: child %d (pid %d) was declared dead elsewhere (fenced): it leaves now",
+                               child.index, child.pid)
+                child.fenced_at = time.monotonic()
+                self.slots.set_fenced(child.index)
+        # Written after the flags: a child that reads this stamp sees its flag too. It
+        # vouches for the children while fresh (they beat for themselves once it is stale).
+        self.slots.stamp_beat(sent)
+
+    def check_fenced(self) -> None:
+        """A fenced child leaves on its own within a fraction of a second; one that
+        doesn't (stuck in C code) is killed: its job runs elsewhere now."""
+        for child in self.children.values():
+            if child.fenced_at is not None and time.monotonic() > child.fenced_at + FENCED_GRACE \
+                    and child.stop_reason != "fenced":
+                self.kill_child(child, "fenced")
 
     def child_record(self, child: ChildState) -> heartbeat.ProcessRecord:
         running = None

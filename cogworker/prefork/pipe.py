@@ -100,6 +100,12 @@ class PipeReporter(Reporter):
         self.slot.write(WAITING)
         return self.siblings.take(fetcher) if self.siblings is not None else None
 
+    def vouched_at(self) -> float:
+        return self.slot.slots.master_beat()
+
+    def told_fenced(self) -> bool:
+        return self.slot.slots.fenced(self.slot.index)
+
     def pending(self, raw: bytes, how: str | Filing) -> None:
         self._send(("pending", jid_of(raw), encode_how(how)))
 

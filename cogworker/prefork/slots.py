@@ -53,6 +53,10 @@ _COUNTS_OFFSET = 432  # after the body, 8-aligned
 SIZE = 448  # a multiple of 64: each slot on its own cache lines, seq aligned
 assert _SEQ.size + _BODY.size <= _COUNTS_OFFSET and _COUNTS_OFFSET + _COUNTS.size <= SIZE
 _HIGH = struct.Struct("=I")  # after the slots and the flags: how many slots are in use
+# After that, 8-aligned: when the master's last beat went out (heartbeat.clock()), then one
+# "fenced" flag per slot. A child whose master stopped beating beats for itself; one
+# declared dead (fenced) is told so through its flag.
+_STAMP = struct.Struct("=d")
 
 
 @dataclass(frozen=True)
@@ -85,8 +89,10 @@ class Slots:
 
     def __init__(self, count: int = MAX_SLOTS) -> None:
         self.count = count
+        self._stamp_at = (count * SIZE + count + _HIGH.size + 7) // 8 * 8
+        self._fenced_at = self._stamp_at + _STAMP.size
         # MAP_SHARED | MAP_ANONYMOUS: survives fork, shared
-        self.mm = mmap.mmap(-1, count * SIZE + count + _HIGH.size)
+        self.mm = mmap.mmap(-1, self._fenced_at + count)
         self.lock_file = tempfile.TemporaryFile()  # unlinked: only the inherited descriptor reaches it
 
     def reset(self, index: int) -> None:
@@ -94,6 +100,7 @@ class Slots:
         _BODY.pack_into(self.mm, index * SIZE + _SEQ.size, IDLE, b"", b"", 0, 0.0, 0.0, b"", b"", b"")
         _COUNTS.pack_into(self.mm, index * SIZE + _COUNTS_OFFSET, 0, 0)
         self.mm[self.count * SIZE + index] = 0
+        self.mm[self._fenced_at + index] = 0
         if index >= self.high():
             _HIGH.pack_into(self.mm, self.count * SIZE + self.count, index + 1)
 
@@ -125,6 +132,26 @@ class Slots:
     def state_hint(self, index: int) -> int:
         """A slot's state byte, unlocked and unchecked: a cheap hint, not a record."""
         return self.mm[index * SIZE + _SEQ.size]
+
+    # -- liveness: the master's last beat, and who was declared dead ----------------------
+
+    def stamp_beat(self, at: float) -> None:
+        """The master's beat sent at ``at`` went through (children it found fenced are
+        flagged before this is written)."""
+        _STAMP.pack_into(self.mm, self._stamp_at, at)
+
+    def master_beat(self) -> float:
+        """When the master's last beat went out; read twice, so a torn read can't pass."""
+        while True:
+            first = _STAMP.unpack_from(self.mm, self._stamp_at)[0]
+            if _STAMP.unpack_from(self.mm, self._stamp_at)[0] == first:
+                return first
+
+    def set_fenced(self, index: int) -> None:
+        self.mm[self._fenced_at + index] = 1
+
+    def fenced(self, index: int) -> bool:
+        return self.mm[self._fenced_at + index] == 1
 
     # -- the per-child lock and "taken" flag (look-ahead hand-over) ------------------------
 

@@ -1,0 +1,44 @@
+--! include _fence
+-- Heartbeat records of one or more processes (a master beats for itself and its
+-- children), in one step. A fenced process (declared dead, its list requeued) is skipped
+-- and named in the reply: its master must stop it.
+-- KEYS[1] = processes, KEYS[2] = last_beat, KEYS[3] = in_progress_identities, then for
+-- each process: its process key, its workers key, its fence.
+-- ARGV[1] = the process key's TTL (s), then for each process: identity, "1" if it owns
+-- an in-progress list, its record (a JSON object of strings), what it runs (the same,
+-- or "" for nothing).
+-- Every write is best-effort (pcall): one key of the wrong type never stops the others.
+local function hset_json(key, json)
+  local ok, fields = pcall(cjson.decode, json)
+  if not ok or type(fields) ~= "table" then return end
+  local flat = {}
+  for name, value in pairs(fields) do
+    table.insert(flat, name)
+    table.insert(flat, tostring(value))
+  end
+  if #flat > 0 then redis.pcall("HSET", key, unpack(flat)) end
+end
+
+local refused = {}
+for i = 0, (#KEYS - 3) / 3 - 1 do
+  local identity = ARGV[2 + 4 * i]
+  local process_key, workers_key = KEYS[4 + 3 * i], KEYS[5 + 3 * i]
+  if fenced(KEYS[6 + 3 * i]) then
+    table.insert(refused, identity)
+  else
+    redis.pcall("SADD", KEYS[1], identity)
+    hset_json(process_key, ARGV[4 + 4 * i])
+    redis.pcall("EXPIRE", process_key, ARGV[1])
+    beat(KEYS[2], identity)
+    if ARGV[3 + 4 * i] == "1" then
+      redis.pcall("SADD", KEYS[3], identity)
+    end
+    if ARGV[5 + 4 * i] ~= "" then
+      hset_json(workers_key, ARGV[5 + 4 * i])
+      redis.pcall("EXPIRE", workers_key, ARGV[1])
+    else
+      redis.pcall("DEL", workers_key)
+    end
+  end
+end
+return refused
