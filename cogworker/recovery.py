@@ -11,7 +11,7 @@ from typing import Any
 
 import redis
 
-from . import lua, unique
+from . import lua, redis_errors, unique
 from .config import Config, logger
 from .heartbeat import clock, deregister
 
@@ -237,18 +237,19 @@ class OrphanRecovery:
         """One pass. One identity that can't be processed never stops the others."""
         try:
             moved = self._recover(sorted(self.candidates(scan) - self.own - set(own)))
-        except (redis.ConnectionError, redis.TimeoutError):
-            self.forget_observations()  # Redis didn't answer: what we watched may be its stall
+        except redis.RedisError as exc:
+            if redis_errors.is_outage(exc):
+                self.forget_observations()  # Redis didn't answer: what we watched may be its stall
             raise
         for what, step in (("burying repeat orphans", bury_repeat_orphans),
                            ("filing unsettled jobs", file_unsettled),
                            ("trimming the dead set", trim_dead)):
             try:
                 step(self.config)
-            except (redis.ConnectionError, redis.TimeoutError):
-                self.forget_observations()
-                raise
             except redis.RedisError as exc:
+                if redis_errors.is_outage(exc):
+                    self.forget_observations()
+                    raise
                 logger.error("orphan recovery: %s failed: %s", what, exc)
         self.completed_passes += 1
         return moved
@@ -294,7 +295,10 @@ class OrphanRecovery:
         try:
             n, fenced_now = requeue_dead(self.config, identity, value)
             if n < 0:
-                return 0  # alive after all (it beat just now, or its process key is still there)
+                # Alive after all (it beat just now, or its process key is still there):
+                # watched afresh, not asked again on every pass.
+                self.seen[identity] = (value, now)
+                return 0
             if fenced_now:
                 logger.warning("requeued %d job(s) left in progress by process %s: its beat stayed unchanged "
                                "for %gs (fenced)", n, identity, self.threshold)
@@ -304,9 +308,11 @@ class OrphanRecovery:
                 self.seen[identity] = (value, now)  # forgotten a threshold after its fence
                 return n
             deregister(self.config, identity)
-        except (redis.ConnectionError, redis.TimeoutError):
-            raise
         except redis.RedisError as exc:
+            if redis_errors.is_outage(exc):
+                raise
+            # Asked again a threshold later, not on every pass (one line per threshold).
+            self.seen[identity] = (value, now)
             logger.error("orphan recovery skipped %s: %s", identity, exc)
             return 0
         self.seen.pop(identity, None)

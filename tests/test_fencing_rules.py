@@ -304,3 +304,23 @@ def test_an_identity_fenced_by_someone_else_is_watched_a_threshold_before_it_is_
     assert rec.seen["host:9:x"][1] > first
     assert r.sismember(k.in_progress_identities, "host:9:x")
     assert _run_until(rec, lambda: not r.sismember(k.in_progress_identities, "host:9:x"), 3)
+
+
+def test_an_identity_found_alive_or_unrecoverable_is_not_asked_again_on_every_pass(config):
+    """A beat that stays unchanged while the process key says alive (or whose list can't be
+    requeued) is watched afresh: the next pass is an interval away, not a busy loop."""
+    cfg = short()
+    r = cfg.redis()
+    k = cfg.keys
+    _register(cfg, "host:8:alive")
+    r.hset(k.process("host:8:alive"), "pid", 8)  # a process key without a TTL: alive
+    r.set(k.in_progress("host:9:broken"), "not a list")
+    r.sadd(k.in_progress_identities, "host:9:broken")
+    r.hset(k.last_beat, "host:9:broken", "5.000000")
+    rec = OrphanRecovery(cfg)
+    rec.run()
+    time.sleep(cfg.orphan_threshold + 0.05)
+    rec.last_read = time.monotonic()  # as if passes had run all along (no gap restart)
+    assert rec.run() == 0
+    assert rec.next_delay() >= rec.interval * 0.8 - 0.01
+    assert r.llen(k.in_progress("host:8:alive")) == 1 and not r.exists(k.fenced("host:8:alive"))

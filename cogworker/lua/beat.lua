@@ -8,6 +8,19 @@
 -- an in-progress list, its record (a JSON object of strings), what it runs (the same,
 -- or "" for nothing).
 -- Every write is best-effort (pcall): one key of the wrong type never stops the others.
+-- But Redis refusing writes altogether (OOM, READONLY) is an outage the caller must see:
+-- the first such refusal ends the script with that error.
+local function write(...)
+  local reply = redis.pcall(...)
+  if type(reply) == "table" and reply["err"] then
+    local code = string.match(reply["err"], "^(%u+)")
+    if code == "OOM" or code == "READONLY" then
+      error(reply)
+    end
+  end
+  return reply
+end
+
 local function hset_json(key, json)
   local ok, fields = pcall(cjson.decode, json)
   if not ok or type(fields) ~= "table" then return end
@@ -16,7 +29,7 @@ local function hset_json(key, json)
     table.insert(flat, name)
     table.insert(flat, tostring(value))
   end
-  if #flat > 0 then redis.pcall("HSET", key, unpack(flat)) end
+  if #flat > 0 then write("HSET", key, unpack(flat)) end
 end
 
 local refused = {}
@@ -26,7 +39,7 @@ for i = 0, (#KEYS - 3) / 3 - 1 do
   if fenced(KEYS[6 + 3 * i]) then
     table.insert(refused, identity)
   else
-    redis.pcall("SADD", KEYS[1], identity)
+    write("SADD", KEYS[1], identity)
     hset_json(process_key, ARGV[4 + 4 * i])
     redis.pcall("EXPIRE", process_key, ARGV[1])
     beat(KEYS[2], identity)

@@ -8,6 +8,7 @@ import os
 import time
 
 import cogworker
+from apps import pf  # noqa: F401  (only registered jobs run: the boot-recovery test's jobs are pf's)
 from cogworker.config import Config
 
 THRESHOLD = 6.0
