@@ -530,7 +530,7 @@ class Worker:
         """Only for a job that hasn't run. If even this fails, it stays on the list, where
         reconcile (or the owner's shutdown, or orphan recovery) requeues it later."""
         try:
-            self.fetcher.give_back(work.raw)
+            settlement.apply(self.fetcher, work.raw, fate.GIVE_BACK, queue=work.queue)
         except redis.RedisError as exc:
             logger.error("couldn't hand back jid=%s (left in progress): %s", work.jid(), exc)
 
