@@ -6,7 +6,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from . import unique
+from . import hooks, unique
 from .config import Config, get_config
 from .jobs import BoundJob, JobOptions, dumps, registry
 from .middleware import client_middleware
@@ -59,11 +59,15 @@ def push(payload: dict[str, Any], at: float | None = None, config: Config | None
         encoded = dumps(payload)
         client = (config or get_config()).redis()
         if payload.get("unique_for"):
-            return unique.push(client, payload, encoded, at)
-        pipe = client.pipeline(transaction=False)
-        _write(pipe, payload, encoded, at)
-        _execute(pipe)
-        return payload["jid"]
+            jid = unique.push(client, payload, encoded, at)
+        else:
+            pipe = client.pipeline(transaction=False)
+            _write(pipe, payload, encoded, at)
+            _execute(pipe)
+            jid = payload["jid"]
+        if jid is not None and hooks.wanted("enqueued"):
+            hooks.fire("enqueued", payload, queue=payload.get("queue"), config=config)
+        return jid
 
     return client_middleware.invoke((payload,), final)
 
@@ -74,11 +78,13 @@ def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
     encoded = [dumps(p) for p in payloads]  # all refused before any is written
     jids: list[str | None] = []
     by_queue: dict[str, list[str]] = {}
+    bulk: list[dict[str, Any]] = []  # written by the pipeline below
     for payload, raw in zip(payloads, encoded, strict=True):
         if len(client_middleware) or payload.get("unique_for"):
             jids.append(push(payload))
             continue
         by_queue.setdefault(payload["queue"], []).append(raw)
+        bulk.append(payload)
         jids.append(payload["jid"])
     if by_queue:
         keys = get_config().keys
@@ -90,6 +96,9 @@ def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
             pipe.sadd(keys.queues, queue)
         wake(pipe)
         _execute(pipe)
+        if hooks.wanted("enqueued"):
+            for payload in bulk:
+                hooks.fire("enqueued", payload, queue=payload["queue"])
     return jids
 
 

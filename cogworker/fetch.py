@@ -3,7 +3,6 @@ takes them off only by acknowledging, handing back, or filing them (DESIGN §4, 
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import time
@@ -17,6 +16,7 @@ from . import lua, redis_errors
 from .config import Config, logger
 from .errors import ConfigurationError, Fenced, RedisVersionError
 from .heartbeat import clock
+from .inprogress import InProgressList, _text_field, jid_of
 
 try:  # hiredis packs a command in a third of redis-py's time: this is the hot path
     from hiredis import pack_command as _pack
@@ -47,20 +47,6 @@ class Work:
 
     def jid(self) -> str:
         return jid_of(self.raw)
-
-
-def _text_field(raw: bytes, name: str) -> str | None:
-    try:
-        value = json.loads(raw)
-        if isinstance(value, dict) and isinstance(value.get(name), str):
-            return value[name]
-    except (ValueError, UnicodeDecodeError):
-        pass
-    return None
-
-
-def jid_of(raw: bytes) -> str:
-    return _text_field(raw, "jid") or "?"
 
 
 def parse_queues(specs: list[str] | None) -> list[tuple[str, int | None]]:
@@ -101,25 +87,14 @@ def check_redis_version(client: redis.Redis) -> None:
             f"Redis {version} is too old: cogworker's reliable fetch needs Redis >= 6.2 (LMOVE, BLMOVE, LPOS)")
 
 
-class Fetcher:
-    """The scripts one identity runs on its own list. Each is refused (``Fenced``, and
-    ``fenced`` set) once the identity was declared dead; those that refresh its beat also
-    renew its lease: until ``clock()`` passes ``confirmed_at`` + half the orphan
-    threshold, nobody can have declared it dead, so a job it holds may start without
-    asking Redis first. ``beats=False``: another process acting for a gone identity (its
-    beat is not refreshed)."""
+class Fetcher(InProgressList):
+    """Queue order and the blocking fetch (and look-ahead's scripts) for one identity,
+    on top of its in-progress list. Each script is refused (``Fenced``, and ``fenced``
+    set) once the identity was declared dead."""
 
     def __init__(self, config: Config, identity: str, queues: list[tuple[str, int | None]],
                  block_timeout: float = 1.0, beats: bool = True) -> None:
-        self.config = config
-        self.keys = config.keys
-        self.identity = identity
-        self.in_progress = self.keys.in_progress(identity)
-        self.fence_key = self.keys.fenced(identity)
-        self.beat_as = identity if beats else ""
-        self.fenced = False
-        self.confirmed_at = float("-inf")
-        self.lease = config.orphan_threshold / 2
+        super().__init__(config, identity, beats)
         self.queues = [name for name, _ in queues]
         self.weighted = all(w is not None for _, w in queues)
         self._pool = [name for name, w in queues for _ in range(w or 1)]
@@ -129,37 +104,6 @@ class Fetcher:
         self._ahead_pid = 0
         self._fetch_sha = ""
         self._queue_keys = {name: self.keys.queue(name) for name in self.queues}
-
-    @property
-    def client(self) -> redis.Redis:
-        return self.config.redis()
-
-    def _run(self, name: str, keys: list[Any], args: list[Any], beats: bool = False) -> Any:
-        sent = clock()
-        try:
-            reply = lua.run(self.client, name, keys, args)
-        except Fenced:
-            self.fenced = True
-            raise
-        if beats and self.beat_as:
-            self.vouch(sent)
-        return reply
-
-    def vouch(self, at: float) -> None:
-        """This identity's beat was refreshed, and it was not fenced, at ``at`` (``clock()``)."""
-        if at > self.confirmed_at:
-            self.confirmed_at = at
-
-    def lease_left(self, vouched_at: float = float("-inf")) -> float:
-        """Seconds before someone could declare this identity dead (``vouched_at``: when
-        another process last refreshed its beat for it)."""
-        return max(self.confirmed_at, vouched_at) + self.lease - clock()
-
-    def confirm(self) -> None:
-        """Refreshes the beat, or raises ``Fenced``: asked before starting a job when the
-        lease has run out."""
-        self._run("confirm", [self.fence_key, self.keys.last_beat, self.in_progress,
-                              self.keys.in_progress_identities], [self.identity], beats=True)
 
     def order(self) -> list[str]:
         if not self.weighted:
@@ -280,12 +224,6 @@ class Fetcher:
         took or returned it), and from now on nobody can (the caller holds our lock)."""
         return self._run("claim_ahead", [self.keys.ahead, self.fence_key], [self.identity, number]) == 1
 
-    def return_ahead(self, number: int) -> bool:
-        """This identity's look-ahead job ``number``, not started, back on its queue
-        (another process calls this, holding the owner's lock)."""
-        return bool(self._run("return_ahead", [self.keys.ahead, self.in_progress, self.fence_key],
-                              [self.identity, number, self.keys.queue_prefix, "default", self.keys.unique_prefix]))
-
     def _wait_for_wake(self, since: bytes, block: float) -> bool:
         """Blocks until a push to any queue (or ``block`` seconds). False if the wake
         stream can't be used (wrong type): then the caller blocks on one queue instead."""
@@ -322,27 +260,3 @@ class Fetcher:
                 logger.error("queue key %s holds the wrong type: skipped (other queues keep running)", name)
             else:
                 logger.error("queue key %s can't be read (%s): skipped (other queues keep running)", name, error)
-
-    def acknowledge(self, raw: bytes) -> None:
-        self._run("ack", [self.in_progress, self.keys.orphanings(jid_of(raw)), self.fence_key, self.keys.last_beat],
-                  [raw, self.beat_as], beats=True)
-
-    def give_back(self, raw: bytes) -> bool:
-        """Back on its queue, at the fetch end (it has not run). False if no longer ours."""
-        return self._run("give_back", [self.in_progress, self.fence_key],
-                         [raw, self.keys.queue_prefix, "default", self.keys.unique_prefix]) == 1
-
-    def file(self, raw: bytes, zset: str, score: float, entry: str | bytes) -> bool:
-        """Into retry or dead, off the in-progress list, in one step. False if no longer ours."""
-        dead = zset == self.keys.dead
-        args = [raw, repr(score), entry, "dead" if dead else "",
-                repr(time.time() - self.config.dead_timeout), self.config.dead_max_jobs, self.beat_as]
-        return self._run("file", [self.in_progress, zset, self.keys.orphanings(jid_of(raw)), self.fence_key,
-                                  self.keys.last_beat], args, beats=True) == 1
-
-    def park_unsettled(self, raw: bytes, record: str) -> bool:
-        return self._run("park_unsettled", [self.in_progress, self.keys.unsettled, self.fence_key],
-                         [raw, record]) == 1
-
-    def listed(self) -> list[bytes]:
-        return self.client.lrange(self.in_progress, 0, -1)

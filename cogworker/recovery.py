@@ -11,8 +11,9 @@ from typing import Any
 
 import redis
 
-from . import lua, redis_errors, unique
+from . import hooks, lua, redis_errors, settlement, unique  # noqa: F401 (unique: hook subscriber)
 from .config import Config, logger
+from .fate import File
 from .heartbeat import clock, deregister
 
 ORPHANINGS_TTL = 7 * 24 * 3600
@@ -117,21 +118,17 @@ def complete_raw_burials(config: Config, raws: list[bytes]) -> None:
 
 
 def buried_as_dead(config: Config, job: dict[str, Any]) -> None:
-    """What any terminal failure does on its way to dead: counted, locks released."""
+    """A repeat orphan is in dead: counted, its orphanings forgotten, then the ``dead``
+    hooks (its locks are freed like any terminal failure's)."""
     keys = config.keys
     try:
         client = config.redis()
         client.incr(keys.stats_failed)
-        if job.get("unique_until", "success") == "success":
-            unique.release(client, job)
-        if job.get("periodic_pjid"):
-            from .cron import release_running_lock
-
-            release_running_lock(config, job["periodic_pjid"], job.get("jid", ""))
         if job.get("jid"):
             client.delete(keys.orphanings(job["jid"]))
     except Exception as exc:
         logger.error("after burying jid=%s: %s", job.get("jid"), exc)
+    hooks.fire("dead", job, reason="process_died", config=config)
 
 
 def file_unsettled(config: Config) -> int:
@@ -158,14 +155,16 @@ def file_unsettled(config: Config) -> int:
 
 
 def _locks_after_filing(config: Config, entry: dict[str, Any]) -> None:
-    """Best-effort, like any filing: dead frees the job's locks, a retry keeps them."""
+    """The hooks of a filing (dead frees the job's locks, a retry keeps them)."""
     try:
-        payload = _parse(entry["payload"].encode() if isinstance(entry["payload"], str) else entry["payload"])
-        if payload:
-            retrying = entry["set"] == config.keys.retry
-            unique.after_filing(config, payload, retrying, max(0.0, float(entry["score"]) - time.time()))
-    except Exception as exc:
+        retrying = entry["set"] == config.keys.retry
+        score = float(entry["score"])
+        decision = File(entry["set"], score, entry["payload"], retrying, max(0.0, score - time.time()) if retrying
+                        else 0.0, reason="interrupted")
+    except (KeyError, TypeError, ValueError) as exc:
         logger.error("locks after filing an unsettled job failed (ignored): %s", exc)
+        return
+    settlement.filed(config, decision)
 
 
 def trim_dead(config: Config) -> None:

@@ -12,7 +12,8 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from .config import Config
+from . import hooks
+from .config import Config, get_config
 
 THROUGHPUT_TTL = 2 * 24 * 3600
 
@@ -100,3 +101,21 @@ def record_attempt(config: Config, client: Any, jid: str, attempt: int, outcome:
 
 def attempts(config: Config, jid: str) -> list[dict[str, Any]]:
     return [json.loads(x) for x in config.redis().lrange(config.keys.attempts(jid), 0, -1)]
+
+
+# -- the attempts log, as a hook subscriber: a job that ran and failed (or succeeded on a retry)
+
+
+def _on_outcome(event: hooks.JobEvent) -> None:
+    payload, jid = event.payload, event.payload.get("jid")
+    if not jid:
+        return
+    config = event.config or get_config()
+    if event.name == "succeeded":
+        if payload.get("retry_count"):
+            record_attempt(config, config.redis(), jid, int(payload["retry_count"]) + 1, "succeeded")
+    elif event.reason == "failed":  # the run's own failure, not a process's interruption or death
+        record_attempt(config, config.redis(), jid, int(payload.get("retry_count") or 1), event.name, event.error)
+
+
+hooks.subscribe(("succeeded", "retrying", "dead"), _on_outcome)

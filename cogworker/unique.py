@@ -15,7 +15,7 @@ from typing import Any
 
 import redis
 
-from . import lua
+from . import hooks, lua
 from .config import Config, get_config
 
 
@@ -100,3 +100,27 @@ def after_filing(config: Config, payload: dict[str, Any], retrying: bool, delay:
         release(config.redis(), payload)
     if pjid and jid:
         cron.release_running_lock(config, pjid, jid)
+
+
+# -- as hook subscribers: the locks follow the job's transitions -----------------------------
+
+def _on_started(event: hooks.JobEvent) -> None:
+    payload = event.payload
+    if payload.get("unique_until") == "start" or payload.get("periodic_pjid"):
+        on_start(event.config or get_config(), payload)
+
+
+def _on_succeeded(event: hooks.JobEvent) -> None:
+    if event.payload.get("unique_digest") or event.payload.get("periodic_pjid"):
+        on_success(event.config or get_config(), event.payload)
+
+
+def _on_filed(event: hooks.JobEvent) -> None:
+    payload = event.payload
+    if payload.get("unique_digest") or payload.get("periodic_pjid"):
+        after_filing(event.config or get_config(), payload, event.name == "retrying", event.delay or 0.0)
+
+
+hooks.subscribe("started", _on_started)
+hooks.subscribe("succeeded", _on_succeeded)
+hooks.subscribe(("retrying", "dead"), _on_filed)

@@ -7,7 +7,6 @@ A prefork child runs this loop unchanged; so does ``python -m cogworker.worker M
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -18,16 +17,14 @@ from typing import Any
 
 import redis
 
-from . import redis_errors, settle, stats, unique
+from . import fate, hooks, redis_errors, settlement, stats, unique  # noqa: F401 (unique, stats: hook subscribers)
 from .config import Config, get_config, logger
 from .errors import Fenced, JobTimeout
 from .fetch import Ahead, Fetcher, Work, check_redis_version, jid_of
-from .jobs import Job, resolve
+from .jobs import Job, default_backoff, error_message, resolve
 from .middleware import server_middleware
-from .settle import ACK, Filing, Pending
+from .policy import Outage
 
-GIVE_BACK = "give_back"
-SETTLED = "settled"  # filed in retry/dead, already off the in-progress list
 RECONCILE_INTERVAL = 5.0
 STATS_INTERVAL = 1.0
 ACK_ATTEMPTS = 3
@@ -61,10 +58,11 @@ class Reporter:
     def started(self, work: Work, payload: dict[str, Any], deadline: float | None) -> None:
         """A job began to run."""
 
-    def finished(self, work: Work, disposition: str) -> None:
-        """A job's run ended; ``disposition`` says what the worker will do with the entry."""
+    def finished(self, work: Work, outcome: fate.Outcome) -> None:
+        """A job's run ended: ``Succeeded`` (its ack is due), ``Raised`` (filed, or
+        being filed as an interruption) or anything else (it never ran: handed back)."""
 
-    def pending(self, raw: bytes, how: str | Filing) -> None:
+    def pending(self, raw: bytes, how: fate.Decision) -> None:
         """A settlement could not be written; the worker keeps retrying it."""
 
     def settled(self, raw: bytes) -> None:
@@ -107,32 +105,6 @@ class Reporter:
         return False
 
 
-class Outage:
-    """Logs a Redis outage once when it starts and once when it ends, not per attempt
-    (and again if its kind changes: away, out of memory, read-only)."""
-
-    def __init__(self, what: str) -> None:
-        self.what = what
-        self.since: float | None = None
-        self.failures = 0
-        self.kind = ""
-
-    def failed(self, exc: BaseException) -> float:
-        self.failures += 1
-        kind = redis_errors.classify(exc) if isinstance(exc, redis.ResponseError) else "away"
-        if self.since is None or kind != self.kind:
-            self.since = self.since or time.monotonic()
-            self.kind = kind
-            logger.error("%s: %s; retrying with backoff", self.what, redis_errors.describe(exc))
-        return min(0.1 * 2 ** min(self.failures, 6), 5.0)
-
-    def ok(self) -> None:
-        if self.since is not None:
-            logger.warning("%s: Redis is back after %.1fs", self.what, time.monotonic() - self.since)
-        self.since = None
-        self.failures = 0
-
-
 class Worker:
     """One identity, one job at a time, stoppable from outside."""
 
@@ -148,7 +120,7 @@ class Worker:
         self.should_stop = should_stop
         self.ahead: Ahead | None = None  # a look-ahead fetch out, its reply unread
         self._ahead_number = 0
-        self.pending = Pending()
+        self.pending = fate.Owed()
         self.current: Work | None = None
         self.ack_due: bytes | None = None  # rides on the next fetch
         self._ack_due_jid: str | None = None
@@ -309,7 +281,7 @@ class Worker:
             # Unknown whether it ran: the ack is owed (LREM is idempotent) and a job it
             # may have moved is a stray that reconcile requeues.
             if ahead.ack is not None:
-                self._owe(ahead.ack, ACK)
+                self._owe(ahead.ack, fate.ACK)
             if redis_errors.is_outage(exc):
                 self._redis_away(exc)  # the next plain fetch backs off
             else:
@@ -325,7 +297,7 @@ class Worker:
         except redis.RedisError as exc:
             if self.ack_due is not None:
                 # Unknown whether it landed; LREM is idempotent, so reconcile just repeats it.
-                self._owe(self.ack_due, ACK)
+                self._owe(self.ack_due, fate.ACK)
                 self.ack_due = None
             if redis_errors.is_outage(exc):  # away, out of memory or read-only: jobs stay queued
                 self._stopping.wait(self._redis_away(exc))  # a stop ends the backoff
@@ -390,20 +362,22 @@ class Worker:
         if self.stopping or self._quiet.is_set():
             self._give_back(work)  # fetched by a blocking call that began before the stop
             return
-        payload, why = settle.parse_payload(work.raw)
+        payload, why = fate.parse_payload(work.raw)
         if payload is None:
             self._bury_bad_payload(work, why)
             return
         if not self._may_start(work):
             return
         self.current = work
-        self._ran = None
-        disposition = None
+        # What a failure around the run leaves: before the job ran, a hand-back; once it
+        # ran, whatever its outcome dictates, so a bug in the bookkeeping can't re-queue
+        # a job that already ran.
+        outcome: fate.Outcome = fate.NeverStarted()
         timeout = payload.get("timeout")
         deadline = time.time() + float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
         self.reporter.started(work, payload, deadline)
         try:
-            disposition = self.execute(work, payload)
+            outcome = self.execute(work, payload)
         except HardStop:
             logger.warning("jid=%s abandoned by a stop-now; handing it back", payload["jid"])
         except Fenced:
@@ -412,13 +386,10 @@ class Worker:
             logger.exception("bookkeeping failed around jid=%s", payload["jid"])
         finally:
             self.current = None
-            # `execute` raising leaves `disposition` unset: before the job ran that's a
-            # hand-back; once it ran, whatever its outcome dictates (`_ran`), so a bug in
-            # the bookkeeping can't re-queue a job that already ran.
-            final = disposition or self._ran or GIVE_BACK
-            self.reporter.finished(work, final if isinstance(final, str) else "interrupt")
             if not self.fenced:
-                self.settle(work, final, payload["jid"])
+                self.settle(work, payload, outcome)
+            else:
+                self.reporter.finished(work, outcome)
             self.jobs_done += 1
 
     def _may_start(self, work: Work) -> bool:
@@ -440,7 +411,8 @@ class Worker:
                            self.identity, work.jid(), exc)
             return False
 
-    def execute(self, work: Work, payload: dict[str, Any]) -> Any:
+    def execute(self, work: Work, payload: dict[str, Any]) -> fate.Succeeded | fate.Raised:
+        """Runs the job: what happened to it (it is settled by the caller)."""
         name = payload["class"]
         job: Any = None
         resolution_error: BaseException | None = None
@@ -448,17 +420,16 @@ class Worker:
             job = resolve(name, self.config.import_prefixes)
         except Exception as exc:
             resolution_error = exc
-        if payload.get("unique_until") == "start" or payload.get("periodic_pjid"):
-            self._best_effort("lock update at start", unique.on_start, self.config, payload)
+        if hooks.wanted("started"):
+            hooks.fire("started", payload, queue=work.queue, identity=self.identity, config=self.config)
         logger.debug("start: %s jid=%s", name, payload["jid"])
         started = time.perf_counter()
         error = self.run_job(job, payload, work.queue, resolution_error)
-        ms = (time.perf_counter() - started) * 1000
-        self._ran = ACK if error is None else ("interrupt", error)
-        self._stats.record(name, error is None, ms)
+        seconds = time.perf_counter() - started
         if error is None:
-            return self.finish_success(payload)
-        return self.finish_failure(work, payload, job, error)
+            return fate.Succeeded(seconds)
+        backoff = job.backoff_for if isinstance(job, Job) else default_backoff
+        return fate.Raised(error, backoff, seconds)
 
     def run_job(self, job: Any, payload: dict[str, Any], queue: str,
                 resolution_error: BaseException | None) -> BaseException | None:
@@ -489,57 +460,57 @@ class Worker:
             if timer:
                 timer.disarm()
 
-    def finish_success(self, payload: dict[str, Any]) -> str:
-        if payload.get("unique_digest") or payload.get("periodic_pjid"):
-            self._best_effort("lock release", unique.on_success, self.config, payload)
-        if payload.get("retry_count"):
-            self._best_effort("attempts log", stats.record_attempt, self.config, self.config.redis(),
-                              payload["jid"], int(payload["retry_count"]) + 1, "succeeded")
-        return ACK
+    # -- settlement ------------------------------------------------------------------------
 
-    def finish_failure(self, work: Work, payload: dict[str, Any], job: Any, error: BaseException) -> Any:
+    def settle(self, work: Work, payload: dict[str, Any], outcome: fate.Outcome) -> None:
+        """Decides the job's fate from its outcome and writes it (an ack rides on the
+        next fetch when there is one)."""
+        if isinstance(outcome, (fate.Succeeded, fate.Raised)):
+            self._stats.record(payload["class"], isinstance(outcome, fate.Succeeded), outcome.duration * 1000)
+        if isinstance(outcome, fate.Succeeded):
+            # Its success is final (only the ack is left): the locks go before anything else.
+            if hooks.wanted("succeeded"):
+                hooks.fire("succeeded", payload, queue=work.queue, identity=self.identity,
+                           duration=outcome.duration, config=self.config)
+            self.reporter.finished(work, outcome)
+            self._ack_later(work, payload)
+        elif isinstance(outcome, fate.Raised):
+            filed = self._file_failure(work, payload, outcome)
+            self.reporter.finished(work, outcome)
+            if not filed:
+                self.interrupt(work, outcome.error)
+        else:
+            self.reporter.finished(work, outcome)
+            self._give_back(work)
+
+    def _ack_later(self, work: Work, payload: dict[str, Any]) -> None:
+        # Quiet or stopping: no next fetch for the ack to ride on.
+        if self.stopping or self._quiet.is_set() or self.ack_due is not None:
+            self._acknowledge(work.raw)
+        else:
+            self.ack_due = work.raw
+            self._ack_due_jid = payload["jid"]
+
+    def _file_failure(self, work: Work, payload: dict[str, Any], outcome: fate.Raised) -> bool:
+        """Files the run's failure into retry or dead; False if that failed (then it is
+        filed as an interruption)."""
+        error = outcome.error
         logger.warning("fail: %s jid=%s: %s: %s", payload["class"], payload["jid"],
-                       type(error).__name__, settle.error_message(error))
-        backoff = job.backoff_for if isinstance(job, Job) else _default_backoff
+                       type(error).__name__, error_message(error))
         try:
-            filing = settle.route_failure(self.config, payload, error, backoff)
-            filed = self.fetcher.file(work.raw, filing.zset, filing.score, filing.entry)
+            decision = fate.decide(self.config, payload, outcome)
+            assert isinstance(decision, fate.File)
+            filed = settlement.apply(self.fetcher, work.raw, decision, payload, queue=work.queue, error=error,
+                                     duration=outcome.duration)
         except Fenced:
             raise
         except Exception as exc:
             logger.error("couldn't record the failure of jid=%s: %s: %s", payload["jid"],
                          type(exc).__name__, exc)
-            return ("interrupt", error)
+            return False
         if not filed:
             logger.warning("jid=%s was no longer in progress when its failure was filed", payload["jid"])
-        self._after_filing(payload, filing, error)
-        return SETTLED
-
-    def _after_filing(self, payload: dict[str, Any], filing: Filing, error: BaseException) -> None:
-        """Everything after the retry/dead write is best-effort: it never changes the job's fate."""
-        client = self.config.redis()
-        self._best_effort("locks after filing", unique.after_filing, self.config, payload, filing.retrying,
-                          filing.delay)
-        outcome = "retrying" if filing.retrying else "dead"
-        self._best_effort("attempts log", stats.record_attempt, self.config, client, payload["jid"],
-                          int(payload.get("retry_count") or 1), outcome, error)
-
-    # -- settlement ------------------------------------------------------------------------
-
-    def settle(self, work: Work, disposition: Any, jid: str | None = None) -> None:
-        if disposition == ACK:
-            # Quiet: no next fetch for the ack to ride on.
-            if self.stopping or self._quiet.is_set() or self.ack_due is not None:
-                self._acknowledge(work.raw)
-            else:
-                self.ack_due = work.raw
-                self._ack_due_jid = jid
-        elif disposition == SETTLED:
-            pass
-        elif disposition == GIVE_BACK:
-            self._give_back(work)
-        else:
-            self.interrupt(work, disposition[1])
+        return True
 
     def _acknowledge(self, raw: bytes) -> None:
         """A failed ack leaves a finished job on the list: retried briefly, then owed."""
@@ -551,7 +522,7 @@ class Worker:
                 if attempt == ACK_ATTEMPTS:
                     logger.error("couldn't acknowledge finished jid=%s after %d attempts (will retry): %s",
                                  jid_of(raw), attempt, exc)
-                    self._owe(raw, ACK)
+                    self._owe(raw, fate.ACK)
                     return
                 time.sleep(0.1 * attempt)
 
@@ -559,51 +530,36 @@ class Worker:
         """Only for a job that hasn't run. If even this fails, it stays on the list, where
         reconcile (or the owner's shutdown, or orphan recovery) requeues it later."""
         try:
-            self.fetcher.give_back(work.raw)
+            settlement.apply(self.fetcher, work.raw, fate.GIVE_BACK, queue=work.queue)
         except redis.RedisError as exc:
             logger.error("couldn't hand back jid=%s (left in progress): %s", work.jid(), exc)
 
     def interrupt(self, work: Work, error: BaseException) -> None:
         """Ran and failed, but filing that failed: into retry after 30 s x count, or dead."""
+        decision = fate.decide(self.config, work.raw, fate.FilingFailed(error))
+        assert isinstance(decision, fate.File)
         try:
-            filing = settle.interruption(self.config, work.raw, error)
-        except Exception as exc:
-            logger.error("couldn't build the interruption of jid=%s: %s", work.jid(), exc)
-            self._owe(work.raw, settle.plain_dead(self.config, work.raw, settle.error_class_name(error),
-                                                  settle.error_message(error), work.jid()))
-            return
-        try:
-            self.fetcher.file(work.raw, filing.zset, filing.score, filing.entry)
+            settlement.apply(self.fetcher, work.raw, decision, queue=work.queue, error=error)
         except Fenced:
             raise
         except Exception as exc:
             logger.error("couldn't file the interruption of jid=%s (will retry): %s", work.jid(), exc)
-            self._owe(work.raw, filing)
+            self._owe(work.raw, decision)
             return
-        self._locks_after(filing)
-        where = f"retrying in {filing.delay:.0f}s" if filing.retrying else "moved to dead"
+        where = f"retrying in {decision.delay:.0f}s" if decision.retrying else "moved to dead"
         logger.error("couldn't record the failure of jid=%s (%s); %s", work.jid(), type(error).__name__, where)
 
-    def _locks_after(self, filing: Filing) -> None:
-        """A late filing frees (dead) or keeps (retry) the job's locks like any other."""
-        try:
-            payload = json.loads(filing.entry)
-            if isinstance(payload, dict):
-                unique.after_filing(self.config, payload, filing.retrying, filing.delay)
-        except Exception as exc:
-            logger.error("locks after filing failed (ignored): %s: %s", type(exc).__name__, exc)
-
-    def _owe(self, raw: bytes, how: str | Filing) -> None:
-        self.pending.add(raw, how)
-        self.reporter.pending(raw, how)
+    def _owe(self, raw: bytes, decision: fate.Decision) -> None:
+        self.pending.add(raw, decision)
+        self.reporter.pending(raw, decision)
 
     def _bury_bad_payload(self, work: Work, why: str) -> None:
         logger.error("unreadable job on queue %s moved to dead: %s", work.queue, why)
-        filing = settle.plain_dead(self.config, work.raw, "cogworker.BadPayload", why)
+        decision = fate.decide(self.config, work.raw, fate.Unreadable(why))
         try:
-            self.fetcher.file(work.raw, filing.zset, filing.score, filing.entry)
+            settlement.apply(self.fetcher, work.raw, decision, queue=work.queue)
         except redis.RedisError:
-            self._owe(work.raw, filing)
+            self._owe(work.raw, decision)
 
     def settle_pending(self, listed: set[bytes] | None = None) -> None:
         """Finishes each owed settlement that can be finished now; one that fails stays."""
@@ -613,12 +569,7 @@ class Worker:
                 self.reporter.settled(raw)
                 continue
             try:
-                if how == ACK:
-                    self.fetcher.acknowledge(raw)
-                else:
-                    assert isinstance(how, Filing)
-                    self.fetcher.file(raw, how.zset, how.score, how.entry)
-                    self._locks_after(how)
+                settlement.apply(self.fetcher, raw, how)
             except redis.RedisError as exc:
                 logger.debug("still couldn't settle jid=%s: %s", jid_of(raw), exc)
                 continue
@@ -652,24 +603,12 @@ class Worker:
             pass
         for raw, filing in self.pending.filings().items():
             try:
-                self.fetcher.park_unsettled(raw, filing.record())
+                settlement.apply(self.fetcher, raw, fate.Park(filing.record()))
                 self.pending.pop(raw)
                 self.reporter.settled(raw)
             except redis.RedisError as exc:
                 logger.error("couldn't hand over the unsettled failure of jid=%s: %s", jid_of(raw), exc)
         self.flush_stats()
-
-    def _best_effort(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
-        try:
-            fn(*args)
-        except Exception as exc:
-            logger.error("%s failed (ignored): %s: %s", what, type(exc).__name__, exc)
-
-
-def _default_backoff(count: int, error: BaseException) -> float:
-    from .jobs import default_backoff
-
-    return default_backoff(count, error)
 
 
 class _SoftTimeout:

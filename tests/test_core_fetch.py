@@ -15,7 +15,7 @@ from apps import core_jobs
 from core_util import RunningWorker, queued, ran, wait_for, zentries
 
 import cogworker
-from cogworker import settle
+from cogworker import fate
 from cogworker import worker as worker_module
 from cogworker.fetch import Fetcher, Work, check_redis_version, parse_queues
 from cogworker.jobs import default_backoff
@@ -272,9 +272,9 @@ def test_interrupt_when_routing_fails(config):
     [(entry, score)] = zentries(r, config.keys.retry)
     assert entry["jid"] == jid and entry["interrupted_count"] == 1 and entry["retry_count"] == 1
     assert entry["error_class"] == "ValueError" and entry["error_message"] == "broken backoff i"
-    assert score == pytest.approx(entry["failed_at"] + settle.INTERRUPT_DELAY, abs=1)
+    assert score == pytest.approx(entry["failed_at"] + fate.INTERRUPT_DELAY, abs=1)
     assert ran(r) == ["fail_broken_backoff:i"]
-    assert settle.MAX_INTERRUPTS == 3 and settle.INTERRUPT_DELAY == 30
+    assert fate.MAX_INTERRUPTS == 3 and fate.INTERRUPT_DELAY == 30
 
 
 def _push_raw(config, payload):
@@ -404,7 +404,7 @@ def test_pending_ack_is_settled_by_reconcile_not_rerun(config):
     w = Worker([("default", None)], identity="recon3", block_timeout=0)
     done = json.dumps(_payload("record", "done", jid="d" * 24)).encode()
     r.rpush(k.in_progress("recon3"), done)
-    w.pending.add(done, settle.ACK)
+    w.pending.add(done, fate.ACK)
     for _ in range(3):
         w.reconcile()
     assert r.llen(k.in_progress("recon3")) == 0

@@ -251,11 +251,12 @@ def test_a_job_landed_on_a_fenced_list_is_never_started_nor_lost(config):
 
 def test_no_blocking_move_once_the_lease_ran_out(config, monkeypatch):
     """Frozen between the fetch script and the BLMOVE: the fetch script checks again first."""
-    from cogworker import fetch
+    from cogworker import fetch, inprogress
 
     f = Fetcher(config, ME, [("default", None)], block_timeout=0.5)
     ticks = iter(range(0, 10_000, 1000))
     monkeypatch.setattr(fetch, "clock", lambda: float(next(ticks)))  # each look is 1000 s later
+    monkeypatch.setattr(inprogress, "clock", lambda: float(next(ticks)))  # the lease lives on the list
     monkeypatch.setattr(f.client, "blmove", lambda *a, **kw: pytest.fail("BLMOVE after the lease ran out"))
     assert f.fetch() is None
 

@@ -50,8 +50,8 @@ class TitledReporter(PipeReporter):
         super().started(work, payload, deadline)
         self.title(f"busy {payload['class']} jid={payload['jid']}")
 
-    def finished(self, work: Any, disposition: str) -> None:
-        super().finished(work, disposition)
+    def finished(self, work: Any, outcome: Any) -> None:
+        super().finished(work, outcome)
         self.title("idle")
 
 

@@ -20,24 +20,25 @@ import psutil
 import redis
 from setproctitle import setproctitle
 
-from .. import heartbeat, recovery, redis_errors, settle, stats, unique
+from .. import fate, heartbeat, recovery, redis_errors, stats, unique  # noqa: F401 (unique: hook subscriber)
 from ..config import Config, logger
-from ..errors import Fenced, JobTimeout
-from ..fetch import Fetcher, check_redis_version, jid_of
-from ..jobs import Job, default_backoff, registry
+from ..errors import Fenced
+from ..fate import Decision
+from ..fetch import check_redis_version
+from ..inprogress import InProgressList
 from ..scheduler import Poller
-from ..settle import ACK, Filing
 from ..worker import FENCED_EXIT, Outage, new_identity
+from . import reaped
 from .child import child_main
 from .inbox import FORWARDED, SignalInbox
-from .pipe import decode_how, make_pipe
+from .pipe import make_pipe
+from .reaped import TIMEOUT_GRACE
 from .siblings import with_looked_ahead
 from .slots import ACK_DUE, MAX_SLOTS, RUNNING, Slots, SlotState
 
 MEMORY_INTERVAL = 5.0
 STATS_INTERVAL = 1.0
 FENCED_GRACE = 2.0  # a child told it was declared dead, still there after this, is killed
-TIMEOUT_GRACE = 5.0  # a job past its soft timeout by this much gets its child killed
 MAX_BOOT_BACKOFF = 30.0
 MASTER_SOCKET_TIMEOUT = 1.0
 # A child asked to leave that has no job running and is still there after this is
@@ -61,7 +62,7 @@ class ChildState:
     running: dict[str, Any] | None = None  # jid, class, queue, deadline, run_at
     acks: set[str] = field(default_factory=set)  # jids that ran; their ack is due or riding on a fetch
     torn: bool = False  # died mid-write of its slot: what it ran is unknown
-    owes: dict[str, Any] = field(default_factory=dict)  # jid -> ACK | Filing
+    owes: dict[str, Decision] = field(default_factory=dict)  # what it told us it still owes
     stop_reason: str | None = None  # why the master stopped it: shutdown, timeout, memory, ...
     stop_sent: bool = False
     leave_by: float = 0.0  # monotonic: asked to leave, killed if still there then (--timeout)
@@ -69,18 +70,6 @@ class ChildState:
     counted: tuple[int, int] = (0, 0)  # its slot's processed, failed counters, as last read
     rss: int = 0
     fenced_at: float | None = None  # when a beat found it declared dead (it leaves on its own)
-
-
-@dataclass
-class Owed:
-    """What a gone child still owed Redis, kept until Redis takes it."""
-
-    drop: set[str]  # jids that ran; only their ack is missing
-    filings: dict[str, Filing]  # jid -> failure record to file
-    timed_out: dict[str, Any] | None  # the job the master killed it for
-    # died on its own: an orphaning is counted for the job it ran (a jid), or for every
-    # job (True) if that is unknown; False: none
-    count_orphanings: bool | str
 
 
 @dataclass
@@ -120,7 +109,7 @@ class Master:
         self.rolling_current: int | None = None
         self.boot_failures = 0
         self.next_fork_at = 0.0
-        self.unrecovered: dict[str, Owed] = {}
+        self.unrecovered: dict[str, reaped.Reaped] = {}
         self.stats = stats.StatsBuffer()
         self.poller = Poller(self.config)
         self.recovery = recovery.OrphanRecovery(self.config, own=[self.identity])
@@ -253,7 +242,7 @@ class Master:
             if self.rolling_current is not None and child.pid != self.rolling_current:
                 self.rolling_current = None  # the replacement is up: next one
         elif kind == "pending":
-            child.owes[msg[1]] = decode_how(msg[2], self.config.keys.retry)
+            child.owes[msg[1]] = fate.from_wire(msg[2])
         elif kind == "settled":
             child.owes.pop(msg[1], None)
         elif kind == "stats":
@@ -329,7 +318,7 @@ class Master:
         for child in children if children is not None else list(self.children.values()):
             def act(state: SlotState) -> bool:
                 try:
-                    return Fetcher(self.config, state.identity, [], beats=False).return_ahead(state.ahead)
+                    return InProgressList(self.config, state.identity, beats=False).return_ahead(state.ahead)
                 except Fenced:
                     return False  # declared dead: its list, that job included, was requeued
 
@@ -509,17 +498,8 @@ class Master:
         """What a gone child owed Redis: its hard-timed-out job filed as failed, pending
         failures filed (or parked in unsettled), pending acks dropped, the rest requeued
         at once, an orphaning counted for the job it ran when it died on its own."""
-        drop = {jid for jid, how in child.owes.items() if how == ACK} | child.acks
-        filings = {jid: how for jid, how in child.owes.items() if isinstance(how, Filing)}
-        timed_out = child.running if child.stop_reason == "timeout" else None
-        # Only the job it ran can have killed it: a job fetched ahead never started. If
-        # which job that was is unknown, every job counts (none escapes the limit).
-        count: bool | str = False
-        if crashed and (child.torn or (child.running and not child.running["jid"])):
-            count = True
-        elif crashed and child.running:
-            count = child.running["jid"]
-        self.unrecovered[child.identity] = Owed(drop, filings, timed_out, count)
+        self.unrecovered[child.identity] = reaped.reap(child.running, child.acks, child.owes, child.torn,
+                                                       child.stop_reason, crashed)
         self.recover_identity(child.identity)
 
     def recover_identity(self, identity: str) -> None:
@@ -528,25 +508,20 @@ class Master:
         owed = self.unrecovered[identity]
 
         def work() -> bool:
-            listed = self.client.lrange(self.config.keys.in_progress(identity), 0, -1)
-            by_jid = {jid_of(raw): raw for raw in listed}
-            if owed.timed_out is not None:
-                raw = by_jid.get(owed.timed_out["jid"])
-                filing = self.timeout_filing(raw, owed.timed_out) if raw is not None else None
-                if filing is not None:
-                    owed.filings[owed.timed_out["jid"]] = filing
-                owed.timed_out = None
+            listed = InProgressList(self.config, identity, beats=False).listed()
+            drop: list[bytes] = []
             keep: list[bytes] = []
             try:
-                self.file_owed(identity, owed, by_jid, keep)
+                drop, keep = reaped.apply(self.config, identity, owed, listed)
             except Fenced:
                 # Declared dead elsewhere first (this master was frozen?): its jobs were
                 # requeued there; only what landed on its list since is left to move.
                 logger.warning("master: child %s was declared dead elsewhere; its list was requeued there", identity)
-                owed.filings.clear()
-                owed.drop.clear()
+                owed.decisions.clear()
                 owed.count_orphanings = False
-            drop = [by_jid[jid] for jid in owed.drop if jid in by_jid]
+            for job_class, ms in owed.stats:
+                self.stats.record(job_class, False, ms)
+            owed.stats.clear()
             moved = recovery.requeue_in_progress(self.config, identity, drop=drop, keep=keep,
                                                  count_orphanings=owed.count_orphanings, fence=True)
             if owed.count_orphanings:
@@ -560,52 +535,6 @@ class Master:
 
         if self.redis_step(f"recovering {identity}", work):
             del self.unrecovered[identity]
-
-    def file_owed(self, identity: str, owed: Owed, by_jid: dict[str, bytes], keep: list[bytes]) -> None:
-        """A gone child's failures, filed for it (or parked; ``keep``: neither worked)."""
-        for jid, filing in list(owed.filings.items()):
-            raw = by_jid.get(jid)
-            if raw is not None:
-                try:
-                    Fetcher(self.config, identity, [], beats=False).file(raw, filing.zset, filing.score,
-                                                                          filing.entry)
-                    self.after_terminal_filing(raw, filing)
-                except redis.ResponseError as exc:
-                    logger.error("master: couldn't file jid=%s (%s); parking it in unsettled", jid, exc)
-                    if not self.park(identity, raw, filing):
-                        keep.append(raw)
-            del owed.filings[jid]
-
-    def park(self, identity: str, raw: bytes, filing: Filing) -> bool:
-        """Hands a failure that can't be filed now over to ``unsettled`` (never re-run)."""
-        try:
-            return Fetcher(self.config, identity, [], beats=False).park_unsettled(raw, filing.record())
-        except redis.ResponseError:
-            return False
-
-    def timeout_filing(self, raw: bytes, running: dict[str, Any]) -> Filing | None:
-        """The job ran past its timeout and its grace: filed as failed, not orphaned."""
-        payload, _ = settle.parse_payload(raw)
-        if payload is None:
-            return None
-        error = JobTimeout(f"killed {TIMEOUT_GRACE:g}s after its timeout "
-                           f"({payload.get('timeout')}s); it ignored JobTimeout")
-        job = registry.get(payload["class"])
-        backoff = job.backoff_for if isinstance(job, Job) else default_backoff
-        # The child was killed before it could count this failure: count it here.
-        self.stats.record(payload["class"], False, (time.time() - running.get("run_at", time.time())) * 1000)
-        return settle.route_failure(self.config, payload, error, backoff)
-
-    def after_terminal_filing(self, raw: bytes, filing: Filing) -> None:
-        """As the worker does after filing (best-effort): a retry keeps the job's locks
-        over its wait, dead frees them."""
-        payload, _ = settle.parse_payload(raw)
-        if payload is None:
-            return
-        try:
-            unique.after_filing(self.config, payload, filing.retrying, filing.delay)
-        except Exception as exc:
-            logger.error("master: after filing jid=%s: %s", payload.get("jid"), exc)
 
     # -- timers ------------------------------------------------------------------------------
 

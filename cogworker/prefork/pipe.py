@@ -4,8 +4,8 @@ The master thus knows at every moment what each child runs and what it still owe
 Redis, so a child's death can be settled exactly:
 
 - ``("ready",)``: the child booted (Redis answered, its identity is registered);
-- ``("pending", jid, how)``: a settlement the child could not make: ``"ack"``, or a
-  failure record ``(zset, score, entry)`` to file;
+- ``("pending", jid, how)``: a settlement the child could not make: a ``fate`` decision
+  (an ack, or a failure record to file) as ``Decision.to_wire()`` gives it;
 - ``("settled", jid)``: a pending settlement went through;
 - ``("stats", snapshot)``: batched counters, at most once a second (the master takes
   the processed/failed totals from the child's slot instead, which survive its death).
@@ -21,9 +21,9 @@ import time
 from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
+from .. import fate
 from ..fetch import Fetcher, Work, jid_of
-from ..settle import ACK, Filing
-from ..worker import SETTLED, Reporter
+from ..worker import Reporter
 from .siblings import Siblings
 from .slots import RUNNING, WAITING, SlotWriter
 
@@ -34,17 +34,6 @@ def make_pipe() -> tuple[Connection, Connection]:
     """(master's reading end, child's writing end)."""
     reader, writer = Pipe(duplex=False)
     return reader, writer
-
-
-def encode_how(how: str | Filing) -> Any:
-    return ACK if how == ACK else (how.zset, how.score, how.entry)  # type: ignore[union-attr]
-
-
-def decode_how(how: Any, retry_key: str) -> str | Filing:
-    if how == ACK:
-        return ACK
-    zset, score, entry = how
-    return Filing(zset, score, entry, retrying=zset == retry_key, delay=max(0.0, score - time.time()))
 
 
 class PipeReporter(Reporter):
@@ -77,12 +66,13 @@ class PipeReporter(Reporter):
     def started(self, work: Any, payload: dict[str, Any], deadline: float | None) -> None:
         self.slot.write(RUNNING, payload["jid"], deadline, time.time(), payload["class"], work.queue)
 
-    def finished(self, work: Any, disposition: str) -> None:
-        # ACK: it ran and succeeded; SETTLED (filed) or "interrupt": it ran and failed;
-        # GIVE_BACK: it never ran. Counted in the slot, where the master reads it even
-        # if this process is killed before its stats batch goes out.
-        ran = True if disposition == ACK else False if disposition in (SETTLED, "interrupt") else None
-        self.slot.finished(ack_due=disposition == ACK, ran=ran)
+    def finished(self, work: Any, outcome: fate.Outcome) -> None:
+        # Succeeded: its ack is due; Raised: it ran and failed (filed, or being filed as an
+        # interruption); anything else: it never ran. Counted in the slot, where the master
+        # reads it even if this process is killed before its stats batch goes out.
+        succeeded = isinstance(outcome, fate.Succeeded)
+        self.slot.finished(ack_due=succeeded, ran=True if succeeded else False if isinstance(outcome, fate.Raised)
+                           else None)
 
     def may_look_ahead(self) -> bool:
         return self.siblings is not None and not self.orphaned and not self.siblings.any_waiting()
@@ -106,8 +96,8 @@ class PipeReporter(Reporter):
     def told_fenced(self) -> bool:
         return self.slot.slots.fenced(self.slot.index)
 
-    def pending(self, raw: bytes, how: str | Filing) -> None:
-        self._send(("pending", jid_of(raw), encode_how(how)))
+    def pending(self, raw: bytes, how: fate.Decision) -> None:
+        self._send(("pending", jid_of(raw), how.to_wire()))
 
     def settled(self, raw: bytes) -> None:
         self._send(("settled", jid_of(raw)))

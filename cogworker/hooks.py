@@ -1,0 +1,117 @@
+"""Lifecycle hooks: a small, fixed set of points in a job's life that code can subscribe
+to (as Dramatiq's middleware does), public API.
+
+Events: ``enqueued``, ``started``, ``succeeded``, ``retrying``, ``dead`` (with its
+``reason``), ``given_back``, ``orphaned``. A subscriber is a callable taking one
+``JobEvent``::
+
+    from cogworker import hooks
+
+    @hooks.subscribe("dead")
+    def alert(event: hooks.JobEvent) -> None:
+        print(event.payload.get("jid"), event.reason, event.error_message)
+
+A hook fires once per transition, in the process that made it, after the Redis write
+that made it (``succeeded``: once the job's success is final, its acknowledgement due;
+it rides on that process's next fetch). A hook that raises is logged (at most once a
+minute per hook) and ignored: it never changes a job's fate. No event object is built
+for an event nobody subscribes to.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import logger
+
+EVENTS = ("enqueued", "started", "succeeded", "retrying", "dead", "given_back", "orphaned")
+LOG_EVERY = 60.0
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """One transition of one job. ``payload``: the job as stored (after a failure, with
+    its failure fields); ``delay``: seconds before the retry (``retrying``); ``reason``:
+    why it went to dead ("failed", "interrupted", "timed_out", "bad_payload",
+    "process_died")."""
+
+    name: str
+    payload: dict[str, Any]
+    queue: str | None = None
+    identity: str | None = None
+    error: BaseException | None = None
+    error_class: str | None = None
+    error_message: str | None = None
+    traceback: str | None = None
+    duration: float | None = None
+    delay: float | None = None
+    reason: str | None = None
+    config: Any = field(default=None, repr=False)
+
+
+Hook = Callable[[JobEvent], None]
+_subscribers: dict[str, list[Hook]] = {name: [] for name in EVENTS}
+_last_logged: dict[tuple[int, str], float] = {}
+
+
+def _names(names: str | Iterable[str]) -> list[str]:
+    listed = [names] if isinstance(names, str) else list(names)
+    for name in listed:
+        if name not in _subscribers:
+            raise ValueError(f"unknown job event {name!r} (one of: {', '.join(EVENTS)})")
+    return listed
+
+
+def subscribe(names: str | Iterable[str], fn: Hook | None = None) -> Any:
+    """Calls ``fn`` on each of the events ``names``. Without ``fn``: a decorator."""
+    listed = _names(names)
+
+    def add(hook: Hook) -> Hook:
+        for name in listed:
+            if hook not in _subscribers[name]:
+                _subscribers[name].append(hook)
+        return hook
+
+    return add if fn is None else add(fn)
+
+
+def unsubscribe(names: str | Iterable[str], fn: Hook) -> None:
+    for name in _names(names):
+        if fn in _subscribers[name]:
+            _subscribers[name].remove(fn)
+
+
+def wanted(name: str) -> bool:
+    """Does anybody listen to ``name``? (The caller may skip building the event.)"""
+    return bool(_subscribers[name])
+
+
+def fire(name: str, payload: dict[str, Any], **fields: Any) -> None:
+    """Calls every subscriber of ``name``; what one raises is logged and ignored."""
+    subscribers = _subscribers[name]
+    if not subscribers:
+        return
+    error = fields.get("error")
+    if error is not None and "error_class" not in fields:
+        from .jobs import error_class_name, error_message
+
+        fields["error_class"] = error_class_name(error)
+        fields["error_message"] = error_message(error)
+    event = JobEvent(name, payload, **fields)
+    for hook in tuple(subscribers):
+        try:
+            hook(event)
+        except Exception as exc:
+            _log_failure(hook, name, payload, exc)
+
+
+def _log_failure(hook: Hook, name: str, payload: dict[str, Any], exc: Exception) -> None:
+    key, now = (id(hook), name), time.monotonic()
+    if now - _last_logged.get(key, float("-inf")) < LOG_EVERY:
+        return
+    _last_logged[key] = now
+    logger.error("hook %s on %s (jid=%s) failed (ignored): %s: %s", getattr(hook, "__qualname__", hook), name,
+                 payload.get("jid"), type(exc).__name__, exc, exc_info=exc)

@@ -1,0 +1,115 @@
+"""One identity's in-progress list: the only ways a job leaves it are acknowledging,
+handing back, filing into retry/dead and parking in ``unsettled``.
+
+Every script here is refused (``Fenced``, and ``fenced`` set) once the identity was
+declared dead. Those that refresh its beat also renew its lease: until ``clock()``
+passes ``confirmed_at`` + half the orphan threshold nobody can have declared it dead, so
+a job it holds may start without asking Redis first. ``beats=False``: another process
+acting for a gone identity (its beat is not refreshed).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import redis
+
+from . import lua
+from .config import Config
+from .errors import Fenced
+from .heartbeat import clock
+
+
+def _text_field(raw: bytes, name: str) -> str | None:
+    try:
+        value = json.loads(raw)
+        if isinstance(value, dict) and isinstance(value.get(name), str):
+            return value[name]
+    except (ValueError, UnicodeDecodeError):
+        pass
+    return None
+
+
+def jid_of(raw: bytes) -> str:
+    return _text_field(raw, "jid") or "?"
+
+
+class InProgressList:
+    def __init__(self, config: Config, identity: str, beats: bool = True) -> None:
+        self.config = config
+        self.keys = config.keys
+        self.identity = identity
+        self.in_progress = self.keys.in_progress(identity)
+        self.fence_key = self.keys.fenced(identity)
+        self.beat_as = identity if beats else ""
+        self.fenced = False
+        self.confirmed_at = float("-inf")
+        self.lease = config.orphan_threshold / 2
+
+    @property
+    def client(self) -> redis.Redis:
+        return self.config.redis()
+
+    def _run(self, name: str, keys: list[Any], args: list[Any], beats: bool = False) -> Any:
+        sent = clock()
+        try:
+            reply = lua.run(self.client, name, keys, args)
+        except Fenced:
+            self.fenced = True
+            raise
+        if beats and self.beat_as:
+            self.vouch(sent)
+        return reply
+
+    def vouch(self, at: float) -> None:
+        """This identity's beat was refreshed, and it was not fenced, at ``at`` (``clock()``)."""
+        if at > self.confirmed_at:
+            self.confirmed_at = at
+
+    def lease_left(self, vouched_at: float = float("-inf")) -> float:
+        """Seconds before someone could declare this identity dead (``vouched_at``: when
+        another process last refreshed its beat for it)."""
+        return max(self.confirmed_at, vouched_at) + self.lease - clock()
+
+    def confirm(self) -> None:
+        """Refreshes the beat, or raises ``Fenced``: asked before starting a job when the
+        lease has run out."""
+        self._run("confirm", [self.fence_key, self.keys.last_beat, self.in_progress,
+                              self.keys.in_progress_identities], [self.identity], beats=True)
+
+    def acknowledge(self, raw: bytes) -> None:
+        self._run("ack", [self.in_progress, self.keys.orphanings(jid_of(raw)), self.fence_key, self.keys.last_beat],
+                  [raw, self.beat_as], beats=True)
+
+    ack = acknowledge
+
+    def give_back(self, raw: bytes) -> bool:
+        """Back on its queue, at the fetch end (it has not run). False if no longer ours."""
+        return self._run("give_back", [self.in_progress, self.fence_key],
+                         [raw, self.keys.queue_prefix, "default", self.keys.unique_prefix]) == 1
+
+    def file(self, raw: bytes, zset: str, score: float, entry: str | bytes) -> bool:
+        """Into retry or dead, off the in-progress list, in one step. False if no longer ours."""
+        dead = zset == self.keys.dead
+        args = [raw, repr(score), entry, "dead" if dead else "",
+                repr(time.time() - self.config.dead_timeout), self.config.dead_max_jobs, self.beat_as]
+        return self._run("file", [self.in_progress, zset, self.keys.orphanings(jid_of(raw)), self.fence_key,
+                                  self.keys.last_beat], args, beats=True) == 1
+
+    def park_unsettled(self, raw: bytes, record: str) -> bool:
+        """Into ``unsettled`` (a failure to file later, never re-run). False if no longer ours."""
+        return self._run("park_unsettled", [self.in_progress, self.keys.unsettled, self.fence_key],
+                         [raw, record]) == 1
+
+    park = park_unsettled
+
+    def return_ahead(self, number: int) -> bool:
+        """This identity's look-ahead job ``number``, not started, back on its queue
+        (another process calls this, holding the owner's lock)."""
+        return bool(self._run("return_ahead", [self.keys.ahead, self.in_progress, self.fence_key],
+                              [self.identity, number, self.keys.queue_prefix, "default", self.keys.unique_prefix]))
+
+    def listed(self) -> list[bytes]:
+        return self.client.lrange(self.in_progress, 0, -1)

@@ -1,0 +1,101 @@
+"""Lifecycle hooks (cogworker.hooks): subscribe/unsubscribe, each event once with its
+fields, a raising hook logged and never changing the job's fate."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from apps import core_jobs
+from core_util import ran
+
+from cogworker import hooks
+from cogworker.worker import Worker
+
+
+@pytest.fixture
+def seen():
+    events: list[hooks.JobEvent] = []
+
+    def record(event: hooks.JobEvent) -> None:
+        events.append(event)
+
+    hooks.subscribe(hooks.EVENTS, record)
+    yield events
+    hooks.unsubscribe(hooks.EVENTS, record)
+
+
+def _one(worker: Worker) -> None:
+    work = worker.fetcher.fetch()
+    assert work is not None
+    worker.process(work)
+
+
+def test_success_fires_enqueued_started_succeeded_once(config, seen):
+    jid = core_jobs.record.enqueue("a")
+    w = Worker([("default", None)], identity="h1", block_timeout=0)
+    _one(w)
+    assert [(e.name, e.payload["jid"]) for e in seen] == [("enqueued", jid), ("started", jid), ("succeeded", jid)]
+    assert seen[0].queue == "default" and seen[1].identity == "h1"
+    assert seen[2].duration is not None and seen[2].duration >= 0
+
+
+def test_failure_fires_retrying_then_dead_with_reason_and_error(config, seen):
+    jid = core_jobs.fail_always.enqueue("x")  # retry=2, no backoff
+    w = Worker([("default", None)], identity="h2", block_timeout=0)
+    _one(w)
+    retrying = [e for e in seen if e.name == "retrying"]
+    assert len(retrying) == 1 and retrying[0].payload["jid"] == jid
+    assert retrying[0].error is not None and retrying[0].error_class and retrying[0].delay == 0
+    assert retrying[0].payload["retry_count"] == 1
+    r = config.redis()
+    [entry] = r.zrange(config.keys.retry, 0, -1)
+    r.delete(config.keys.retry)
+    payload = json.loads(entry)
+    payload["retry_count"] = 2
+    r.lpush(config.keys.queue("default"), json.dumps(payload))
+    _one(w)
+    [dead] = [e for e in seen if e.name == "dead"]
+    assert dead.reason == "failed" and dead.payload["jid"] == jid
+
+
+def test_given_back_fires_once_and_only_after_the_write(config, seen):
+    core_jobs.record.enqueue("b")
+    w = Worker([("default", None)], identity="h3", block_timeout=0)
+    work = w.fetcher.fetch()
+    w.stop()
+    w.process(work)
+    assert [e.name for e in seen] == ["enqueued", "given_back"]
+    assert config.redis().llen(config.keys.queue("default")) == 1
+
+
+def test_a_raising_hook_is_logged_and_the_fate_is_unchanged(config, caplog):
+    def boom(event: hooks.JobEvent) -> None:
+        raise RuntimeError("hook broke")
+
+    hooks.subscribe(["started", "succeeded", "enqueued"], boom)
+    try:
+        core_jobs.record.enqueue("c")
+        w = Worker([("default", None)], identity="h4", block_timeout=0)
+        with caplog.at_level(logging.ERROR, logger="cogworker"):
+            _one(w)
+            w.finish()
+    finally:
+        hooks.unsubscribe(["started", "succeeded", "enqueued"], boom)
+    r = config.redis()
+    assert ran(r) == ["record:c"]
+    assert r.llen(config.keys.in_progress("h4")) == 0 and r.zcard(config.keys.dead) == 0
+    assert r.zcard(config.keys.retry) == 0
+    assert "hook broke" in caplog.text
+
+
+def test_subscribe_as_decorator_unsubscribe_and_unknown_event():
+    @hooks.subscribe("dead")
+    def on_dead(event: hooks.JobEvent) -> None:
+        pass
+
+    assert hooks.wanted("dead")
+    hooks.unsubscribe("dead", on_dead)
+    with pytest.raises(ValueError):
+        hooks.subscribe("finished", on_dead)
