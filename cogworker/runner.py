@@ -76,8 +76,9 @@ class Housekeeper(threading.Thread):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    # The `cogworker` console script runs this too, under its own name.
-    prog = "cogworker" if os.path.basename(sys.argv[0]) == "cogworker" else "python -m cogworker.worker"
+    # The `cogworker` console script and `python -m cogworker` run this too, under their names.
+    prog = {"cogworker": "cogworker", "__main__.py": "python -m cogworker"}.get(
+        os.path.basename(sys.argv[0]), "python -m cogworker.worker")
     parser = OneLineParser(prog=prog,
                            description="Run cogworker in one process (development, tests).")
     add_version(parser)
