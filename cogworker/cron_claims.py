@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from . import lua, redis_errors
+from . import lua, policy, redis_errors
 from .config import Config, logger
 from .jobs import JobOptions, build_payload, new_jid, registry
 
@@ -187,9 +187,8 @@ class SlotClaims:
                     [keys.periodic_last_slot(entry.pjid), keys.periodic_lock(entry.pjid, slot),
                      keys.periodic_running(entry.pjid)], [slot, jid])
             logger.info("periodic %s: rolled back slot %d (fired once it can be pushed)", entry.pjid, slot)
-        except Exception as exc:
-            logger.error("periodic %s: couldn't roll back slot %d (kept, pushed later): %s: %s", entry.pjid,
-                         slot, type(exc).__name__, exc)
+        except Exception as exc:  # whatever it is, the claim stands: logged by the one policy
+            policy.handle(f"periodic {entry.pjid}: rolling back slot {slot} (kept, pushed later)", exc)
 
     def _settle_in_doubt(self) -> None:
         """At the start of every tick, before the entry's slots are looked at again. One
@@ -235,10 +234,7 @@ class SlotClaims:
         return delay
 
     def _best_effort(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
-        try:
-            fn(*args)
-        except Exception as exc:
-            logger.error("periodic: %s failed (ignored): %s: %s", what, type(exc).__name__, exc)
+        policy.best_effort(f"periodic: {what} (ignored)", fn, *args)
 
 
 def as_int(raw: Any) -> int | None:
