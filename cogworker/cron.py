@@ -295,7 +295,7 @@ class Ticker(SlotClaims):
             try:
                 self._settle_in_doubt()
                 self._tick_entries()
-            except Exception as exc:
+            except Exception as exc:  # sorted below: an outage retries next tick, else logged
                 if not redis_errors.is_outage(exc):  # a bug here must not kill the caller's loop
                     logger.exception("periodic tick failed")
                     return
@@ -323,7 +323,7 @@ class Ticker(SlotClaims):
                 continue
             try:
                 self._tick_entry(entry, now)
-            except Exception as exc:
+            except Exception as exc:  # one entry failing (any error) backs off alone
                 if redis_errors.is_outage(exc):
                     raise
                 self._trouble_at[pjid] = self.clock()

@@ -139,7 +139,7 @@ class SlotClaims:
         payload = self._payload(entry, slot, jid)
         try:
             pushed = push(payload, config=self.config)
-        except Exception as exc:
+        except Exception as exc:  # any refusal: rolled back, kept in doubt
             # Refused by something else than Redis's state (a key of the wrong type, a
             # middleware): rolled back now, so another master may take the slot while it's
             # current. Either way it stays in doubt, for this ticker to push once it can.
@@ -201,7 +201,7 @@ class SlotClaims:
                 continue
             try:
                 status = self._claim(doubt.entry, doubt.slot, doubt.following, "reclaim", doubt)
-            except Exception as exc:
+            except Exception as exc:  # one claim failing backs off alone
                 self._in_doubt.append(doubt)
                 if redis_errors.is_outage(exc):
                     self._in_doubt.extend(pending[index + 1:])

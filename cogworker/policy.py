@@ -94,7 +94,7 @@ def best_effort(what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T
     """Runs ``fn``; whatever it raises is logged by the policy and swallowed (None)."""
     try:
         return fn(*args, **kwargs)
-    except Exception as exc:
+    except Exception as exc:  # the policy itself: sorted by handle()
         handle(what, exc)
         return None
 
