@@ -1,31 +1,25 @@
 """cogworker: Redis-backed background jobs with a prefork worker that never loses a job.
 
-Public API only; see DESIGN §1 and the README.
+Public API only (see the README). Loaded lazily (PEP 562): ``import cogworker`` imports
+no submodule and not redis-py, so ``cogworker-prefork`` can take the Redis password out
+of its process title before anything slow is imported; each name is imported on first use.
 """
 
 from __future__ import annotations
 
-from importlib import metadata as _metadata
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from .client import by_name, enqueue, enqueue_at
-from .config import Config, configure, get_config
-from .cron import disable, enable, periodic
-from .errors import (
-    BadPayload,
-    CogworkerError,
-    ConfigurationError,
-    JobTimeout,
-    ProcessDied,
-    RedisVersionError,
-    UnknownJob,
-)
-from .jobs import BoundJob, Job, JobOptions, job
-from .middleware import client_middleware, server_middleware
-
-try:  # the installed distribution's version: one source of truth, pyproject.toml
-    __version__ = _metadata.version("cogworker")
-except _metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
-    __version__ = "0+unknown"
+# public name -> the submodule that defines it
+_HOMES = {
+    "by_name": "client", "enqueue": "client", "enqueue_at": "client",
+    "Config": "config", "configure": "config", "get_config": "config",
+    "disable": "cron", "enable": "cron", "periodic": "cron",
+    "BadPayload": "errors", "CogworkerError": "errors", "ConfigurationError": "errors", "JobTimeout": "errors",
+    "ProcessDied": "errors", "RedisVersionError": "errors", "UnknownJob": "errors",
+    "BoundJob": "jobs", "Job": "jobs", "JobOptions": "jobs", "job": "jobs",
+    "client_middleware": "middleware", "server_middleware": "middleware",
+}
 
 __all__ = [
     "BadPayload",
@@ -51,3 +45,52 @@ __all__ = [
     "periodic",
     "server_middleware",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is not None:
+        value = getattr(importlib.import_module(f".{home}", __name__), name)
+    elif name == "__version__":
+        value = _version()
+    else:
+        try:  # a submodule not imported yet (``cogworker.config``, ``cogworker.worker``...)
+            value = importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    globals()[name] = value  # looked up once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOMES) | {"__version__"})
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:  # the installed distribution's version: one source of truth, pyproject.toml
+        return metadata.version("cogworker")
+    except metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
+        return "0+unknown"
+
+
+if TYPE_CHECKING:  # what the names are, for type checkers and editors
+    from .client import by_name, enqueue, enqueue_at
+    from .config import Config, configure, get_config
+    from .cron import disable, enable, periodic
+    from .errors import (
+        BadPayload,
+        CogworkerError,
+        ConfigurationError,
+        JobTimeout,
+        ProcessDied,
+        RedisVersionError,
+        UnknownJob,
+    )
+    from .jobs import BoundJob, Job, JobOptions, job
+    from .middleware import client_middleware, server_middleware
+
+    __version__: str

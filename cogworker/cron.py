@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from . import lua, redis_errors
+from . import lua, policy, redis_errors
 from .config import Config, get_config, logger
 from .cron_claims import TICK_INTERVAL, InDoubt, SlotClaims, as_int
 from .cronexpr import check_cron, cron_iter
@@ -245,8 +245,8 @@ class Ticker(SlotClaims):
             try:
                 self._publish()
                 self.published = True
-            except Exception as exc:
-                logger.error("periodic schedule not published: %s: %s", type(exc).__name__, exc)
+            except Exception as exc:  # never raised: it must not stop a master; the one policy logs it
+                policy.handle("periodic schedule not published: publishing it", exc, config=self.config)
 
     def _publish(self) -> None:
         keys = self.config.keys
@@ -295,7 +295,7 @@ class Ticker(SlotClaims):
             try:
                 self._settle_in_doubt()
                 self._tick_entries()
-            except Exception as exc:
+            except Exception as exc:  # sorted below: an outage retries next tick, else logged
                 if not redis_errors.is_outage(exc):  # a bug here must not kill the caller's loop
                     logger.exception("periodic tick failed")
                     return
@@ -323,7 +323,7 @@ class Ticker(SlotClaims):
                 continue
             try:
                 self._tick_entry(entry, now)
-            except Exception as exc:
+            except Exception as exc:  # one entry failing (any error) backs off alone
                 if redis_errors.is_outage(exc):
                     raise
                 self._trouble_at[pjid] = self.clock()

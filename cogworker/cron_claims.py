@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from . import lua, redis_errors
+from . import lua, policy, redis_errors
 from .config import Config, logger
 from .jobs import JobOptions, build_payload, new_jid, registry
 
@@ -139,7 +139,7 @@ class SlotClaims:
         payload = self._payload(entry, slot, jid)
         try:
             pushed = push(payload, config=self.config)
-        except Exception as exc:
+        except Exception as exc:  # any refusal: rolled back, kept in doubt
             # Refused by something else than Redis's state (a key of the wrong type, a
             # middleware): rolled back now, so another master may take the slot while it's
             # current. Either way it stays in doubt, for this ticker to push once it can.
@@ -187,9 +187,8 @@ class SlotClaims:
                     [keys.periodic_last_slot(entry.pjid), keys.periodic_lock(entry.pjid, slot),
                      keys.periodic_running(entry.pjid)], [slot, jid])
             logger.info("periodic %s: rolled back slot %d (fired once it can be pushed)", entry.pjid, slot)
-        except Exception as exc:
-            logger.error("periodic %s: couldn't roll back slot %d (kept, pushed later): %s: %s", entry.pjid,
-                         slot, type(exc).__name__, exc)
+        except Exception as exc:  # whatever it is, the claim stands: logged by the one policy
+            policy.handle(f"periodic {entry.pjid}: rolling back slot {slot} (kept, pushed later)", exc)
 
     def _settle_in_doubt(self) -> None:
         """At the start of every tick, before the entry's slots are looked at again. One
@@ -202,7 +201,7 @@ class SlotClaims:
                 continue
             try:
                 status = self._claim(doubt.entry, doubt.slot, doubt.following, "reclaim", doubt)
-            except Exception as exc:
+            except Exception as exc:  # one claim failing backs off alone
                 self._in_doubt.append(doubt)
                 if redis_errors.is_outage(exc):
                     self._in_doubt.extend(pending[index + 1:])
@@ -235,10 +234,7 @@ class SlotClaims:
         return delay
 
     def _best_effort(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
-        try:
-            fn(*args)
-        except Exception as exc:
-            logger.error("periodic: %s failed (ignored): %s: %s", what, type(exc).__name__, exc)
+        policy.best_effort(f"periodic: {what} (ignored)", fn, *args)
 
 
 def as_int(raw: Any) -> int | None:

@@ -82,9 +82,9 @@ def deregister(config: Config, identity: str, client: Any = None) -> bool:
 
 
 def rss_of(pid: int | None = None) -> int:
-    try:
-        import psutil
+    import psutil
 
+    try:
         return psutil.Process(pid or os.getpid()).memory_info().rss
-    except Exception:  # the process may be gone by now
+    except (psutil.Error, OSError):  # the process may be gone by now
         return 0

@@ -94,6 +94,44 @@ def best_effort(what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T
     """Runs ``fn``; whatever it raises is logged by the policy and swallowed (None)."""
     try:
         return fn(*args, **kwargs)
-    except Exception as exc:
+    except Exception as exc:  # the policy itself: sorted by handle()
         handle(what, exc)
         return None
+
+
+class Breaker:
+    """The policy for a loop that must not stall on Redis (the master, housekeeping):
+    ``step`` runs one piece of Redis work through ``handle``; after an outage, if
+    ``skips``, every step is skipped until the backoff ends, so an outage costs one
+    timeout, not one per call."""
+
+    def __init__(self, what: str, config: Config | None = None, skips: bool = True) -> None:
+        self.what = what
+        self.config = config
+        self.skips = skips
+        self.outage = Outage(what)
+        self.retry_at = 0.0
+        self.failed_at = -float("inf")  # monotonic: the last outage-kind failure
+
+    def closed(self) -> bool:
+        """Redis steps may run (no outage backoff pending)."""
+        return not self.skips or time.monotonic() >= self.retry_at
+
+    def reset(self) -> None:
+        """One more try now, even if the backoff isn't over."""
+        self.retry_at = 0.0
+
+    def step(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[bool, T | None]:
+        """``(True, result)``, or ``(False, None)`` if it failed or was skipped."""
+        if not self.closed():
+            return False, None
+        try:
+            result = fn(*args, **kwargs)
+        except Exception as exc:  # the policy sorts it: outage, bad key or bug; never raised
+            delay = handle(f"{self.what}: {what}", exc, self.outage, self.config)
+            if kind_of(exc) == OUTAGE:
+                self.failed_at = time.monotonic()
+                self.retry_at = self.failed_at + delay
+            return False, None
+        self.outage.ok()
+        return True, result

@@ -11,7 +11,7 @@ from typing import Any
 
 import redis
 
-from . import hooks, lua, redis_errors, settlement, unique  # noqa: F401 (unique: hook subscriber)
+from . import hooks, lua, policy, redis_errors, settlement, unique  # noqa: F401 (unique: hook subscriber)
 from .config import Config, logger
 from .fate import File
 from .heartbeat import clock, deregister
@@ -237,19 +237,19 @@ class OrphanRecovery:
         try:
             moved = self._recover(sorted(self.candidates(scan) - self.own - set(own)))
         except redis.RedisError as exc:
-            if redis_errors.is_outage(exc):
+            if policy.kind_of(exc) == policy.OUTAGE:
                 self.forget_observations()  # Redis didn't answer: what we watched may be its stall
-            raise
+            raise  # the caller's policy logs it (and backs off an outage)
         for what, step in (("burying repeat orphans", bury_repeat_orphans),
                            ("filing unsettled jobs", file_unsettled),
                            ("trimming the dead set", trim_dead)):
             try:
                 step(self.config)
             except redis.RedisError as exc:
-                if redis_errors.is_outage(exc):
+                if policy.kind_of(exc) == policy.OUTAGE:
                     self.forget_observations()
                     raise
-                logger.error("orphan recovery: %s failed: %s", what, exc)
+                policy.handle(f"orphan recovery: {what}", exc)  # one step failing never stops the others
         self.completed_passes += 1
         return moved
 
@@ -308,11 +308,11 @@ class OrphanRecovery:
                 return n
             deregister(self.config, identity)
         except redis.RedisError as exc:
-            if redis_errors.is_outage(exc):
+            if policy.kind_of(exc) == policy.OUTAGE:
                 raise
             # Asked again a threshold later, not on every pass (one line per threshold).
             self.seen[identity] = (value, now)
-            logger.error("orphan recovery skipped %s: %s", identity, exc)
+            policy.handle(f"orphan recovery of {identity} (skipped for now)", exc)
             return 0
         self.seen.pop(identity, None)
         self.scanned.discard(identity)

@@ -10,12 +10,11 @@ import os
 import signal
 import sys
 import threading
-import time
 from typing import Any
 
 import redis
 
-from . import heartbeat, redis_errors
+from . import heartbeat
 from .boot import import_app
 from .commandline import (
     QUEUE_HELP,
@@ -29,48 +28,36 @@ from .commandline import (
 from .config import configure, get_config, logger, redact_url, validate_redis_url
 from .errors import ConfigurationError, Fenced, RedisVersionError
 from .fetch import parse_queues
-from .recovery import OrphanRecovery, requeue_in_progress
-from .scheduler import Poller
+from .housekeeping import Housekeeping
+from .policy import Breaker
+from .recovery import requeue_in_progress
 from .worker import FENCED_EXIT, HardStop, Worker
 
 
 class Housekeeper(threading.Thread):
+    """The housekeeping duties (``cogworker.housekeeping``) on a thread of their own, next
+    to the worker loop in the main thread."""
+
     def __init__(self, worker: Worker, queues: list[str], cron: bool = True) -> None:
         super().__init__(name="cogworker-housekeeper", daemon=True)
         self.worker = worker
         self.config = worker.config
         self.record = heartbeat.ProcessRecord(worker.identity, "worker", 0, queues)
-        self.poller = Poller(self.config)
-        self.recovery = OrphanRecovery(self.config, own=[worker.identity])
+        # The worker loop logs an outage (once) and backs off itself; these duties each
+        # retry on their own next turn, never skipped.
+        self.duties = Housekeeping(self.config, Breaker("housekeeping", self.config, skips=False),
+                                   beat=self._beat, own=lambda: [worker.identity], cron=cron)
         self.stopped = threading.Event()
-        self.ticker: Any = None
-        if cron:
-            from . import cron as periodic
 
-            # None when the app registered no periodic entries.
-            self.ticker = periodic.ticker_for(self.config, ready=lambda: self.recovery.completed_passes > 0)
+    @property
+    def ticker(self) -> Any:
+        return self.duties.ticker
 
     def run(self) -> None:
         self.record.pid = os.getpid()
-        next_beat = next_recovery = 0.0
-        scanned = False
         while not self.stopped.is_set():
-            now = time.monotonic()
-            # Each step on its own: one failing (a key of the wrong type, a bug) must not
-            # starve the others, and is not retried before its next turn.
-            if now >= next_beat:
-                next_beat = now + self.config.heartbeat_interval
-                self._step("heartbeat", self._beat)
-            if now >= next_recovery:
-                if self._step("orphan recovery", self.recovery.run, not scanned):
-                    scanned = True
-                next_recovery = time.monotonic() + self.recovery.next_delay()
-            if self.poller.due():
-                self._step("scheduled poller", self.poller.poll)
-            if self.ticker is not None:
-                self._step("cron", self.ticker.tick)
-            wait = 0.5 if self.ticker is None else max(0.01, min(0.5, self.ticker.seconds_to_next()))
-            self.stopped.wait(wait)
+            self.duties.run_due()
+            self.stopped.wait(max(0.01, min(0.5, self.duties.seconds_to_next())))
 
     def _beat(self) -> None:
         self.record.busy = int(self.worker.busy)
@@ -84,26 +71,14 @@ class Housekeeper(threading.Thread):
             os._exit(FENCED_EXIT)
         self.worker.fetcher.vouch(sent)
 
-    def _step(self, what: str, fn: Any, *args: Any) -> bool:
-        try:
-            fn(*args)
-            return True
-        except Exception as exc:
-            if not redis_errors.is_outage(exc):
-                logger.error("housekeeping: %s failed: %s: %s", what, type(exc).__name__, exc)
-                return False
-            # Redis away, out of memory or read-only: the worker loop logs the outage (once).
-            redis_errors.reconnect_if_readonly(self.config, exc)
-            logger.debug("housekeeping: %s: %s", what, exc)
-        return False
-
     def stop(self) -> None:
         self.stopped.set()
 
 
 def build_parser() -> argparse.ArgumentParser:
-    # The `cogworker` console script runs this too, under its own name.
-    prog = "cogworker" if os.path.basename(sys.argv[0]) == "cogworker" else "python -m cogworker.worker"
+    # The `cogworker` console script and `python -m cogworker` run this too, under their names.
+    prog = {"cogworker": "cogworker", "__main__.py": "python -m cogworker"}.get(
+        os.path.basename(sys.argv[0]), "python -m cogworker.worker")
     parser = OneLineParser(prog=prog,
                            description="Run cogworker in one process (development, tests).")
     add_version(parser)

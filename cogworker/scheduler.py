@@ -10,7 +10,7 @@ import time
 
 import redis
 
-from . import lua, redis_errors
+from . import lua, policy, redis_errors
 from .config import Config, logger
 
 BATCH = 100
@@ -38,8 +38,8 @@ class Poller:
                 moved += self.drain(zset)
                 self._logged.pop(zset, None)
             except redis.RedisError as exc:
-                if redis_errors.is_outage(exc):
-                    raise  # Redis away or refusing writes (OOM, READONLY): the caller backs off
+                if policy.kind_of(exc) == policy.OUTAGE:
+                    raise  # Redis away or refusing writes (OOM, READONLY): the caller's policy backs off
                 message = f"{type(exc).__name__}: {exc}"
                 if self._logged.get(zset) != message:  # once per distinct problem, not per second
                     self._logged[zset] = message

@@ -11,11 +11,9 @@ from typing import NoReturn
 
 from setproctitle import setproctitle
 
-from ..boot import import_app
-from ..commandline import QUEUE_HELP, add_version, app_queues, check_tls, namespace_arg, redis_url_arg
-from ..config import configure, get_config, logger, validate_redis_url
-from ..errors import ConfigurationError, RedisVersionError
-from ..fetch import parse_queues
+# Nothing here imports redis-py or the rest of cogworker: ``main`` first takes the
+# password (--redis-url) out of the process title, then imports them.
+from ..errors import ConfigurationError
 from .inbox import BootInterrupted, SignalInbox
 from .slots import MAX_SLOTS
 
@@ -58,6 +56,8 @@ def default_procs() -> int:
 
 
 def build_parser() -> Parser:
+    from ..commandline import QUEUE_HELP, add_version, namespace_arg, redis_url_arg
+
     parser = Parser(prog=PROG, description="Run cogworker jobs in N forked, shared-nothing children.")
     add_version(parser)
     parser.add_argument("module", metavar="MODULE", help="the app module defining the jobs, e.g. app.jobs")
@@ -87,6 +87,11 @@ def main(argv: list[str] | None = None) -> None:
     inbox = SignalInbox()
     args = build_parser().parse_args(argv)
     setproctitle(f"cogworker: master {args.module} [booting]")
+    from ..commandline import app_queues, check_tls
+    from ..config import configure, get_config, logger, validate_redis_url
+    from ..errors import RedisVersionError
+    from ..fetch import parse_queues
+
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(process)d %(levelname)s %(message)s", stream=sys.stderr)
     try:
@@ -124,6 +129,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def preload(module: str, inbox: SignalInbox) -> None:
     """The app, once, in the master, before forking; a TERM meanwhile interrupts it."""
+    from ..boot import import_app
+
     inbox.booting = True
     try:
         import_app(module)
@@ -132,6 +139,8 @@ def preload(module: str, inbox: SignalInbox) -> None:
 
 
 def stopped_during_boot(signal_name: str) -> NoReturn:
+    from ..config import logger
+
     logger.info("master: %s during boot: stopped before starting any child", signal_name)
     sys.exit(0)
 

@@ -1,0 +1,271 @@
+"""The master's children bookkeeping: fork, stop, kill, reap, the rolling HUP restart,
+trimming to the target, the boot backoff, and what each child runs (its slot, its pipe).
+A mixin of ``Master``: the state it reads and writes is the master's (declared below)."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import socket
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any
+
+from .. import fate, heartbeat, stats
+from ..config import Config, logger
+from ..errors import Fenced
+from ..inprogress import InProgressList
+from .child import child_main
+from .inbox import FORWARDED, SignalInbox
+from .pipe import make_pipe
+from .siblings import with_looked_ahead
+from .slots import ACK_DUE, RUNNING, Slots, SlotState
+
+# A child asked to leave that has no job running and is still there after this is
+# killed: it is stuck in a Redis call (Redis hung or away), and nothing of it is lost
+# (its list is requeued, what it owed is settled by the master).
+IDLE_LEAVE_GRACE = 0.5
+
+
+@dataclass
+class ChildState:
+    index: int
+    pid: int
+    identity: str
+    conn: Connection
+    started_at: float = field(default_factory=time.time)
+    ready: bool = False
+    running: dict[str, Any] | None = None  # jid, class, queue, deadline, run_at
+    acks: set[str] = field(default_factory=set)  # jids that ran; their ack is due or riding on a fetch
+    torn: bool = False  # died mid-write of its slot: what it ran is unknown
+    owes: dict[str, fate.Decision] = field(default_factory=dict)  # what it told us it still owes
+    stop_reason: str | None = None  # why the master stopped it: shutdown, timeout, memory, ...
+    stop_sent: bool = False
+    leave_by: float = 0.0  # monotonic: asked to leave, killed if still there then (--timeout)
+    idle_since: float | None = None  # asked to leave and seen with no job since then
+    counted: tuple[int, int] = (0, 0)  # its slot's processed, failed counters, as last read
+    rss: int = 0
+    fenced_at: float | None = None  # when a beat found it declared dead (it leaves on its own)
+
+class ChildrenMixin:
+    # The master's state this part reads and writes (set in Master.__init__).
+    s: Any  # Settings
+    config: Config
+    child_config: Config
+    inbox: SignalInbox | None
+    children: dict[int, ChildState]
+    free_indexes: list[int]
+    next_index: int
+    target: int
+    stopping: bool
+    rolling: deque[int]
+    rolling_current: int | None
+    boot_failures: int
+    next_fork_at: float
+    selector: selectors.BaseSelector
+    slots: Slots
+    stats: stats.StatsBuffer
+
+    if TYPE_CHECKING:  # the master's, or another mixin's (never shadow them at run time)
+        client: Any
+
+        def redis_step(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any: ...
+        def child_record(self, child: ChildState) -> heartbeat.ProcessRecord: ...
+        def child_exited(self, child: ChildState, status: int) -> None: ...
+
+    def read_child(self, child: ChildState) -> None:
+        try:
+            while child.conn.poll():
+                self.on_message(child, child.conn.recv())
+        except (EOFError, OSError):
+            self.selector.unregister(child.conn)  # it exited; reap() does the rest
+            child.conn.close()
+
+    def on_message(self, child: ChildState, msg: tuple[Any, ...]) -> None:
+        kind = msg[0]
+        if kind == "ready":
+            child.ready = True
+            self.boot_failures = 0
+            if self.rolling_current is not None and child.pid != self.rolling_current:
+                self.rolling_current = None  # the replacement is up: next one
+        elif kind == "pending":
+            child.owes[msg[1]] = fate.from_wire(msg[2])
+        elif kind == "settled":
+            child.owes.pop(msg[1], None)
+        elif kind == "stats":
+            # The totals come from the child's slot (see count_jobs); the per-minute,
+            # per-class figures from here.
+            self.stats.merge({**msg[1], "processed": 0, "failed": 0})
+
+    def refresh(self, child: ChildState) -> bool:
+        """What the child runs now, from its slot. False if the slot is torn (the child
+        died mid-write): then nothing is assumed about its jobs."""
+        slot = self.slots.read(child.index)
+        child.torn = slot is None
+        self.count_jobs(child, (slot.processed, slot.failed) if slot else self.slots.counts(child.index))
+        if slot is None:
+            child.running = None
+            child.acks = set()
+            return False
+        if slot.state == RUNNING:
+            child.running = {"jid": slot.jid, "class": slot.job_class, "queue": slot.queue,
+                             "deadline": slot.deadline, "run_at": slot.started_at}
+        else:
+            child.running = None
+        child.acks = {jid for jid in (slot.ack_jid, slot.jid if slot.state == ACK_DUE else "") if jid}
+        return True
+
+    def count_jobs(self, child: ChildState, counts: tuple[int, int]) -> None:
+        """What the child processed and failed since the last look, into the totals."""
+        processed, failed = counts
+        if processed >= child.counted[0] and failed >= child.counted[1]:
+            self.stats.processed += processed - child.counted[0]
+            self.stats.failed += failed - child.counted[1]
+            child.counted = counts
+
+    def return_looked_ahead(self, children: list[ChildState] | None = None) -> None:
+        """Jobs the children fetched ahead and won't start now go back at once, not when
+        the job in front of them ends."""
+        for child in children if children is not None else list(self.children.values()):
+            def act(state: SlotState) -> bool:
+                try:
+                    return InProgressList(self.config, state.identity, beats=False).return_ahead(state.ahead)
+                except Fenced:
+                    return False  # declared dead: its list, that job included, was requeued
+
+            if self.redis_step("returning a looked-ahead job", with_looked_ahead, self.slots, child.index, act):
+                logger.info("master: child %d's looked-ahead job is back on its queue", child.index)
+
+    def maintain_children(self) -> None:
+        self.check_leaving()
+        if self.stopping:
+            return
+        self.step_rolling()
+        while len(self.children) < self.target:
+            if time.monotonic() < self.next_fork_at:
+                return
+            self.fork_child()
+
+    def step_rolling(self) -> None:
+        if self.rolling_current is not None or not self.rolling:
+            return
+        pid = self.rolling.popleft()
+        child = self.children.get(pid)
+        if child is not None:
+            self.rolling_current = pid
+            self.stop_child(child, "restart")
+
+    def trim_children(self) -> None:
+        live = [c for c in self.children.values() if not c.stop_sent]
+        for child in sorted(live, key=lambda c: -c.index)[: max(0, len(live) - self.target)]:
+            self.stop_child(child, "scale-down")
+
+    def fork_child(self) -> None:
+        index = self.free_indexes.pop(0) if self.free_indexes else self._new_index()
+        self.slots.reset(index)
+        reader, writer = make_pipe()
+        nonce = os.urandom(4).hex()
+        # Signals stay blocked across fork until the child has its own handlers: a TERM
+        # landing in between would otherwise run the master's handler in the child.
+        signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+        pid = os.fork()
+        if pid == 0:  # the child
+            try:
+                reader.close()
+                self.inbox.close_in_child()  # type: ignore[union-attr]
+                self.selector.close()
+                for other in self.children.values():
+                    other.conn.close()  # siblings' pipes are none of its business
+            finally:
+                child_main(index, self.child_config, writer, self.slots, self.s.queues,
+                           os.getppid(), self.s.timeout,
+                           self.s.max_jobs, child_identity(os.getpid(), nonce), self.s.lookahead)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
+        writer.close()
+        child = ChildState(index, pid, child_identity(pid, nonce), reader)
+        self.children[pid] = child
+        self.selector.register(reader, selectors.EVENT_READ, child)
+        self.redis_step("registering a child", heartbeat.beat, self.config,
+                        [self.child_record(child)], self.client)
+
+    def _new_index(self) -> int:
+        index = self.next_index
+        self.next_index += 1
+        return index
+
+    def signal_child(self, child: ChildState, sig: int) -> None:
+        try:
+            os.kill(child.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def stop_child(self, child: ChildState, reason: str) -> None:
+        """Graceful: the child finishes its job and leaves within --timeout, or is killed
+        (its job requeued); a job it fetched ahead goes back to its queue at once."""
+        if child.stop_sent:
+            return
+        child.stop_reason = reason
+        child.stop_sent = True
+        child.leave_by = time.monotonic() + self.s.timeout
+        self.signal_child(child, signal.SIGTERM)
+        self.return_looked_ahead([child])  # shutdown, recycling, scale-down: it won't start it
+
+    def kill_child(self, child: ChildState, reason: str) -> None:
+        """``timeout``: its job is filed as failed; anything else: requeued, uncounted."""
+        child.stop_reason = "timeout" if reason == "timeout" else "killed"
+        child.stop_sent = True
+        self.signal_child(child, signal.SIGKILL)
+
+    def check_leaving(self) -> None:
+        """Children asked to leave (shutdown, HUP, --max-memory, TTOU) that haven't: at
+        --timeout (say a job ignores TERM), or at once if they run no job (stuck in a
+        Redis call), they are killed, as at shutdown."""
+        now = time.monotonic()
+        for child in self.children.values():
+            if not child.stop_sent or child.stop_reason in ("killed", "timeout"):
+                continue
+            if now >= child.leave_by:
+                logger.warning("master: child %d (%s) still running at --timeout: killed, its job requeued",
+                               child.index, child.stop_reason)
+                self.kill_child(child, "killed")
+                continue
+            self.refresh(child)
+            if child.running or child.torn:
+                child.idle_since = None
+            elif child.idle_since is None:
+                child.idle_since = now
+            elif now >= child.idle_since + IDLE_LEAVE_GRACE:
+                logger.info("master: child %d (%s) runs no job but hasn't left (stuck on Redis?): killed",
+                            child.index, child.stop_reason)
+                self.kill_child(child, "killed")
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            child = self.children.pop(pid, None)
+            if child is None:
+                continue
+            self.free_indexes.append(child.index)
+            self.free_indexes.sort()
+            try:
+                if not child.conn.closed:
+                    self.read_child(child)  # what it said just before it died
+                    if not child.conn.closed:
+                        self.selector.unregister(child.conn)
+                        child.conn.close()
+            except (KeyError, ValueError, OSError):
+                pass
+            self.child_exited(child, status)
+
+
+def child_identity(pid: int, nonce: str) -> str:
+    """Made by the master too, so it knows a child's identity even if it dies at once."""
+    return f"{socket.gethostname()}:{pid}:{nonce}"

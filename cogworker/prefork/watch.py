@@ -1,0 +1,95 @@
+"""The master's watch over its running children: the heartbeat it writes for itself and
+them (and what a refused beat means: fenced), --max-memory, hard timeouts. A mixin of
+``Master``."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+import psutil
+
+from .. import heartbeat
+from ..config import Config, logger
+from .children import ChildState
+from .reaped import TIMEOUT_GRACE
+from .slots import Slots
+
+FENCED_GRACE = 2.0  # a child told it was declared dead, still there after this, is killed
+
+
+class WatchMixin:
+    s: Any  # Settings
+    config: Config
+    identity: str
+    started_at: float
+    children: dict[int, ChildState]
+    slots: Slots
+
+    if TYPE_CHECKING:  # the master's, or another mixin's (never shadow them at run time)
+        client: Any
+
+        def refresh(self, child: ChildState) -> bool: ...
+        def kill_child(self, child: ChildState, reason: str) -> None: ...
+        def stop_child(self, child: ChildState, reason: str) -> None: ...
+
+    def beat(self) -> None:
+        for child in self.children.values():
+            self.refresh(child)
+        records = [heartbeat.ProcessRecord(self.identity, "master", os.getpid(),
+                                           [q for q, _ in self.s.queues], self.started_at,
+                                           busy=sum(1 for c in self.children.values() if c.running),
+                                           rss=heartbeat.rss_of(), owns_list=False)]
+        live = [child for child in self.children.values() if child.fenced_at is None]
+        records.extend(self.child_record(child) for child in live)
+        sent = heartbeat.clock()
+        refused = set(heartbeat.beat(self.config, records, client=self.client))
+        for child in live:
+            if child.identity in refused:
+                logger.warning("master: child %d (pid %d) was declared dead elsewhere (fenced): it leaves now",
+                               child.index, child.pid)
+                child.fenced_at = time.monotonic()
+                self.slots.set_fenced(child.index)
+        # Written after the flags: a child that reads this stamp sees its flag too. It
+        # vouches for the children while fresh (they beat for themselves once it is stale).
+        self.slots.stamp_beat(sent)
+
+    def check_fenced(self) -> None:
+        """A fenced child leaves on its own within a fraction of a second; one that
+        doesn't (stuck in C code) is killed: its job runs elsewhere now."""
+        for child in self.children.values():
+            if child.fenced_at is not None and time.monotonic() > child.fenced_at + FENCED_GRACE \
+                    and child.stop_reason != "fenced":
+                self.kill_child(child, "fenced")
+
+    def child_record(self, child: ChildState) -> heartbeat.ProcessRecord:
+        running = None
+        if child.running:
+            running = {k: v for k, v in child.running.items() if k != "deadline"}
+        return heartbeat.ProcessRecord(child.identity, "child", child.pid, [q for q, _ in self.s.queues],
+                                       child.started_at, busy=int(bool(child.running)), rss=child.rss,
+                                       running=running)
+
+    def check_memory(self) -> None:
+        for child in list(self.children.values()):
+            try:
+                child.rss = psutil.Process(child.pid).memory_info().rss
+            except psutil.Error:
+                continue
+            limit = self.s.max_memory_mb
+            if limit and child.rss > limit * 1024 * 1024 and not child.stop_sent:
+                logger.warning("master: child %d uses %.0f MB (> --max-memory %.0f): replacing it after its job",
+                               child.index, child.rss / 2**20, limit)
+                self.stop_child(child, "memory")
+
+    def check_timeouts(self) -> None:
+        now = time.time()
+        for child in self.children.values():
+            self.refresh(child)
+            running = child.running
+            if running and running.get("deadline") and now > running["deadline"] + TIMEOUT_GRACE \
+                    and child.stop_reason != "timeout":
+                logger.error("master: jid=%s ran %.0fs past its timeout: killing child %d", running["jid"],
+                             now - running["deadline"], child.index)
+                self.kill_child(child, "timeout")
