@@ -296,7 +296,8 @@ class Master(SignalsMixin, ChildrenMixin, WatchMixin):
                 self.recover_identity(identity)
         if self.unrecovered:
             logger.error("master: Redis unavailable: the in-progress lists of %s left for orphan recovery "
-                         "(requeued once another process has watched their beat stay unchanged for orphan_threshold)", ", ".join(self.unrecovered))
+                         "(requeued once another process has watched their beat stay unchanged for orphan_threshold)",
+                         ", ".join(self.unrecovered))
         if not self.redis_away():
             self.redis_step("deregistering", heartbeat.deregister, self.config, self.identity, self.client)
         logger.info("master: stopped")
