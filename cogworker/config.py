@@ -10,6 +10,7 @@ import logging
 import os
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import cast
 from urllib.parse import parse_qs, urlparse
@@ -234,8 +235,16 @@ def configure(redis_url: str | None = None, namespace: str | None = None, **sett
         if namespace is not None:
             kwargs["namespace"] = namespace
         _config = Config(**kwargs)
-    # Scripts are cached per client; a new config means new clients.
-    from . import lua
-
-    lua.reset()
+    for forget in _on_configure:
+        forget()
     return _config
+
+
+# Called after every ``configure``: caches kept per client (the scripts of ``lua``) are
+# dropped, since a new config means new clients. Registered by the caching modules, so
+# that this bottom layer imports none of them.
+_on_configure: list[Callable[[], None]] = []
+
+
+def on_configure(forget: Callable[[], None]) -> None:
+    _on_configure.append(forget)
