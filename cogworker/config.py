@@ -10,10 +10,13 @@ import logging
 import os
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from typing import cast
 from urllib.parse import parse_qs, urlparse
 
 import redis
+from redis import Redis  # for annotations inside Config, whose method ``redis`` shadows the module
 
 from .errors import ConfigurationError
 from .keys import Keys
@@ -21,6 +24,21 @@ from .keys import Keys
 logger = logging.getLogger("cogworker")
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
+
+
+# redis-py types every reply as ``bytes | str`` (a client may decode). Ours never do
+# (``new_client`` sets no decode_responses: raw payloads must round-trip byte for byte), so
+# replies are bytes; these narrow the type at the boundary, at no run-time cost.
+def as_bytes(reply: bytes | str) -> bytes:
+    return cast(bytes, reply)
+
+
+def as_bytes_or_none(reply: bytes | str | None) -> bytes | None:
+    return cast("bytes | None", reply)
+
+
+def as_bytes_list(reply: list[bytes | str]) -> list[bytes]:
+    return cast("list[bytes]", reply)
 
 
 def redis_url_from_env() -> str:
@@ -154,7 +172,7 @@ class Config:
         validate_liveness(self)
         self.keys = Keys(self.namespace)
         self._lock = threading.Lock()
-        self._client: redis.Redis | None = None
+        self._client: Redis | None = None
         self._pid = 0
 
     def __repr__(self) -> str:
@@ -162,7 +180,7 @@ class Config:
         shown["redis_url"] = redact_url(self.redis_url)  # configs end up in logs and tracebacks
         return "Config(" + ", ".join(f"{name}={value!r}" for name, value in shown.items()) + ")"
 
-    def redis(self) -> redis.Redis:
+    def redis(self) -> Redis:
         """This process's client (bytes in, bytes out: raw payloads must round-trip exactly)."""
         pid = os.getpid()
         client = self._client
@@ -174,7 +192,7 @@ class Config:
                 client = self._client
         return client
 
-    def new_client(self, socket_timeout: float | None = None) -> redis.Redis:
+    def new_client(self, socket_timeout: float | None = None) -> Redis:
         return redis.Redis.from_url(
             self.redis_url,
             socket_timeout=socket_timeout or self.socket_timeout,
@@ -216,9 +234,17 @@ def configure(redis_url: str | None = None, namespace: str | None = None, **sett
             kwargs["redis_url"] = redis_url
         if namespace is not None:
             kwargs["namespace"] = namespace
-        _config = Config(**kwargs)  # type: ignore[arg-type]
-    # Scripts are cached per client; a new config means new clients.
-    from . import lua
-
-    lua.reset()
+        _config = Config(**kwargs)
+    for forget in _on_configure:
+        forget()
     return _config
+
+
+# Called after every ``configure``: caches kept per client (the scripts of ``lua``) are
+# dropped, since a new config means new clients. Registered by the caching modules, so
+# that this bottom layer imports none of them.
+_on_configure: list[Callable[[], None]] = []
+
+
+def on_configure(forget: Callable[[], None]) -> None:
+    _on_configure.append(forget)

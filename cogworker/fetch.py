@@ -1,5 +1,5 @@
 """Reliable fetch: each worker identity moves jobs onto its own in-progress list, and
-takes them off only by acknowledging, handing back, or filing them (DESIGN §4, §5)."""
+takes them off only by acknowledging, handing back, or filing them (docs/architecture.md#fetch, #fate-table)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Process records: who is alive, what they run (DESIGN §4 ``processes``, ``process:*``,
+"""Process records: who is alive, what they run (docs/architecture.md#redis-keys: ``processes``, ``process:*``,
 ``last_beat``, ``workers:*``). One script per beat, whatever the number of processes;
 it skips (and names) processes that were declared dead."""
 

@@ -17,7 +17,7 @@ from typing import Any
 import redis
 
 from . import lua
-from .config import Config
+from .config import Config, as_bytes_list
 from .errors import Fenced
 from .heartbeat import clock
 
@@ -112,4 +112,4 @@ class InProgressList:
                               [self.identity, number, self.keys.queue_prefix, "default", self.keys.unique_prefix]))
 
     def listed(self) -> list[bytes]:
-        return self.client.lrange(self.in_progress, 0, -1)
+        return as_bytes_list(self.client.lrange(self.in_progress, 0, -1))

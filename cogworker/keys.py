@@ -1,4 +1,4 @@
-"""Every Redis key name cogworker uses (DESIGN §4). Nothing else builds key strings."""
+"""Every Redis key name cogworker uses (docs/architecture.md#redis-keys). Nothing else builds key strings."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ class Keys:
         ns = namespace
         self.queue_prefix = f"{ns}:queue:"
         self.queues = f"{ns}:queues"
-        # Not in DESIGN §4: a capped stream that wakes idle workers of several queues.
+        # A capped stream that wakes idle workers of several queues (a key added to the old
+        # design card's: docs/architecture.md#deviations).
         self.wake = f"{ns}:wake"
-        # Not in DESIGN §4: identity -> number of its look-ahead fetch that took a job.
+        # Identity -> number of its look-ahead fetch that took a job (added, as above).
         self.ahead = f"{ns}:ahead"
         self.schedule = f"{ns}:schedule"
         self.retry = f"{ns}:retry"

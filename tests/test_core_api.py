@@ -1,4 +1,4 @@
-"""Public API (DESIGN §1), Redis key names (§4) and the job payload contract."""
+"""Public API (docs/architecture.md#contracts), Redis key names (#redis-keys) and the job payload contract."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def test_namespace_prefixes_every_key(config, redis_server):
         cogworker.configure(redis_url=redis_server.url, namespace="cogworker")
 
 
-# -- Redis key names (DESIGN §4, a contract) -------------------------------------------
+# -- Redis key names (docs/architecture.md#redis-keys, a contract) ---------------------
 
 
 def test_key_names_are_design_section_4():
@@ -101,7 +101,7 @@ def test_key_names_are_design_section_4():
 
 
 def test_keys_have_the_design_types(config):
-    """What a run leaves in Redis, with the types DESIGN §4 gives them."""
+    """What a run leaves in Redis, with the types docs/architecture.md#redis-keys gives them."""
     r = config.redis()
     k = config.keys
     core_jobs.record.enqueue("a")

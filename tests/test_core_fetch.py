@@ -1,4 +1,4 @@
-"""Reliable fetch and settlement (DESIGN §4, §5; the seeds' processor.rb and
+"""Reliable fetch and settlement (docs/architecture.md#fetch, #fate-table; the seeds' processor.rb and
 reliable_fetch.rb): per-identity in-progress lists, strict and weighted order, blocking
 pickup, give_back/acknowledge/interrupt, failure routing, pending settlements."""
 

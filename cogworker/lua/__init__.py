@@ -16,6 +16,7 @@ from typing import Any
 import redis
 from redis.commands.core import Script
 
+from ..config import on_configure
 from ..errors import Fenced
 
 _DIR = Path(__file__).parent
@@ -66,3 +67,6 @@ def raise_if_fenced(exc: redis.ResponseError) -> None:
 def reset() -> None:
     with _lock:
         _registered.clear()
+
+
+on_configure(reset)

@@ -1,4 +1,4 @@
-"""``cogworker-prefork``: the command line (DESIGN §2). User errors get one line and a
+"""``cogworker-prefork``: the command line (docs/architecture.md#contracts). User errors get one line and a
 non-zero exit, never a traceback."""
 
 from __future__ import annotations

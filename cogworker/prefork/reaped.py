@@ -74,12 +74,12 @@ def apply(config: Config, identity: str, owed: Reaped, listed: list[bytes]) -> t
     by_jid = {jid_of(raw): raw for raw in listed}
     if owed.timed_out is not None:
         raw = by_jid.get(owed.timed_out["jid"])
-        decision = timed_out_decision(config, raw, owed.timed_out) if raw is not None else None
-        if decision is not None:
+        filing = timed_out_decision(config, raw, owed.timed_out) if raw is not None else None
+        if filing is not None:
             # The child was killed before it could count this failure: counted here.
             run_at = owed.timed_out.get("run_at", time.time())
             owed.stats.append((owed.timed_out.get("class") or "?", (time.time() - run_at) * 1000))
-            owed.decisions[owed.timed_out["jid"]] = decision
+            owed.decisions[owed.timed_out["jid"]] = filing
         owed.timed_out = None
     lst = InProgressList(config, identity, beats=False)
     keep: list[bytes] = []
