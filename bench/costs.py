@@ -152,11 +152,30 @@ def c_queues(ctx, plan):
     out = {}
     for k in QUEUE_COUNTS:
         with RedisServer() as rs:
-            _, app = use_redis(rs.url)
+            config, app = use_redis(rs.url)
+            fetch_us = _fetch_script_us(config, app, k, 2_000)
             fill_cog(app, plan["queues_n"], queue=f"q{k}")
             out[k] = fleet_run(ctx, cog_system(k), rs.url, plan["queues_n"], plan["cap"], log_name=f"queues-{k}")
-        say(f"  queues={k:<4} {out[k]['steady']:8,.0f} jobs/s  Redis {out[k]['redis_us_per_job']:6.1f} µs/job")
+            out[k]["fetch_script_us"] = fetch_us
+        say(f"  queues={k:<4} {out[k]['steady']:8,.0f} jobs/s  Redis {out[k]['redis_us_per_job']:6.1f} µs/job"
+            f"  fetch script {fetch_us:5.1f} µs/call")
     return out
+
+
+def _fetch_script_us(config, app, k, n):
+    """Redis's time per fetch-and-ack script call (commandstats) for a worker of k queues,
+    the job on the last: cogworker's own Fetcher, non-blocking, in this process."""
+    from cogworker.fetch import Fetcher
+    fill_cog(app, n + 1, queue=f"q{k}")
+    fetcher = Fetcher(config, "bench-costs", [(f"q{i}", None) for i in range(1, k + 1)], block_timeout=0)
+    work = fetcher.fetch()
+    r = config.redis()
+    r.config_resetstat()
+    for _ in range(n):
+        work = fetcher.fetch(ack=work.raw)
+    usec = r.info("commandstats")["cmdstat_evalsha"]["usec"]
+    r.delete(config.keys.in_progress("bench-costs"))
+    return usec / n
 
 
 def fill_zset(r, key, template, jid, n, score):

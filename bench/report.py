@@ -365,11 +365,12 @@ def targets(doc):
     rec = res.get("recovery", {}).get("2p", {})
     cog = (thr.get("cogworker") or {}).get("overall")
     if cog:
-        # "Survives SIGKILL" is what the recovery workload saw: no trial lost.
+        # "Survives SIGKILL" is what the recovery workload saw: every trial's job ran again
+        # within the bound (after a supervisor restart if its processes exited).
         safe = [n for n, s in systems.items() if s["lib"] not in ("cogworker", "bare")
                 and rec.get(n, {}).get("trials") and rec[n]["lost"] == 0 and thr.get(n, {}).get("overall")]
         best = max(safe, key=lambda n: thr[n]["overall"]["median"], default=None)
-        goal = "no-op throughput ≥ 3× the best peer that loses no job on SIGKILL"
+        goal = "no-op throughput ≥ 3× the fastest peer row that re-ran every SIGKILLed job"
         if best:
             ratio = cog["median"] / thr[best]["overall"]["median"]
             add(goal, f"{ratio:.1f}× ({best}: {thr[best]['overall']['median']:,.0f} jobs/s)", ratio >= 3)
