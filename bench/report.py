@@ -408,8 +408,11 @@ def write(doc, text, out_dir):
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = doc["meta"]["date"].replace(":", "").replace("-", "")[:15]
-    # A --quick smoke run never overwrites the last full run's latest.*.
+    # A --quick smoke run, or a run of only some workloads, never overwrites the last full
+    # run's latest.*: it writes latest-quick.*, latest-recovery.* (the workloads it ran) etc.
     suffix = "-quick" if doc["meta"]["mode"] == "quick" else ""
+    if doc["meta"].get("partial"):
+        suffix += "-" + "-".join(doc["meta"]["workloads"])
     data = json.dumps(doc, indent=1, default=_json_default)
     paths = []
     for name, content in ((f"{stamp}{suffix}.json", data), (f"latest{suffix}.json", data),

@@ -174,6 +174,7 @@ def main(args):
     meta = {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "mode": mode, "reps": reps, "cpu_count": os.cpu_count(),
+        "workloads": list(args.workloads), "partial": set(args.workloads) != set(RUNNERS),
         "machine": f"{platform.system()} {platform.release()} {platform.machine()}",
         "redis_server": redis_server.redis_version(),
         "peers": env.versions(str(env.PEERS_PYTHON),

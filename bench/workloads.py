@@ -357,8 +357,11 @@ def recovery(ctx, system, procs, job_seconds, bound, trickle_rate):
             time.sleep(max(0.0, t_start + job_seconds / 2 - time.time() - 0.1))
             r.lpush("bench:go", 1)  # the trickle starts
             time.sleep(max(0.0, t_start + job_seconds / 2 - time.time()))
-            os.kill(pid, signal.SIGKILL)
+            # The clock is read before the kill: read after, this thread may wait for the
+            # GIL (other systems' trials run in threads beside it) while the job already
+            # runs again, and the delay would come out negative.
             t_kill = time.time()
+            os.kill(pid, signal.SIGKILL)
             starts, seen = _wait_rerun(r, token, fleet, time.monotonic() + bound)
         finally:
             if trickle is not None and trickle.poll() is None:
