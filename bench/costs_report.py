@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -18,6 +19,8 @@ def med(s):
 
 def err(stats_list):
     """matplotlib yerr from [{"median","min","max"}]."""
+    if not all(isinstance(s, dict) for s in stats_list):
+        return None  # single numbers (one repetition): no bars
     return [[s["median"] - s["min"] for s in stats_list], [s["max"] - s["median"] for s in stats_list]]
 
 
@@ -52,8 +55,9 @@ def queues(c, out):
     ax2 = ax.twinx()
     ax2.plot([int(k) for k in ks], [med(c[k]["redis_us_per_job"]) for k in ks], marker="s", ls="--",
              color="tab:red", label="Redis CPU per job, whole process (right)")
-    ax2.plot([int(k) for k in ks], [med(c[k]["fetch_script_us"]) for k in ks], marker="^", ls=":",
-             color="tab:purple", label="Redis time per fetch-and-ack script call (right)")
+    if "fetch_script_us" in c[ks[0]]:
+        ax2.plot([int(k) for k in ks], [med(c[k]["fetch_script_us"]) for k in ks], marker="^", ls=":",
+                 color="tab:purple", label="Redis time per fetch-and-ack script call (right)")
     ax2.set_ylabel("µs (Redis)")
     ax2.set_ylim(bottom=0)
     _legend(ax, ax2)
@@ -70,8 +74,10 @@ def scheduled(c, out):
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
     a1.errorbar(xs, [med(c[k]["poll_ms"]) for k in ks], yerr=err([c[k]["poll_ms"] for k in ks]), marker="o",
                 color=COG, label="client wall time per pass, ms")
-    a1.plot(xs, [med(c[k]["poll_redis_us"]) / 1000 for k in ks], marker="s", ls="--", color="tab:red",
-            label="Redis time in the poll scripts per pass, ms")
+    redis_key, redis_label = (("poll_redis_us", "Redis time in the poll scripts per pass, ms")
+                              if "poll_redis_us" in c[ks[0]] else
+                              ("poll_redis_cpu_us", "Redis process CPU per pass (INFO cpu), ms"))
+    a1.plot(xs, [med(c[k][redis_key]) / 1000 for k in ks], marker="s", ls="--", color="tab:red", label=redis_label)
     a2.errorbar(xs, [med(c[k]["steady"]) for k in ks], yerr=err([c[k]["steady"] for k in ks]), marker="o",
                 color=COG, label="no-op jobs/s, N = 2, poller running")
     for a in (a1, a2):
@@ -85,8 +91,8 @@ def scheduled(c, out):
     a1.set_title("scheduled poller: one pass (both sets)")
     a2.set_title("throughput while the master polls")
     _save(fig, out)
-    return table(["entries per set", "poll ms/pass (client)", "Redis µs/pass (script time)", "no-op jobs/s"],
-                 [[f"{int(k):,}", rng(c[k]["poll_ms"], 3), rng(c[k]["poll_redis_us"], 0), rng(c[k]["steady"])]
+    return table(["entries per set", "poll ms/pass (client)", redis_label.replace(", ms", ", µs"), "no-op jobs/s"],
+                 [[f"{int(k):,}", rng(c[k]["poll_ms"], 3), rng(c[k][redis_key], 0), rng(c[k]["steady"])]
                   for k in ks])
 
 
@@ -94,9 +100,10 @@ def dead(c, out, rate):
     ks = sorted(c, key=int)
     labels = ["empty" if int(k) == 0 else f"at its cap ({int(k):,})" for k in ks]
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.8))
-    a1.bar(labels, [med(c[k]["paced_script_us"]) for k in ks], yerr=err([c[k]["paced_script_us"] for k in ks]),
-           color=[COG, "tab:orange"])
-    a1.set_ylabel("Redis time in scripts per failing job, µs")
+    key = "paced_script_us" if "paced_script_us" in c[ks[0]] else "paced_redis_us"
+    a1.bar(labels, [med(c[k][key]) for k in ks], yerr=err([c[k][key] for k in ks]), color=[COG, "tab:orange"])
+    a1.set_ylabel("Redis time in scripts per failing job, µs" if key == "paced_script_us"
+                  else "Redis process CPU per failing job, µs")
     a1.set_title(f"jobs failing at {rate}/s")
     a2.bar(labels, [med(c[k]["steady"]) for k in ks], yerr=err([c[k]["steady"] for k in ks]),
            color=[COG, "tab:orange"])
@@ -107,8 +114,9 @@ def dead(c, out, rate):
     _save(fig, out)
     return table(["dead set", f"Redis CPU µs per failing job at {rate}/s (process)",
                   "of which in scripts (fetch, ack, file)", "dead set after", "failing jobs/s (burst)"],
-                 [[lab, rng(c[k]["paced_redis_us"], 1), rng(c[k]["paced_script_us"], 1), rng(c[k]["dead_after"]),
-                   rng(c[k]["steady"])]
+                 [[lab, rng(c[k]["paced_redis_us"], 1),
+                   rng(c[k]["paced_script_us"], 1) if "paced_script_us" in c[k] else "— (not measured)",
+                   rng(c[k]["dead_after"]), rng(c[k]["steady"])]
                   for lab, k in zip(labels, ks, strict=False)])
 
 
@@ -120,9 +128,15 @@ def payload(c, out):
         a1.errorbar(xs, [med(c[name][s]["steady"]) for s in sizes], yerr=err([c[name][s]["steady"] for s in sizes]),
                     marker="o", color=color, label=name)
         a2.plot(xs, [med(c[name][s]["redis_us_per_job"]) for s in sizes], marker="o", color=color, label=name)
+    plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}")
     for a in (a1, a2):
         a.set_xscale("log")
         a.set_yscale("log")
+        a.yaxis.set_major_formatter(plain)
+        # Minor ticks: only 2x and 5x labelled, or they crowd into each other.
+        a.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(
+            lambda v, _: f"{v:,.0f}" if f"{v:.0e}"[0] in "25" else ""))
+        a.tick_params(axis="y", which="minor", labelsize=7)
         a.set_xticks(xs, [size_label(s) for s in sizes])
         a.set_xlabel("payload (one string argument)")
         a.legend()
@@ -202,9 +216,12 @@ def main(path, suffix=""):
     doc = json.loads(Path(path).read_text())
     results = Path(path).parent
     meta, curves = doc["meta"], doc["curves"]
+    load = (f"load average {meta['loadavg_start']:.2f} at start, {meta['loadavg_end']:.2f} at end; "
+            if meta.get("loadavg_start") is not None else "")
     md = [f"## cogworker cost curves ({meta['mode']} run)", "",
-          f"{meta['date']}; {meta['cpu_count']} CPUs; load average {meta['loadavg_start']:.2f} at start, "
-          f"{meta['loadavg_end']:.2f} at end; commit {meta['git_commit']}; median [min–max] of {meta['reps']}.", ""]
+          f"{meta['date']}; {meta['cpu_count']} CPUs; {load}commit {meta['git_commit']}; "
+          f"median [min–max] of {meta['reps']}.", ""]
+    md += [f"> {meta['note']}", ""] if meta.get("note") else []
     makers = {"queues": queues, "scheduled": scheduled, "payload": payload, "enqueue": enqueue,
               "dead": lambda c, out: dead(c, out, meta["plan"]["dead_rate"])}
     titles = {"queues": "Queues listened to", "scheduled": "Scheduled and retry set sizes",
@@ -221,8 +238,9 @@ def main(path, suffix=""):
         sizes = list(next(iter(lua.values())))
         md += ["### A payload through a Lua script (Redis's own time per call, commandstats, µs)", "",
                table(["call"] + [size_label(s) for s in sizes],
-                     [[name] + [f"{per[s]:,.1f}" for s in sizes] for name, per in lua.items()]), "",
-               "### py-spy samples", "", profile(doc["profile"]["pyspy"])]
+                     [[name] + [f"{per[s]:,.1f}" for s in sizes] for name, per in lua.items()]), ""]
+        if doc["profile"].get("pyspy"):
+            md += ["### py-spy samples", "", profile(doc["profile"]["pyspy"])]
     (results / f"costs-latest{suffix}.md").write_text("\n".join(md) + "\n")
 
 
