@@ -15,7 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench import env, fleet, redis_server, report, workloads
+from bench import env, fleet, recovery, redis_server, report, workloads
 from bench.systems import all_systems
 
 # Sizes per mode. Full: about 10-12 minutes on 2 cores; quick: about 2-3.
@@ -290,7 +290,7 @@ def w_recovery(ctx, results, systems, plan, reps, *_):
     def one_system(s):
         for i in range(trials):
             measure(results, "recovery", "2p", s, f"SIGKILL mid-job, trial {i + 1}/{trials}",
-                    lambda: workloads.recovery(ctx, s, 2, plan["rec_job"], plan["rec_bound"], plan["rec_trickle"]))
+                    lambda: recovery.recovery(ctx, s, 2, plan["rec_job"], plan["rec_bound"], plan["rec_trickle"]))
             slot = results.slot("recovery", "2p", s)
             slow = any(r["lost"] or r["rerun_s"] > SLOW for r in slot["reps"])
             if "error" in slot or (slow and len(slot["reps"]) >= plan["rec_slow_trials"]):
