@@ -30,52 +30,56 @@ def c_enqueue(ctx, plan):
 
     from bench.costs import redis_cpu, say, use_redis
     from bench.redis_server import RedisServer
-    from cogworker import client as cw_client
-    from cogworker.jobs import build_payload, dumps
     n, arg = plan["enq_n"], "x" * PAYLOAD
     with RedisServer() as rs:
         config, app = use_redis(rs.url)
         r = redis.Redis.from_url(rs.url)
-        bare_raw = json.dumps({"class": "noop", "args": [arg]})
-        payload = build_payload(app.noop.name, (arg,), {}, app.noop.opts)
-        encoded = dumps(payload)
-        queue = config.keys.queue("default")
         app.noop.enqueue(arg)  # connections made, nothing measured yet
-
-        def pipe_full():
-            pipe = config.redis().pipeline(transaction=False)
-            cw_client._write(pipe, payload, encoded, None)
-            cw_client._execute(pipe)
-
-        def pipe_lpush():
-            pipe = config.redis().pipeline(transaction=False)
-            pipe.lpush(queue, encoded)
-            pipe.execute()
-
-        steps = {
-            "bare: json.dumps + LPUSH (the bare client)": lambda: r.lpush("bare:queue", json.dumps(
-                {"class": "noop", "args": [arg]})),
-            "bare: LPUSH of a ready string": lambda: r.lpush("bare:queue", bare_raw),
-            "cogworker: build_payload + dumps (no Redis)": lambda: dumps(build_payload(
-                app.noop.name, (arg,), {}, app.noop.opts)),
-            "cogworker payload: LPUSH of the ready string": lambda: r.lpush(queue, encoded),
-            "cogworker payload: pipeline(LPUSH)": pipe_lpush,
-            "cogworker payload: pipeline(LPUSH, SADD, XADD) = its write": pipe_full,
-            "cogworker: noop.enqueue() (all of it)": lambda: app.noop.enqueue(arg),
-        }
-        out = {"us_per_call": {}}
-        for name, fn in steps.items():
-            out["us_per_call"][name] = _rate(fn, n)
-        for name, fn in (("bare LPUSH", lambda: r.lpush("bare:queue", bare_raw)),
-                         ("cogworker enqueue", lambda: app.noop.enqueue(arg))):
+        steps = _enqueue_steps(config, app, r, arg)
+        out = {"us_per_call": {name: _rate(fn, n) for name, fn in steps.items()}, "redis_us_per_call": {}}
+        for name, step in (("bare LPUSH", "bare: LPUSH of a ready string"),
+                           ("cogworker enqueue", "cogworker: noop.enqueue() (all of it)")):
             cpu0 = redis_cpu(r)
-            _rate(fn, n)
-            out.setdefault("redis_us_per_call", {})[name] = (redis_cpu(r) - cpu0) / n * 1e6
+            _rate(steps[step], n)
+            out["redis_us_per_call"][name] = (redis_cpu(r) - cpu0) / n * 1e6
     for name, us in out["us_per_call"].items():
         say(f"  {us:7.1f} µs  {1e6 / us:9,.0f}/s  {name}")
     for name, us in out["redis_us_per_call"].items():
         say(f"  Redis CPU {us:5.1f} µs per call: {name}")
     return out
+
+
+def _enqueue_steps(config, app, r, arg):
+    """The calls timed apart: the bare client's, then cogworker's enqueue piece by piece
+    (its own building blocks, called as its client calls them)."""
+    from cogworker import client as cw_client
+    from cogworker.jobs import build_payload, dumps
+    bare_raw = json.dumps({"class": "noop", "args": [arg]})
+    payload = build_payload(app.noop.name, (arg,), {}, app.noop.opts)
+    encoded = dumps(payload)
+    queue = config.keys.queue("default")
+
+    def pipe_full():
+        pipe = config.redis().pipeline(transaction=False)
+        cw_client._write(pipe, payload, encoded, None)
+        cw_client._execute(pipe)
+
+    def pipe_lpush():
+        pipe = config.redis().pipeline(transaction=False)
+        pipe.lpush(queue, encoded)
+        pipe.execute()
+
+    return {
+        "bare: json.dumps + LPUSH (the bare client)": lambda: r.lpush("bare:queue", json.dumps(
+            {"class": "noop", "args": [arg]})),
+        "bare: LPUSH of a ready string": lambda: r.lpush("bare:queue", bare_raw),
+        "cogworker: build_payload + dumps (no Redis)": lambda: dumps(build_payload(
+            app.noop.name, (arg,), {}, app.noop.opts)),
+        "cogworker payload: LPUSH of the ready string": lambda: r.lpush(queue, encoded),
+        "cogworker payload: pipeline(LPUSH)": pipe_lpush,
+        "cogworker payload: pipeline(LPUSH, SADD, XADD) = its write": pipe_full,
+        "cogworker: noop.enqueue() (all of it)": lambda: app.noop.enqueue(arg),
+    }
 
 
 # ---------------------------------------------------------------- py-spy
