@@ -60,6 +60,15 @@ def main():
             # worker (a slow system is not measured on its own backlog). Blocking, no polling.
             if r.blmove("bench:probe", "bench:probe_seen", 30, "LEFT", "RIGHT") is None:
                 raise SystemExit(f"probe {i} did not start within 30 s")
+    elif action == "trickle":
+        # Steady light traffic for the recovery workload, from "go" until killed (or
+        # `seconds` later): a deployed system keeps receiving work after a crash.
+        if r.blpop("bench:go", 120) is None:
+            raise SystemExit("no go signal")
+        gap, started = 1.0 / spec["rate"], time.monotonic()
+        for i in range(int(spec["seconds"] * spec["rate"])):
+            time.sleep(max(0.0, started + i * gap - time.monotonic()))
+            client.enqueue("noop", ("",))
     else:
         raise SystemExit(f"unknown action {action}")
     print(json.dumps(out))

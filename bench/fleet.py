@@ -33,24 +33,37 @@ class Fleet:
         self.redis_url = redis_url
         self.log_path = ctx.log_dir / f"{system.name}-{log_name}.log"
         self.popens = []
+        self.argvs = []
+        self.replaced = []  # launched processes that exited and were restarted (their groups too are killed at stop)
+        self.restarts = 0
         self.launched_at = None
 
     def start(self):
         python = self.ctx.python_for(self.system)
-        argvs = self.system.worker_argvs(self.procs, str(env.PEERS_BIN), python)
-        log = open(self.log_path, "ab")
+        self.argvs = [[a.replace("$BENCH_REDIS_URL", self.redis_url) for a in argv]
+                      for argv in self.system.worker_argvs(self.procs, str(env.PEERS_BIN), python)]
         LIVE.add(self)
-        try:
-            self.launched_at = time.time()
-            self.started_mono = time.monotonic()
-            for argv in argvs:
-                argv = [a.replace("$BENCH_REDIS_URL", self.redis_url) for a in argv]
-                self.popens.append(subprocess.Popen(
-                    argv, env=self.env, cwd=env.REPO, stdin=subprocess.DEVNULL,
-                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-        finally:
-            log.close()
+        self.launched_at = time.time()
+        self.started_mono = time.monotonic()
+        self.popens = [self._launch(argv) for argv in self.argvs]
         return self
+
+    def _launch(self, argv):
+        with open(self.log_path, "ab") as log:
+            return subprocess.Popen(argv, env=self.env, cwd=env.REPO, stdin=subprocess.DEVNULL,
+                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def exited(self):
+        """Indexes of the launched commands whose process has exited."""
+        return [i for i, p in enumerate(self.popens) if p.poll() is not None]
+
+    def restart(self, index):
+        """Launch command `index` again, as a supervisor (systemd, Kubernetes, Heroku)
+        restarts a service whose process exited. Its old process group is still killed
+        at stop, in case something of it lingers."""
+        self.replaced.append(self.popens[index])
+        self.popens[index] = self._launch(self.argvs[index])
+        self.restarts += 1
 
     def alive(self):
         """True while any launched process or any of its descendants still runs."""
@@ -89,16 +102,16 @@ class Fleet:
         """SIGKILL every process group at once. The measurement is already read, the
         Redis is thrown away after it, so there is nothing to stop gracefully for."""
         stragglers = self._descendants()
-        for p in self.popens:
+        for p in self.popens + self.replaced:
             _killpg(p.pid, signal.SIGKILL)
-        for p in self.popens:
+        for p in self.popens + self.replaced:
             p.wait()
         for d in stragglers:
             try:
                 d.kill()
             except psutil.NoSuchProcess:
                 pass
-        self.popens = []
+        self.popens, self.replaced = [], []
         LIVE.discard(self)
 
     def __enter__(self):

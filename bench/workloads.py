@@ -7,7 +7,6 @@ except through the System interface.
 """
 import json
 import os
-import signal
 import statistics
 import subprocess
 import tempfile
@@ -323,49 +322,3 @@ def memory(ctx, system, procs, warmup):
 def _mem(proc):
     info = proc.memory_full_info()
     return info.uss, info.rss
-
-
-def recovery(ctx, system, procs, job_seconds, bound):
-    """SIGKILL the process running a `job_seconds` job half-way; how long until that
-    job starts again, or lost if it does not within `bound` seconds."""
-    token = "slowjob"  # one job per fresh Redis: a fixed token is unique enough
-    ctx.prefill.ensure(ctx, system, "noop", [""], 2 * procs)
-    ctx.prefill.ensure(ctx, system, "slow", [token, job_seconds], 1)
-    with RedisServer() as rs:
-        r = redis.Redis.from_url(rs.url)
-        fleet = Fleet(ctx, system, procs, rs.url, log_name="recovery")
-        try:
-            fleet.start()
-            warm_up(ctx, system, r, fleet, 2 * procs)
-            ctx.prefill.restore(ctx, system, r, "slow", [token, job_seconds], 1)
-            starts = _wait_starts(r, token, 1, time.monotonic() + START_TIMEOUT)
-            if not starts:
-                raise FleetError(f"the slow job never started\n{fleet.log_tail()}")
-            pid, t_start = starts[0]
-            if pid not in fleet.pids():  # never signal a process that is not ours
-                raise FleetError(f"pid {pid} that ran the job is not one of the fleet's")
-            time.sleep(max(0.0, t_start + job_seconds / 2 - time.time()))
-            os.kill(pid, signal.SIGKILL)
-            t_kill = time.time()
-            starts = _wait_starts(r, token, 2, time.monotonic() + bound, fleet)
-            exited = not fleet.alive()
-        finally:
-            fleet.stop()
-    if len(starts) >= 2:
-        return {"rerun_s": starts[1][1] - t_kill, "lost": False, "fleet_exited": False}
-    # Not run again within the bound. fleet_exited: the system's own processes all
-    # exited after the kill, so nothing was left to run it.
-    return {"rerun_s": None, "lost": True, "fleet_exited": exited}
-
-
-def _wait_starts(r, token, count, deadline, fleet=None):
-    while True:
-        starts = [(int(pid), float(t)) for tok, pid, t in
-                  (line.decode().split() for line in r.lrange("bench:slow", 0, -1)) if tok == token]
-        if len(starts) >= count or time.monotonic() > deadline:
-            return starts
-        if STOP.is_set():
-            raise FleetError("interrupted")
-        if fleet is not None and not fleet.alive():
-            return starts  # nothing left that could run it again
-        time.sleep(0.01)

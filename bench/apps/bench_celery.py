@@ -1,9 +1,11 @@
 """Celery's job module. BENCH_CELERY_MODE picks the configuration:
 
 - default:  Celery's defaults (ack on receipt, prefetch multiplier 4).
-- reliable: acks_late + prefetch multiplier 1 + reject_on_worker_lost. Celery's docs:
-  with acks_late alone a task whose pool process is killed is still acknowledged
-  (WorkerLostError); reject_on_worker_lost is what puts it back on the queue.
+- reliable: acks_late + reject_on_worker_lost, prefetch multiplier $BENCH_CELERY_PREFETCH
+  (1 unless set). Celery's docs: with acks_late alone a task whose pool process is
+  killed is still acknowledged (WorkerLostError); reject_on_worker_lost is what puts it
+  back on the queue. Prefetched messages of a worker that is still alive stay reserved
+  by it (unacked in Redis), so a larger multiplier keeps the guarantee.
 """
 import os
 
@@ -15,7 +17,7 @@ app.conf.broker_connection_retry_on_startup = True
 app.conf.worker_hijack_root_logger = False
 if os.environ.get("BENCH_CELERY_MODE") == "reliable":
     app.conf.task_acks_late = True
-    app.conf.worker_prefetch_multiplier = 1
+    app.conf.worker_prefetch_multiplier = int(os.environ.get("BENCH_CELERY_PREFETCH", "1"))
     app.conf.task_reject_on_worker_lost = True
 
 

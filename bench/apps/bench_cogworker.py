@@ -26,3 +26,11 @@ def probe(token, t_enqueued):
 @cogworker.job
 def slow(token, seconds):
     body.slow(token, seconds)
+
+
+@cogworker.job(retry=0)
+def fail(payload=""):
+    """Counts itself, then raises: with retry=0 it is filed in the dead set at once
+    (bench.costs measures the dead set's trimming with it)."""
+    body.noop(payload)
+    raise RuntimeError("bench: this job fails on purpose")

@@ -5,13 +5,13 @@ from bench.systems import System
 class Celery(System):
     lib = "celery"
 
-    def __init__(self, mode):
-        self.mode = mode
-        self.name = f"celery-{mode}"
-        self.config = {
-            "default": "prefork -c N, defaults (ack on receipt, prefetch x4)",
-            "reliable": "prefork -c N, acks_late, prefetch x1, reject_on_worker_lost",
-        }[mode]
+    def __init__(self, mode, prefetch=None):
+        self.mode, self.prefetch = mode, prefetch
+        if mode == "default":
+            self.name, self.config = "celery-default", "prefork -c N, defaults (ack on receipt, prefetch x4)"
+        else:
+            self.name = "celery-reliable" if prefetch == 1 else f"celery-reliable-p{prefetch}"
+            self.config = f"prefork -c N, acks_late, reject_on_worker_lost, prefetch x{prefetch}"
 
     # Both configurations differ only on the worker side (acks_late and friends are not in
     # the message), so they share one client and its prefilled snapshots.
@@ -22,7 +22,10 @@ class Celery(System):
                  "-c", str(procs), "-l", "WARNING"]]
 
     def worker_env(self):
-        return {"BENCH_CELERY_MODE": self.mode}
+        env = {"BENCH_CELERY_MODE": self.mode}
+        if self.prefetch:
+            env["BENCH_CELERY_PREFETCH"] = str(self.prefetch)
+        return env
 
     def client(self):
         import bench_celery as app
@@ -39,4 +42,4 @@ class Celery(System):
         return Client()
 
 
-SYSTEMS = [Celery("reliable"), Celery("default")]
+SYSTEMS = [Celery("reliable", 1), Celery("reliable", 16), Celery("default")]
