@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import logger
+from .payload import error_class_name, error_message
 
 EVENTS = ("enqueued", "started", "succeeded", "retrying", "dead", "given_back", "orphaned")
 LOG_EVERY = 60.0
@@ -96,8 +97,6 @@ def fire(name: str, payload: dict[str, Any], **fields: Any) -> None:
         return
     error = fields.get("error")
     if error is not None and "error_class" not in fields:
-        from .jobs import error_class_name, error_message
-
         fields["error_class"] = error_class_name(error)
         fields["error_message"] = error_message(error)
     event = JobEvent(name, payload, **fields)

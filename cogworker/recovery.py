@@ -11,7 +11,8 @@ from typing import Any
 
 import redis
 
-from . import hooks, lua, policy, redis_errors, settlement, unique  # noqa: F401 (unique: hook subscriber)
+# unique, cron_claims: hook subscribers (the locks follow the jobs this module files and requeues)
+from . import cron_claims, hooks, lua, policy, redis_errors, settlement, unique  # noqa: F401
 from .config import Config, logger
 from .fate import File
 from .heartbeat import clock, deregister
