@@ -37,7 +37,8 @@ class JobEvent:
     """One transition of one job. ``payload``: the job as stored (after a failure, with
     its failure fields); ``delay``: seconds before the retry (``retrying``); ``reason``:
     why it went to dead ("failed", "interrupted", "timed_out", "bad_payload",
-    "process_died")."""
+    "process_died"); ``counted`` (``orphaned``): whether an orphaning was counted for it
+    (its process died running it) or not (it was only listed, or stopped by its master)."""
 
     name: str
     payload: dict[str, Any]
@@ -50,6 +51,7 @@ class JobEvent:
     duration: float | None = None
     delay: float | None = None
     reason: str | None = None
+    counted: bool | None = None
     config: Any = field(default=None, repr=False)
 
 
