@@ -41,6 +41,7 @@ __all__ = [
     "enqueue",
     "enqueue_at",
     "get_config",
+    "hooks",
     "job",
     "periodic",
     "server_middleware",
@@ -78,6 +79,7 @@ def _version() -> str:
 
 
 if TYPE_CHECKING:  # what the names are, for type checkers and editors
+    from . import hooks
     from .config import Config, configure, get_config
     from .cron import disable, enable, periodic
     from .errors import (
