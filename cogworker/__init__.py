@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 # public name -> the submodule that defines it
 _HOMES = {
-    "by_name": "client", "enqueue": "client", "enqueue_at": "client",
+    "by_name": "jobs", "enqueue": "jobs", "enqueue_at": "jobs",
     "Config": "config", "configure": "config", "get_config": "config",
     "disable": "cron", "enable": "cron", "periodic": "cron",
     "BadPayload": "errors", "CogworkerError": "errors", "ConfigurationError": "errors", "JobTimeout": "errors",
@@ -41,6 +41,7 @@ __all__ = [
     "enqueue",
     "enqueue_at",
     "get_config",
+    "hooks",
     "job",
     "periodic",
     "server_middleware",
@@ -78,7 +79,7 @@ def _version() -> str:
 
 
 if TYPE_CHECKING:  # what the names are, for type checkers and editors
-    from .client import by_name, enqueue, enqueue_at
+    from . import hooks
     from .config import Config, configure, get_config
     from .cron import disable, enable, periodic
     from .errors import (
@@ -90,7 +91,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
         RedisVersionError,
         UnknownJob,
     )
-    from .jobs import BoundJob, Job, JobOptions, job
+    from .jobs import BoundJob, Job, JobOptions, by_name, enqueue, enqueue_at, job
     from .middleware import client_middleware, server_middleware
 
     __version__: str

@@ -1,4 +1,6 @@
-"""Enqueueing: single, bulk (pipelined), scheduled, and by name; the client chain runs here."""
+"""Enqueueing: writing a built payload, single, bulk (pipelined) or scheduled; the client
+middleware chain runs here, and ``enqueued`` fires. The handles that build payloads
+(``Job``, ``BoundJob``, ``by_name``) are in ``jobs.py``, above this module."""
 
 from __future__ import annotations
 
@@ -8,8 +10,8 @@ from typing import Any
 
 from . import hooks, unique
 from .config import Config, get_config
-from .jobs import BoundJob, JobOptions, dumps, registry
 from .middleware import client_middleware
+from .payload import dumps
 
 BULK_CHUNK = 1000  # values per LPUSH in a bulk enqueue
 
@@ -101,33 +103,3 @@ def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
                 hooks.fire("enqueued", payload, queue=payload["queue"])
     return jids
 
-
-def by_name(name: str, **options: Any) -> BoundJob:
-    """A job known by its name, with options, as Celery's ``send_task(name, queue=...)``:
-    ``by_name("app.jobs.add", queue="critical", retry=3).enqueue(1, 2)``; it has
-    ``enqueue``, ``enqueue_in``, ``enqueue_at``, ``enqueue_many`` and ``options``.
-
-    The job's code needn't be importable here. If it is registered in this process, its
-    declared options apply (those given override them) and its arguments are checked
-    against its signature at enqueue; otherwise the defaults (queue ``default``, retry 25).
-    An unknown option raises ``ConfigurationError`` here.
-    """
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"the job name must be a non-empty string, got {name!r}")
-    known = registry.get(name)
-    base = known.opts if known is not None else JobOptions()
-    return BoundJob(known, JobOptions.build(base, **options) if options else base, name)
-
-
-def enqueue(name: str, *args: Any, **kwargs: Any) -> str | None:
-    """Enqueue by job name, without importing the job's code (options: ``by_name``).
-
-    A registered job's options apply, and its arguments are checked; otherwise the
-    defaults (queue ``default``).
-    """
-    return by_name(name).enqueue(*args, **kwargs)
-
-
-def enqueue_at(name: str, when: Any, *args: Any, **kwargs: Any) -> str | None:
-    """``enqueue`` at a time: an aware datetime, or epoch seconds."""
-    return by_name(name).enqueue_at(when, *args, **kwargs)

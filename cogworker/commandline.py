@@ -49,7 +49,7 @@ def declared_queues() -> dict[str, list[str]]:
     """queue -> what declares it ("job app.jobs.add", "periodic entry report-5m"), for
     every job and periodic entry registered so far, in the order they were registered."""
     from .cron import entries
-    from .jobs import registry
+    from .registry import registry
 
     found: dict[str, list[str]] = {}
     for job in registry.values():

@@ -19,22 +19,27 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from . import lua, policy, redis_errors
+from . import policy, redis_errors
 from .config import Config, get_config, logger
-from .cron_claims import TICK_INTERVAL, InDoubt, SlotClaims, as_int
+from .cron_claims import (  # noqa: F401 (the running lock's names, re-exported: their home was here)
+    QUEUED_TTL,
+    RUNNING_GRACE,
+    RUNNING_TTL,
+    TICK_INTERVAL,
+    InDoubt,
+    SlotClaims,
+    as_int,
+    extend_running_lock,
+    release_running_lock,
+    running_ttl,
+)
 from .cronexpr import check_cron, cron_iter
 from .errors import ConfigurationError
-from .jobs import Job, JobOptions, dumps, registry
+from .payload import JobOptions, dumps
+from .registry import JobDef, registry
 
 entries: dict[str, Entry] = {}
 
-# The running lock of a unique entry: held while its job is queued, then while it runs.
-# Only a safety net: the job's end (success, dead, buried orphan) releases it.
-QUEUED_TTL = 3600
-RUNNING_TTL = 3600  # for a job without a timeout; otherwise its timeout + RUNNING_GRACE
-# Past the timeout: covers the hard kill's grace and an orphaned run's wait for recovery
-# (orphan threshold + a recovery pass), so the lock doesn't lapse before the run is requeued.
-RUNNING_GRACE = 300
 NOT_READY_WAIT = 0.2
 OUTAGE_WAIT = 0.5
 PUBLISH_RETRY = 60.0  # a schedule that couldn't be published at boot is tried again this often
@@ -54,7 +59,7 @@ class Entry:
     catch_up: bool | None = None
 
 
-def periodic(cron: str, job: Job[Any, Any] | str, args: Sequence[Any] = (),
+def periodic(cron: str, job: JobDef | str, args: Sequence[Any] = (),
              kwargs: dict[str, Any] | None = None, name: str | None = None, queue: str | None = None,
              unique: bool = False, tz: str = "UTC", catch_up: bool | None = None) -> Entry:
     """Register a cron entry (at import time, in the app module). Returns the entry.
@@ -66,7 +71,7 @@ def periodic(cron: str, job: Job[Any, Any] | str, args: Sequence[Any] = (),
     ``catch_up`` (None = the master's setting, on by default): a slot missed while no
     master ran fires once at boot; off, it is skipped.
     """
-    job_name = job.name if isinstance(job, Job) else job
+    job_name = job.name if isinstance(job, JobDef) else job
     if not isinstance(job_name, str) or not job_name:
         raise ConfigurationError(f"periodic: job must be a @job function or a job name, got {job!r}")
     if name is not None and (not isinstance(name, str) or not name or any(c.isspace() for c in name)):
@@ -87,7 +92,7 @@ def periodic(cron: str, job: Job[Any, Any] | str, args: Sequence[Any] = (),
     args = tuple(args)
     kwargs = dict(kwargs or {})
     dumps([list(args), kwargs])  # TypeError now, at import, not at the first slot
-    known = job if isinstance(job, Job) else registry.get(job_name)
+    known = job if isinstance(job, JobDef) else registry.get(job_name)
     opts = known.opts if known is not None else None
     if queue is not None:
         try:
@@ -142,25 +147,6 @@ def schedule(config: Config | None = None) -> dict[str, dict[str, Any]]:
         except ValueError:
             continue
     return out
-
-
-# -- the running lock of a unique entry's job (called from the worker and recovery) --------
-
-def release_running_lock(config: Config, pjid: str, jid: str) -> None:
-    """Frees the entry for its next slot, if this job still holds the lock."""
-    lua.run(config.redis(), "release_lock", [config.keys.periodic_running(pjid)], [jid])
-
-
-def extend_running_lock(config: Config, pjid: str, jid: str, ttl: float) -> None:
-    """Keeps the lock while its job runs or waits (only if this job holds it)."""
-    lua.run(config.redis(), "extend_lock", [config.keys.periodic_running(pjid)], [jid, max(1, math.ceil(ttl))])
-
-
-def running_ttl(payload: dict[str, Any]) -> float:
-    timeout = payload.get("timeout")
-    if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0:
-        return float(timeout) + RUNNING_GRACE
-    return RUNNING_TTL
 
 
 # -- the ticker ------------------------------------------------------------------------------

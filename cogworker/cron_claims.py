@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from . import lua, policy, redis_errors
-from .config import Config, logger
-from .jobs import JobOptions, build_payload, new_jid, registry
+from . import hooks, lua, policy, redis_errors
+from .config import Config, get_config, logger
+from .payload import JobOptions, build_payload, new_jid
+from .registry import registry
 
 if TYPE_CHECKING:
     from .cron import Entry
@@ -23,6 +24,62 @@ NOT_OURS, CLAIMED, PRIMED, SKIPPED_RUNNING, SKIPPED_DISABLED, SKIPPED_MISSED = 0
 COUNT_CAP = 1000  # missed slots counted for the log line at most (then "1000+")
 TICK_INTERVAL = 5.0  # the ticker looks at least this often, whatever the schedules
 BACKOFF_MAX = 300.0  # a failing entry is retried after 5 s, 10 s, 20 s ... up to this
+# The running lock of a unique entry: held while its job is queued, then while it runs.
+# Only a safety net: the job's end (success, dead, buried orphan) releases it.
+QUEUED_TTL = 3600
+RUNNING_TTL = 3600  # for a job without a timeout; otherwise its timeout + RUNNING_GRACE
+# Past the timeout: covers the hard kill's grace and an orphaned run's wait for recovery
+# (orphan threshold + a recovery pass), so the lock doesn't lapse before the run is requeued.
+RUNNING_GRACE = 300
+
+
+# -- the running lock of a unique entry's job ---------------------------------------------------
+# Taken with the slot's claim; after that it follows the job through the lifecycle hooks,
+# in whichever process makes the transition. Best-effort: it never changes a job's fate.
+
+def release_running_lock(config: Config, pjid: str, jid: str) -> None:
+    """Frees the entry for its next slot, if this job still holds the lock."""
+    lua.run(config.redis(), "release_lock", [config.keys.periodic_running(pjid)], [jid])
+
+
+def extend_running_lock(config: Config, pjid: str, jid: str, ttl: float) -> None:
+    """Keeps the lock while its job runs or waits (only if this job holds it)."""
+    lua.run(config.redis(), "extend_lock", [config.keys.periodic_running(pjid)], [jid, max(1, math.ceil(ttl))])
+
+
+def running_ttl(payload: dict[str, Any]) -> float:
+    timeout = payload.get("timeout")
+    if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0:
+        return float(timeout) + RUNNING_GRACE
+    return RUNNING_TTL
+
+
+def _on_started(event: hooks.JobEvent) -> None:
+    """The run starts: from the queued TTL to one that covers the run."""
+    payload = event.payload
+    if payload.get("periodic_pjid") and payload.get("jid"):
+        extend_running_lock(event.config or get_config(), payload["periodic_pjid"], payload["jid"],
+                            running_ttl(payload))
+
+
+def _on_retrying(event: hooks.JobEvent) -> None:
+    """Not done yet: kept over the retry's wait, so the next slot doesn't overlap it."""
+    payload = event.payload
+    if payload.get("periodic_pjid") and payload.get("jid"):
+        extend_running_lock(event.config or get_config(), payload["periodic_pjid"], payload["jid"],
+                            (event.delay or 0.0) + QUEUED_TTL)
+
+
+def _on_finished(event: hooks.JobEvent) -> None:
+    """Succeeded or dead: the entry is free for its next slot."""
+    payload = event.payload
+    if payload.get("periodic_pjid") and payload.get("jid"):
+        release_running_lock(event.config or get_config(), payload["periodic_pjid"], payload["jid"])
+
+
+hooks.subscribe("started", _on_started)
+hooks.subscribe("retrying", _on_retrying)
+hooks.subscribe(("succeeded", "dead"), _on_finished)
 
 
 @dataclass
@@ -62,8 +119,6 @@ class SlotClaims:
 
     def _claim(self, entry: Entry, slot: int, following: float, mode: str, doubt: InDoubt | None = None) -> int:
         """Claims ``slot`` and acts on the answer (push, or log why not); returns it."""
-        from .cron import QUEUED_TTL
-
         jid = new_jid()
         keys = self.config.keys
         # Long enough that the slot is no longer current when it lapses (see the rollback).
@@ -134,7 +189,6 @@ class SlotClaims:
 
     def _push(self, entry: Entry, slot: int, following: float, jid: str, doubt: InDoubt | None) -> None:
         from .client import push
-        from .cron import release_running_lock
 
         payload = self._payload(entry, slot, jid)
         try:

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import Config
-from .jobs import default_backoff, error_class_name, error_message
+from .payload import default_backoff, error_class_name, error_message, jid_in
+from .payload import parse_payload as parse_payload  # re-exported: its home was here
 
 MAX_INTERRUPTS = 3
 INTERRUPT_DELAY = 30  # seconds, times the interruption count
@@ -174,7 +175,7 @@ def decide(config: Config, job: dict[str, Any] | bytes, outcome: Outcome) -> Dec
         except Exception:
             # Not even the fetched entry can be rebuilt into a record: the simplest dead one.
             return plain_dead(config, raw, error_class_name(outcome.error), error_message(outcome.error),
-                              _jid(raw), reason="interrupted")
+                              jid_in(raw), reason="interrupted")
     raise TypeError(f"not an outcome: {outcome!r}")
 
 
@@ -188,14 +189,6 @@ def _payload(job: dict[str, Any] | bytes) -> dict[str, Any]:
 
 def _raw(job: dict[str, Any] | bytes) -> bytes:
     return job if isinstance(job, bytes) else json.dumps(job).encode()
-
-
-def _jid(raw: bytes) -> str | None:
-    try:
-        value = json.loads(raw)
-        return value.get("jid") if isinstance(value, dict) and isinstance(value.get("jid"), str) else None
-    except (ValueError, UnicodeDecodeError):
-        return None
 
 
 def max_retries(payload: dict[str, Any]) -> int:
@@ -251,23 +244,6 @@ def plain_dead(config: Config, raw: bytes, error_class: str, message: str, jid: 
     if jid:
         entry["jid"] = jid
     return File(config.keys.dead, entry["failed_at"], json.dumps(entry), False, reason=reason)
-
-
-def parse_payload(raw: bytes) -> tuple[dict[str, Any] | None, str]:
-    """The job object, or None and why it isn't one."""
-    try:
-        payload = json.loads(raw)
-    except UnicodeDecodeError:
-        return None, "payload is not UTF-8 text"
-    except ValueError as exc:
-        return None, f"payload is not JSON: {exc}"
-    if not isinstance(payload, dict):
-        return None, f"payload is JSON but not an object (a {type(payload).__name__})"
-    if not isinstance(payload.get("class"), str) or not payload["class"]:
-        return None, "payload has no 'class' naming the job"
-    if not isinstance(payload.get("jid"), str):
-        return None, "payload has no 'jid'"
-    return payload, ""
 
 
 class Owed:

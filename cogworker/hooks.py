@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import logger
+from .payload import error_class_name, error_message
 
 EVENTS = ("enqueued", "started", "succeeded", "retrying", "dead", "given_back", "orphaned")
 LOG_EVERY = 60.0
@@ -36,7 +37,8 @@ class JobEvent:
     """One transition of one job. ``payload``: the job as stored (after a failure, with
     its failure fields); ``delay``: seconds before the retry (``retrying``); ``reason``:
     why it went to dead ("failed", "interrupted", "timed_out", "bad_payload",
-    "process_died")."""
+    "process_died"); ``counted`` (``orphaned``): whether an orphaning was counted for it
+    (its process died running it) or not (it was only listed, or stopped by its master)."""
 
     name: str
     payload: dict[str, Any]
@@ -49,6 +51,7 @@ class JobEvent:
     duration: float | None = None
     delay: float | None = None
     reason: str | None = None
+    counted: bool | None = None
     config: Any = field(default=None, repr=False)
 
 
@@ -96,8 +99,6 @@ def fire(name: str, payload: dict[str, Any], **fields: Any) -> None:
         return
     error = fields.get("error")
     if error is not None and "error_class" not in fields:
-        from .jobs import error_class_name, error_message
-
         fields["error_class"] = error_class_name(error)
         fields["error_message"] = error_message(error)
     event = JobEvent(name, payload, **fields)

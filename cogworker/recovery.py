@@ -11,7 +11,8 @@ from typing import Any
 
 import redis
 
-from . import hooks, lua, policy, redis_errors, settlement, unique  # noqa: F401 (unique: hook subscriber)
+# unique, cron_claims: hook subscribers (the locks follow the jobs this module files and requeues)
+from . import cron_claims, hooks, lua, policy, redis_errors, settlement, unique  # noqa: F401
 from .config import Config, logger
 from .fate import File
 from .heartbeat import clock, deregister
@@ -67,10 +68,20 @@ def _requeue(config: Config, identity: str, mode: str, count_orphanings: bool | 
     moved = int(reply[0])
     if moved < 0:
         return moved, False
-    buried = reply[2:]
-    if buried:
-        complete_raw_burials(config, buried)
+    if reply[3] and hooks.wanted("orphaned"):
+        fire_orphaned(config, identity, reply[3])
+    if reply[2]:
+        complete_raw_burials(config, reply[2])
     return moved, int(reply[1]) == 1
+
+
+def fire_orphaned(config: Config, identity: str, flagged: list[bytes]) -> None:
+    """``orphaned`` for each job requeued (or parked as a repeat orphan) from the list of
+    ``identity``, a gone process: ``flagged`` alternates "c"/"u" (counted or not) and job."""
+    for flag, raw in zip(flagged[::2], flagged[1::2], strict=True):
+        payload = _parse(raw) or {}
+        queue = payload.get("queue") if isinstance(payload.get("queue"), str) and payload.get("queue") else "default"
+        hooks.fire("orphaned", payload, queue=queue, identity=identity, counted=flag == b"c", config=config)
 
 
 def _count_mark(count_orphanings: bool | str) -> str:

@@ -10,8 +10,9 @@ import time
 
 import redis
 
-from . import lua, policy, redis_errors
+from . import fate, lua, policy, redis_errors, settlement
 from .config import Config, logger
+from .payload import jid_in
 
 BATCH = 100
 
@@ -52,10 +53,11 @@ class Poller:
         moved = skip = 0
         while True:
             now = time.time()
-            got, bad, stuck, why = lua.run(client, "poll_due", [zset, keys.queues, keys.dead],
-                                           [repr(now), BATCH, keys.queue_prefix, "default", repr(now), skip])
+            got, garbage, stuck, why = lua.run(client, "poll_due", [zset, keys.queues],
+                                               [repr(now), BATCH, keys.queue_prefix, "default", skip])
             if stuck and not got and redis_errors.classify(why) in (redis_errors.OOM, redis_errors.READONLY):
                 raise redis_errors.as_error(why)  # no queue's fault: every entry stays where it is
+            bad = self.file_garbage(zset, garbage)
             if bad:
                 logger.error("scheduled poller: %d unreadable entr%s in %s moved to dead", bad,
                              "y" if bad == 1 else "ies", zset)
@@ -64,5 +66,18 @@ class Poller:
                              "written (wrong type?)", stuck, "y" if stuck == 1 else "ies", zset)
             moved += got
             skip += stuck
-            if got + bad + stuck < BATCH:
+            if got + len(garbage) + stuck < BATCH:
                 return moved
+
+    def file_garbage(self, zset: str, garbage: list[bytes]) -> int:
+        """Files each entry of ``zset`` that is not a job object in dead, as a bad payload
+        (the dead entry every process builds for one); then the ``dead`` hooks."""
+        filed = 0
+        for raw in garbage:
+            decision = fate.plain_dead(self.config, raw, "cogworker.BadPayload", "scheduled entry is not a job object",
+                                       jid_in(raw))
+            if lua.run(self.config.redis(), "file_due", [zset, self.config.keys.dead],
+                       [raw, repr(decision.score), decision.entry]) == 1:
+                filed += 1
+                settlement.filed(self.config, decision)
+        return filed

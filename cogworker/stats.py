@@ -87,7 +87,7 @@ def throughput(config: Config, minute: int) -> dict[str, float]:
 def record_attempt(config: Config, client: Any, jid: str, attempt: int, outcome: str,
                    error: BaseException | None = None) -> None:
     """Append to the job's attempts log (``attempts:<jid>``, a list with a TTL)."""
-    from .jobs import error_class_name, error_message
+    from .payload import error_class_name, error_message
 
     entry = {"attempt": attempt, "outcome": outcome, "at": time.time(),
              "error_class": error_class_name(error) if error else None,

@@ -16,7 +16,7 @@ from typing import Any
 import redis
 
 from . import hooks, lua
-from .config import Config, get_config
+from .config import get_config
 
 
 def digest(payload: dict[str, Any]) -> str:
@@ -62,63 +62,31 @@ def extend(client: Any, payload: dict[str, Any], delay: float) -> None:
                 [payload["jid"], lock_ttl(payload, delay)])
 
 
-# -- the locks a running job holds: its unique lock, and its periodic entry's running lock --
-# Called by the worker (and recovery) as best-effort steps: they never change a job's fate.
-
-def on_start(config: Config, payload: dict[str, Any]) -> None:
-    """The job starts: ``unique_until="start"`` frees its lock; a periodic entry's running
-    lock switches from the queued TTL to one that covers the run."""
-    if payload.get("unique_until") == "start":
-        release(config.redis(), payload)
-    if payload.get("periodic_pjid"):
-        from . import cron
-
-        cron.extend_running_lock(config, payload["periodic_pjid"], payload["jid"], cron.running_ttl(payload))
-
-
-def on_success(config: Config, payload: dict[str, Any]) -> None:
-    if payload.get("unique_until", "success") == "success":
-        release(config.redis(), payload)
-    if payload.get("periodic_pjid"):
-        from . import cron
-
-        cron.release_running_lock(config, payload["periodic_pjid"], payload["jid"])
-
-
-def after_filing(config: Config, payload: dict[str, Any], retrying: bool, delay: float) -> None:
-    """The job's failure is filed: a retry keeps both locks over its wait (no duplicate
-    and no overlapping slot while it isn't done); dead frees them."""
-    pjid, jid = payload.get("periodic_pjid"), payload.get("jid")
-    from . import cron
-
-    if retrying:
-        extend(config.redis(), payload, delay)
-        if pjid and jid:
-            cron.extend_running_lock(config, pjid, jid, delay + cron.QUEUED_TTL)
-        return
-    if payload.get("unique_until", "success") == "success":
-        release(config.redis(), payload)
-    if pjid and jid:
-        cron.release_running_lock(config, pjid, jid)
-
-
-# -- as hook subscribers: the locks follow the job's transitions -----------------------------
+# -- as hook subscribers: the lock follows the job's transitions ------------------------------
+# Best-effort steps after the write that made the transition: they never change a job's fate.
+# (A periodic entry's running lock follows the same events, in cron_claims.py.)
 
 def _on_started(event: hooks.JobEvent) -> None:
-    payload = event.payload
-    if payload.get("unique_until") == "start" or payload.get("periodic_pjid"):
-        on_start(event.config or get_config(), payload)
+    """``unique_until="start"``: the job starts, so a duplicate may be enqueued now."""
+    if event.payload.get("unique_until") == "start":
+        release((event.config or get_config()).redis(), event.payload)
 
 
 def _on_succeeded(event: hooks.JobEvent) -> None:
-    if event.payload.get("unique_digest") or event.payload.get("periodic_pjid"):
-        on_success(event.config or get_config(), event.payload)
+    if event.payload.get("unique_digest") and event.payload.get("unique_until", "success") == "success":
+        release((event.config or get_config()).redis(), event.payload)
 
 
 def _on_filed(event: hooks.JobEvent) -> None:
+    """A retry keeps the lock over its wait (no duplicate while the job isn't done); dead frees it."""
     payload = event.payload
-    if payload.get("unique_digest") or payload.get("periodic_pjid"):
-        after_filing(event.config or get_config(), payload, event.name == "retrying", event.delay or 0.0)
+    if not payload.get("unique_digest"):
+        return
+    client = (event.config or get_config()).redis()
+    if event.name == "retrying":
+        extend(client, payload, event.delay or 0.0)
+    elif payload.get("unique_until", "success") == "success":
+        release(client, payload)
 
 
 hooks.subscribe("started", _on_started)

@@ -117,6 +117,28 @@ def test_garbage_in_schedule_goes_to_dead(config):
     assert r.zcard(k.schedule) == 0
 
 
+def test_garbage_is_filed_by_the_one_dead_entry_builder_and_fires_dead(config):
+    """Poller garbage gets the same dead entry as a bad payload a worker fetched: raw
+    payload cut at the limit, its jid when readable, and the ``dead`` hook (bad_payload)."""
+    from cogworker import fate, hooks
+
+    r = config.redis()
+    k = config.keys
+    huge = "x" * (fate.RAW_PAYLOAD_LIMIT + 10)
+    r.zadd(k.retry, {huge: 1, json.dumps({"jid": "j-no-class"}): 2})
+    events: list[hooks.JobEvent] = []
+    hooks.subscribe("dead", events.append)
+    try:
+        assert Poller(config).poll() == 0
+    finally:
+        hooks.unsubscribe("dead", events.append)
+    dead = sorted((json.loads(x) for x in r.zrange(k.dead, 0, -1)), key=lambda d: len(d["raw_payload"]))
+    assert [d.get("jid") for d in dead] == ["j-no-class", None]
+    assert len(dead[1]["raw_payload"]) == fate.RAW_PAYLOAD_LIMIT
+    assert r.zcard(k.retry) == 0
+    assert sorted(e.reason for e in events) == ["bad_payload", "bad_payload"]
+
+
 def test_one_set_of_the_wrong_type_does_not_stop_the_other(config, caplog):
     r = config.redis()
     k = config.keys

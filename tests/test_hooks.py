@@ -99,3 +99,52 @@ def test_subscribe_as_decorator_unsubscribe_and_unknown_event():
     hooks.unsubscribe("dead", on_dead)
     with pytest.raises(ValueError):
         hooks.subscribe("finished", on_dead)
+
+
+def _list(config, identity: str, *payloads: dict) -> list[bytes]:
+    """``payloads`` left on ``identity``'s in-progress list (newest first, as a fetch leaves them)."""
+    raws = [json.dumps(p).encode() for p in payloads]
+    config.redis().rpush(config.keys.in_progress(identity), *raws)
+    return raws
+
+
+def _orphaned(seen) -> list[tuple[str, bool | None, str | None]]:
+    return [(e.payload.get("jid"), e.counted, e.identity) for e in seen if e.name == "orphaned"]
+
+
+def test_orphaned_fires_once_per_job_requeued_from_a_dead_process(config, seen):
+    from cogworker.recovery import requeue_dead
+
+    _list(config, "gone:1:a", {"class": "x.y", "jid": "j1", "queue": "low"}, {"class": "x.y", "jid": "j2"})
+    assert requeue_dead(config, "gone:1:a", "none") == (2, True)
+    assert sorted(_orphaned(seen)) == [("j1", True, "gone:1:a"), ("j2", True, "gone:1:a")]
+    assert {e.queue for e in seen if e.name == "orphaned"} == {"low", "default"}
+    assert [e.name for e in seen] == ["orphaned", "orphaned"]  # nothing else: they were requeued
+
+
+def test_orphaned_for_a_reaped_child_counted_for_its_running_job_only(config, seen):
+    from cogworker.recovery import requeue_in_progress
+
+    finished, _, _ = _list(config, "child:2:b", {"class": "x.y", "jid": "done"},
+                           {"class": "x.y", "jid": "ran"}, {"class": "x.y", "jid": "ahead"})
+    assert requeue_in_progress(config, "child:2:b", fence=True, count_orphanings="ran", drop=[finished]) == 2
+    assert sorted(_orphaned(seen)) == [("ahead", False, "child:2:b"), ("ran", True, "child:2:b")]
+
+
+def test_a_stopping_process_requeueing_its_own_list_fires_no_orphaned(config, seen):
+    from cogworker.recovery import requeue_in_progress
+
+    _list(config, "me:3:c", {"class": "x.y", "jid": "mine"})
+    assert requeue_in_progress(config, "me:3:c") == 1
+    assert _orphaned(seen) == []
+
+
+def test_a_repeat_orphan_fires_orphaned_then_dead_when_buried(config, seen):
+    from cogworker.recovery import bury_repeat_orphans, requeue_dead
+
+    config.redis().set(config.keys.orphanings("often"), config.max_orphanings)
+    _list(config, "gone:4:d", {"class": "x.y", "jid": "often"})
+    assert requeue_dead(config, "gone:4:d", "none") == (1, True)
+    assert bury_repeat_orphans(config) == 1
+    assert [(e.name, e.payload.get("jid")) for e in seen] == [("orphaned", "often"), ("dead", "often")]
+    assert seen[0].counted is True and seen[1].reason == "process_died"

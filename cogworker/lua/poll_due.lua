@@ -1,16 +1,18 @@
 --! include _wake
 -- Moves due entries of a sorted set (schedule or retry) onto their queues.
--- KEYS[1] = the sorted set, KEYS[2] = the known-queues set, KEYS[3] = dead.
+-- KEYS[1] = the sorted set, KEYS[2] = the known-queues set.
 -- ARGV[1] = now (epoch s), ARGV[2] = batch size, ARGV[3] = queue key prefix,
--- ARGV[4] = default queue, ARGV[5] = now as a dead score, ARGV[6] = how many due
--- entries to skip (ones the caller already found stuck).
--- Returns {moved, unreadable, stuck, the error that left the first one stuck or ""}. The payload is pushed exactly as stored (re-encoding
--- it in Lua would round big numbers). An entry that is not a job object goes to dead with
--- the reason, rather than being retried forever. An entry whose queue can't be written
--- (a key of the wrong type) stays where it is, and doesn't hold up the rest.
-local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[1], "LIMIT", tonumber(ARGV[6] or "0"),
+-- ARGV[4] = default queue, ARGV[5] = how many due entries to skip (ones the caller
+-- already found stuck).
+-- Returns {moved, {entries that are not a job object...}, stuck, the error that left the
+-- first one stuck or ""}. The payload is pushed exactly as stored (re-encoding it in Lua
+-- would round big numbers). An entry that is not a job object is left in place and
+-- returned: the caller files it in dead (file_due.lua) with the one builder of dead
+-- entries, rather than retrying it forever. An entry whose queue can't be written (a key
+-- of the wrong type) stays where it is, and doesn't hold up the rest.
+local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[1], "LIMIT", tonumber(ARGV[5] or "0"),
   tonumber(ARGV[2]))
-local moved, bad, stuck, why = 0, 0, 0, ""
+local moved, bad, stuck, why = 0, {}, 0, ""
 for _, job in ipairs(due) do
   local ok, decoded = pcall(cjson.decode, job)
   if ok and type(decoded) == "table" and type(decoded["class"]) == "string" then
@@ -28,11 +30,8 @@ for _, job in ipairs(due) do
       job = nil
     end
   else
-    local entry = cjson.encode({error_class = "cogworker.BadPayload",
-      error_message = "scheduled entry is not a job object", failed_at = tonumber(ARGV[5]),
-      raw_payload = job})
-    redis.call("ZADD", KEYS[3], ARGV[5], entry)
-    bad = bad + 1
+    table.insert(bad, job)
+    job = nil
   end
   if job then
     redis.call("ZREM", KEYS[1], job)

@@ -16,8 +16,10 @@
 -- ARGV[10] = "*" to count an orphaning per job, "j:<jid>" for that job only (the one
 -- its owner ran: the others never started), "" for none; ARGV[11..] = "d:<job>" (finished, only
 -- the ack is missing: dropping it is the ack) or "k:<job>" (leave it on the list).
--- Returns {moved, 1 if this fenced the owner (0 if it already was or it is "own"), jobs
--- filed raw in dead...}, or {-1} if the owner turned out alive.
+-- Returns {moved, 1 if this fenced the owner (0 if it already was or it is "own"), {jobs
+-- filed raw in dead...}, {"c" or "u", job, ...}}, or {-1} if the owner turned out alive.
+-- The last list (empty in mode "own") names every job taken off a gone owner's list and
+-- requeued or parked, "c" if an orphaning was counted for it: the caller fires `orphaned`.
 -- Anyone else's requeue fences the owner first: if it wakes up, every script it runs is
 -- refused, so it can't run or settle the copies it still holds while theirs run elsewhere.
 local was_fenced = redis.call("EXISTS", KEYS[6]) == 1
@@ -46,7 +48,7 @@ for i = 11, #ARGV do
   local mark, payload = string.sub(ARGV[i], 1, 2), string.sub(ARGV[i], 3)
   if mark == "d:" then finished[payload] = true else keep[payload] = true end
 end
-local moved, kept, buried = 0, {}, {}
+local moved, kept, buried, orphaned = 0, {}, {}, {}
 -- One pass over the list as it stands, newest (the head) first: each goes to the fetch
 -- end of its queue, so the oldest lands last, nearest that end, and runs first. Each job is peeked, written where it goes, and only then removed: a script
 -- stopped by an error keeps the writes made before it, so popping first would lose the
@@ -94,6 +96,10 @@ for _ = 1, redis.call("LLEN", KEYS[1]) do
         redis.pcall("EXPIRE", counter, ARGV[8])
       end
       moved = moved + 1
+      if ARGV[5] ~= "own" then
+        table.insert(orphaned, counter and "c" or "u")
+        table.insert(orphaned, job)
+      end
     else
       redis.call("RPUSH", KEYS[1], job)
     end
@@ -102,6 +108,4 @@ end
 for _, job in ipairs(kept) do
   redis.call("RPUSH", KEYS[1], job)
 end
-local reply = {moved, fenced_now}
-for _, job in ipairs(buried) do table.insert(reply, job) end
-return reply
+return {moved, fenced_now, buried, orphaned}

@@ -13,7 +13,8 @@ from ..config import Config, logger
 from ..errors import JobTimeout
 from ..fate import Decision, Drop, File
 from ..inprogress import InProgressList, jid_of
-from ..jobs import Job, default_backoff, registry
+from ..payload import default_backoff
+from ..registry import registry
 
 TIMEOUT_GRACE = 5.0  # a job past its soft timeout by this much gets its child killed
 
@@ -61,7 +62,7 @@ def timed_out_decision(config: Config, raw: bytes, running: dict[str, Any]) -> F
     error = JobTimeout(f"killed {TIMEOUT_GRACE:g}s after its timeout "
                        f"({payload.get('timeout')}s); it ignored JobTimeout")
     job = registry.get(payload["class"])
-    backoff = job.backoff_for if isinstance(job, Job) else default_backoff
+    backoff = job.backoff_for if job is not None else default_backoff
     decision = fate.decide(config, payload, fate.TimedOut(error, backoff))
     assert isinstance(decision, File)
     return decision

@@ -1,0 +1,183 @@
+"""The job payload: building, encoding and parsing the job JSON, jids, job options and
+their validation, the failure fields and the default backoff.
+
+A leaf: it imports nothing of cogworker but the errors, so the client, the fate of a job
+and the cron ticker can all build or read a payload without importing ``jobs``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import random
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from .errors import ConfigurationError
+
+UNIQUE_UNTIL = ("success", "start")
+BackoffFn = Callable[[int, BaseException], float]
+
+
+def default_backoff(count: int, error: BaseException | None = None) -> float:
+    """Sidekiq's: count**4 + 15 + random(10 * (count + 1)) seconds."""
+    return count**4 + 15 + random.randrange(10 * (count + 1))
+
+
+def new_jid() -> str:
+    return secrets.token_hex(12)
+
+
+def error_class_name(error: BaseException | type) -> str:
+    """Qualified name, without the module for builtins: ``ValueError``, ``app.errors.Declined``."""
+    cls = error if isinstance(error, type) else type(error)
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    module = cls.__module__
+    if module.startswith("cogworker."):
+        module = "cogworker"  # the public name: cogworker.ProcessDied, cogworker.JobTimeout
+    return f"{module}.{cls.__qualname__}"
+
+
+def error_message(error: BaseException) -> str:
+    try:
+        return str(error)[:10_000]
+    except Exception:  # a __str__ that raises must not break failure handling
+        return f"<unprintable {type(error).__name__}>"
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    queue: str = "default"
+    retry: int = 25
+    timeout: float | None = None
+    unique_for: float | None = None
+    unique_until: str = "success"
+    backoff: BackoffFn | None = None
+
+    @classmethod
+    def build(cls, base: JobOptions | None = None, **given: Any) -> JobOptions:
+        fields = set(cls.__dataclass_fields__)
+        unknown = set(given) - fields
+        if unknown:
+            raise ConfigurationError(f"unknown job option(s) {sorted(unknown)}; known: {sorted(fields)}")
+        if "retry" in given:
+            given["retry"] = normalize_retry(given["retry"])
+        opts = replace(base or cls(), **given)
+        opts.validate()
+        return opts
+
+    def validate(self) -> None:
+        if not isinstance(self.queue, str) or not self.queue or any(c.isspace() for c in self.queue):
+            raise ConfigurationError(f"queue must be a non-empty name without spaces, got {self.queue!r}")
+        if self.timeout is not None and not (is_number(self.timeout) and self.timeout > 0):
+            raise ConfigurationError(f"timeout must be a positive number of seconds, got {self.timeout!r}")
+        if self.unique_for is not None and not (is_number(self.unique_for) and self.unique_for >= 1):
+            raise ConfigurationError(f"unique_for must be at least 1 second, got {self.unique_for!r}")
+        if self.unique_until not in UNIQUE_UNTIL:
+            raise ConfigurationError(f"unique_until must be one of {UNIQUE_UNTIL}, got {self.unique_until!r}")
+        if self.backoff is not None and not callable(self.backoff):
+            raise ConfigurationError("backoff must be a callable (count, error) -> seconds")
+
+
+def normalize_retry(retry: Any) -> int:
+    if retry is False:
+        return 0
+    if retry is True:
+        return 25
+    if isinstance(retry, int) and retry >= 0:
+        return retry
+    raise ConfigurationError(f"retry must be an int >= 0 or False, got {retry!r}")
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON; refuses anything JSON can't carry with a TypeError (nothing written)."""
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"job arguments must be JSON-serializable: {exc}") from None
+
+
+def signature_of(func: Callable[..., Any]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(func)
+    except (TypeError, ValueError):  # some builtins have none: their arguments go unchecked
+        return None
+
+
+def bind_arguments(name: str, signature: inspect.Signature | None, args: Sequence[Any],
+                   kwargs: dict[str, Any]) -> None:
+    """TypeError now, in the caller, for arguments the function can't take: a job
+    enqueued with them would only fail later, in a worker, and retry for weeks."""
+    if signature is None:
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"{name}{signature} can't take these arguments: {exc}") from None
+
+
+def build_payload(name: str, args: Sequence[Any], kwargs: dict[str, Any], opts: JobOptions,
+                  now: float | None = None) -> dict[str, Any]:
+    now = time.time() if now is None else now
+    payload: dict[str, Any] = {
+        "class": name,
+        "args": list(args),
+        "kwargs": dict(kwargs),
+        "jid": new_jid(),
+        "queue": opts.queue,
+        "retry": opts.retry,
+        "created_at": now,
+        "enqueued_at": now,
+    }
+    if opts.timeout is not None:
+        payload["timeout"] = opts.timeout
+    if opts.unique_for is not None:
+        payload["unique_for"] = opts.unique_for
+        payload["unique_until"] = opts.unique_until
+    return payload
+
+
+def to_epoch(when: datetime | float | int) -> float:
+    if isinstance(when, datetime):
+        if when.tzinfo is None:
+            raise ValueError("enqueue_at needs a timezone-aware datetime (or epoch seconds)")
+        return when.timestamp()
+    if is_number(when):
+        return float(when)
+    raise TypeError(f"enqueue_at takes a datetime or epoch seconds, got {type(when).__name__}")
+
+
+def parse_payload(raw: bytes) -> tuple[dict[str, Any] | None, str]:
+    """The job object, or None and why it isn't one."""
+    try:
+        payload = json.loads(raw)
+    except UnicodeDecodeError:
+        return None, "payload is not UTF-8 text"
+    except ValueError as exc:
+        return None, f"payload is not JSON: {exc}"
+    if not isinstance(payload, dict):
+        return None, f"payload is JSON but not an object (a {type(payload).__name__})"
+    if not isinstance(payload.get("class"), str) or not payload["class"]:
+        return None, "payload has no 'class' naming the job"
+    if not isinstance(payload.get("jid"), str):
+        return None, "payload has no 'jid'"
+    return payload, ""
+
+
+def jid_in(raw: bytes | str) -> str | None:
+    """The entry's jid if it is readable (a JSON object with a string ``jid``), else None."""
+    try:
+        value = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return value.get("jid") if isinstance(value, dict) and isinstance(value.get("jid"), str) else None
