@@ -41,6 +41,11 @@ def as_bytes_list(reply: list[bytes | str]) -> list[bytes]:
     return cast("list[bytes]", reply)
 
 
+def as_text(reply: bytes | str) -> str:
+    """A key name, a member or a field from a reply (bytes from our clients), as text."""
+    return reply.decode() if isinstance(reply, bytes) else reply
+
+
 def redis_url_from_env() -> str:
     return os.environ.get("COGWORKER_REDIS_URL") or os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
 

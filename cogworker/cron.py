@@ -19,8 +19,10 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from redis.typing import EncodableT
+
 from . import policy, redis_errors
-from .config import Config, get_config, logger
+from .config import Config, as_text, get_config, logger
 from .cron_claims import (  # noqa: F401 (the running lock's names, re-exported: their home was here)
     QUEUED_TTL,
     RUNNING_GRACE,
@@ -134,7 +136,7 @@ def enable(pjid: str, config: Config | None = None) -> None:
 def disabled(config: Config | None = None) -> set[str]:
     """The pjids disabled at the moment."""
     config = config or get_config()
-    return {m.decode() for m in config.redis().smembers(config.keys.periodic_disabled)}
+    return {as_text(m) for m in config.redis().smembers(config.keys.periodic_disabled)}
 
 
 def schedule(config: Config | None = None) -> dict[str, dict[str, Any]]:
@@ -143,7 +145,7 @@ def schedule(config: Config | None = None) -> dict[str, dict[str, Any]]:
     out = {}
     for pjid, record in config.redis().hgetall(config.keys.periodic_schedule).items():
         try:
-            out[pjid.decode()] = json.loads(record)
+            out[as_text(pjid)] = json.loads(record)
         except ValueError:
             continue
     return out
@@ -243,7 +245,7 @@ class Ticker(SlotClaims):
         last_slots = pipe.execute(raise_on_error=False)
         previous = client.hmget(keys.periodic_schedule, [e.pjid for e in self.entries])
         now = self.clock()
-        records = {}
+        records: dict[EncodableT, EncodableT] = {}
         for entry, last, before in zip(self.entries, last_slots, previous, strict=True):
             record = self._record(entry, now)
             old = _loads(before)

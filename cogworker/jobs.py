@@ -44,7 +44,7 @@ class Job(JobDef, Generic[P, R]):
 
     def __init__(self, func: Callable[P, R], opts: JobOptions, name: str | None = None) -> None:
         super().__init__(func, opts, name)
-        functools.update_wrapper(self, func)  # type: ignore[arg-type]
+        functools.update_wrapper(self, func)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(*args, **kwargs)

@@ -13,7 +13,7 @@ import redis
 
 # unique, cron_claims: hook subscribers (the locks follow the jobs this module files and requeues)
 from . import cron_claims, hooks, lua, policy, redis_errors, settlement, unique  # noqa: F401
-from .config import Config, logger
+from .config import Config, as_bytes_list, as_text, logger
 from .fate import File
 from .heartbeat import clock, deregister
 
@@ -102,7 +102,7 @@ def bury_repeat_orphans(config: Config) -> int:
     keys = config.keys
     client = config.redis()
     buried = 0
-    for raw in client.lrange(keys.repeat_orphans, 0, -1):
+    for raw in as_bytes_list(client.lrange(keys.repeat_orphans, 0, -1)):
         job = _parse(raw) or {"raw_payload": raw.decode("utf-8", "replace")}
         job.update(repeat_orphan_error(config))
         if lua.run(client, "file_head", [keys.repeat_orphans, keys.dead],
@@ -148,12 +148,12 @@ def file_unsettled(config: Config) -> int:
     keys = config.keys
     client = config.redis()
     filed = 0
-    for record in client.lrange(keys.unsettled, 0, -1):
+    for record in as_bytes_list(client.lrange(keys.unsettled, 0, -1)):
         entry = _parse(record)
         if not entry or not {"set", "score", "payload"} <= entry.keys() \
                 or entry["set"] not in (keys.retry, keys.dead):
             logger.error("unreadable unsettled record dropped: %r", record[:200])
-            client.lrem(keys.unsettled, 1, record)
+            client.lrem(keys.unsettled, 1, record)  # type: ignore[arg-type]  # bytes: redis-py's stub says str
             continue
         if lua.run(client, "file_head", [keys.unsettled, entry["set"]],
                    [record, repr(float(entry["score"])), entry["payload"]]) != 1:
@@ -217,7 +217,7 @@ class OrphanRecovery:
         client = self.config.redis()
         found: set[str] = set(self.scanned)
         try:
-            found |= {m.decode() for m in client.smembers(keys.in_progress_identities)}
+            found |= {as_text(m) for m in client.smembers(keys.in_progress_identities)}
         except redis.ResponseError as exc:  # wrong type: the scan can still find lists
             logger.error("orphan recovery: can't read %s: %s", keys.in_progress_identities, exc)
         if scan:
@@ -274,7 +274,7 @@ class OrphanRecovery:
         except redis.ResponseError as exc:  # last_beat of the wrong type: the process keys decide
             logger.error("orphan recovery: can't read %s: %s", self.config.keys.last_beat, exc)
             raw = [None] * len(identities)
-        return [value.decode() if value else "none" for value in raw], sent
+        return [as_text(value) if value else "none" for value in raw], sent
 
     def _recover(self, identities: list[str]) -> int:
         values, sent = self._read_beats(identities)
