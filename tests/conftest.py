@@ -60,7 +60,16 @@ def own_config(own_redis: RedisServer) -> Iterator[cogworker.Config]:
 def clean_registries() -> Iterator[None]:
     jobs = dict(job_module.registry)
     entries = dict(periodic_module.entries)
+    modules = set(sys.modules)
     yield
+    # A test app imported during the test registered its jobs; they are dropped below, so
+    # the module goes too: a later test importing it registers them again (whatever the order).
+    for name in set(sys.modules) - modules:
+        if name.startswith("apps."):
+            del sys.modules[name]
+            parent, _, child = name.rpartition(".")
+            if hasattr(sys.modules.get(parent), child):
+                delattr(sys.modules[parent], child)
     job_module.registry.clear()
     job_module.registry.update(jobs)
     periodic_module.entries.clear()
