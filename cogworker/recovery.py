@@ -15,8 +15,8 @@ from . import hooks, lua, policy, redis_errors, settlement, unique  # noqa: F401
 from .config import Config, logger
 from .fate import File
 from .heartbeat import clock, deregister
+from .inprogress import InProgressList
 
-ORPHANINGS_TTL = 7 * 24 * 3600
 FENCE_TTL = 7 * 24 * 3600  # as set by requeue.lua
 
 
@@ -56,27 +56,10 @@ def requeue_dead(config: Config, identity: str, beat: str) -> tuple[int, bool]:
 
 def _requeue(config: Config, identity: str, mode: str, count_orphanings: bool | str,
              drop: Iterable[bytes], keep: Iterable[bytes]) -> tuple[int, bool]:
-    keys = config.keys
-    marks = [b"d:" + raw for raw in drop] + [b"k:" + raw for raw in keep]
-    reply = lua.run(config.redis(), "requeue",
-                    [keys.in_progress(identity), keys.process(identity), keys.last_beat,
-                     keys.repeat_orphans, keys.dead, keys.fenced(identity)],
-                    [keys.queue_prefix, "default", keys.unique_prefix, identity, mode, repr(time.time()),
-                     keys.orphanings_prefix, ORPHANINGS_TTL, config.max_orphanings,
-                     _count_mark(count_orphanings), *marks])
-    moved = int(reply[0])
-    if moved < 0:
-        return moved, False
-    buried = reply[2:]
-    if buried:
-        complete_raw_burials(config, buried)
-    return moved, int(reply[1]) == 1
-
-
-def _count_mark(count_orphanings: bool | str) -> str:
-    if count_orphanings is True:
-        return "*"
-    return f"j:{count_orphanings}" if count_orphanings else ""
+    done = InProgressList(config, identity, beats=False).requeue_all(drop, keep, count_orphanings, mode)
+    if done.buried:
+        complete_raw_burials(config, done.buried)
+    return done.moved, done.fenced_now
 
 
 def repeat_orphan_error(config: Config) -> dict[str, Any]:
