@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from . import fate, hooks, settlement, stats
+from . import fate, hooks, policy, settlement, stats
 from .config import logger
 from .errors import Fenced
 from .fetch import Work, jid_of
@@ -184,8 +184,8 @@ class Settling:
             self.acknowledge(raw)
         try:
             self.settle_pending(set(self.fetcher.listed()))
-        except redis.RedisError:
-            pass  # each stays owed: parked below, or left for the requeue at exit
+        except redis.RedisError as exc:  # each stays owed: parked below, or kept listed by the requeue at exit
+            policy.handle(f"worker {self.identity}: settling what it owes", exc)
         self.park_owed(quiet=True)
         self.flush_stats()
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import redis
 
-from . import fate, redis_errors, stats, unique  # noqa: F401 (unique: hook subscriber)
+from . import fate, policy, redis_errors, stats, unique  # noqa: F401 (unique: hook subscriber)
 from .config import Config, get_config, logger
 from .errors import Fenced
 from .execute import HardStop, deadline_of, execute
@@ -236,8 +236,8 @@ class Worker(Settling):
             self._last_reconcile = now
             try:
                 self.reconcile(holding)
-            except redis.RedisError as exc:
-                logger.debug("reconcile skipped: %s", exc)
+            except redis.RedisError as exc:  # skipped this time (``Fenced`` goes up: the loop leaves)
+                policy.handle(f"worker {self.identity}: reconcile", exc)
 
     def flush_stats(self) -> None:
         if not self._stats:
