@@ -130,9 +130,11 @@ _counting: weakref.WeakValueDictionary[str, StatsBuffer] = weakref.WeakValueDict
 def counting(identity: str) -> StatsBuffer:
     """The buffer that ``identity``'s own runs are counted into: a ``succeeded`` as
     processed, a ``retrying``/``dead`` of a run (its event has the run's duration) as
-    failed. Held by the worker; forgotten with it."""
-    buffer = StatsBuffer()
-    _counting[identity] = buffer
+    failed. Held by the worker; forgotten with it (two workers of one identity in one
+    process share it: each run is still counted once)."""
+    buffer = _counting.get(identity)
+    if buffer is None:
+        buffer = _counting[identity] = StatsBuffer()
     return buffer
 
 
