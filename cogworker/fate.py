@@ -84,7 +84,15 @@ class FilingFailed:
     error: BaseException
 
 
-Outcome = Succeeded | Raised | NeverStarted | Abandoned | Orphaned | TimedOut | Unreadable | FilingFailed
+@dataclass(frozen=True)
+class Leaving:
+    """Its process leaves for good with ``owed`` (its settlement) still not written: an
+    ack is dropped (dropping the entry is the ack), a filing parked (never re-run)."""
+
+    owed: Decision
+
+
+Outcome = Succeeded | Raised | NeverStarted | Abandoned | Orphaned | TimedOut | Unreadable | FilingFailed | Leaving
 
 # -- decisions: what to write ------------------------------------------------------------
 
@@ -166,6 +174,8 @@ def decide(config: Config, job: dict[str, Any] | bytes, outcome: Outcome) -> Dec
         return route_failure(config, _payload(job), outcome.error, outcome.backoff)
     if isinstance(outcome, TimedOut):
         return _with_reason(route_failure(config, _payload(job), outcome.error, outcome.backoff), "timed_out")
+    if isinstance(outcome, Leaving):
+        return _on_leaving(outcome.owed)
     if isinstance(outcome, Unreadable):
         return plain_dead(config, _raw(job), "cogworker.BadPayload", outcome.why, reason="bad_payload")
     if isinstance(outcome, FilingFailed):
@@ -177,6 +187,14 @@ def decide(config: Config, job: dict[str, Any] | bytes, outcome: Outcome) -> Dec
             return plain_dead(config, raw, error_class_name(outcome.error), error_message(outcome.error),
                               jid_in(raw), reason="interrupted")
     raise TypeError(f"not an outcome: {outcome!r}")
+
+
+def _on_leaving(owed: Decision) -> Decision:
+    if isinstance(owed, (Ack, Drop)):
+        return DROP
+    if isinstance(owed, File):
+        return Park(owed.record())
+    return owed
 
 
 def _with_reason(filing: File, reason: str) -> File:

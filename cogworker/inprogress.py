@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 import redis
 
@@ -20,6 +21,17 @@ from . import lua
 from .config import Config, as_bytes_list
 from .errors import Fenced
 from .heartbeat import clock
+
+ORPHANINGS_TTL = 7 * 24 * 3600
+
+
+class Requeued(NamedTuple):
+    moved: int  # -1: orphan recovery's requeue found the owner alive
+    fenced_now: bool  # this requeue fenced the identity (it wasn't yet)
+    buried: list[bytes]  # repeat orphans the script filed in dead raw (the caller completes them)
+    # For a gone owner's list ("reclaim", "dead:"): "c"/"u" (an orphaning counted or not)
+    # alternating with each job moved or parked, for the ``orphaned`` hook.
+    orphaned: list[bytes] = []
 
 
 def _text_field(raw: bytes, name: str) -> str | None:
@@ -110,6 +122,31 @@ class InProgressList:
         (another process calls this, holding the owner's lock)."""
         return bool(self._run("return_ahead", [self.keys.ahead, self.in_progress, self.fence_key],
                               [self.identity, number, self.keys.queue_prefix, "default", self.keys.unique_prefix]))
+
+    def requeue_all(self, drop: Iterable[bytes] = (), keep: Iterable[bytes] = (),
+                    count_orphanings: bool | str = False, mode: str = "own") -> Requeued:
+        """Everything on the list back on its queues, in order, in one script.
+
+        ``mode``: "own": the owner's requeue as it leaves (refused, ``Fenced``, if it was
+        declared dead meanwhile); "reclaim": for an owner known dead (a reaped child),
+        fenced in the same step if anything was listed; "dead:<beat>": orphan recovery's,
+        only if the beat is still ``<beat>`` and there is no process key.
+        ``count_orphanings``: one per job (True), or for the job of that jid only (the one
+        its owner ran), parking those past ``max_orphanings``.
+        ``drop``: jobs that finished but whose ack is missing (dropping them is the ack).
+        ``keep``: jobs left on the list untouched.
+        """
+        keys = self.keys
+        marks = [b"d:" + raw for raw in drop] + [b"k:" + raw for raw in keep]
+        count = "*" if count_orphanings is True else f"j:{count_orphanings}" if count_orphanings else ""
+        reply = self._run("requeue", [self.in_progress, keys.process(self.identity), keys.last_beat,
+                                      keys.repeat_orphans, keys.dead, self.fence_key],
+                          [keys.queue_prefix, "default", keys.unique_prefix, self.identity, mode, repr(time.time()),
+                           keys.orphanings_prefix, ORPHANINGS_TTL, self.config.max_orphanings, count, *marks])
+        moved = int(reply[0])
+        if moved < 0:
+            return Requeued(moved, False, [])
+        return Requeued(moved, int(reply[1]) == 1, list(reply[2]), list(reply[3]))
 
     def listed(self) -> list[bytes]:
         return as_bytes_list(self.client.lrange(self.in_progress, 0, -1))

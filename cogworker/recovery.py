@@ -16,8 +16,8 @@ from . import cron_claims, hooks, lua, policy, redis_errors, settlement, unique 
 from .config import Config, as_bytes_list, as_text, logger
 from .fate import File
 from .heartbeat import clock, deregister
+from .inprogress import InProgressList
 
-ORPHANINGS_TTL = 7 * 24 * 3600
 FENCE_TTL = 7 * 24 * 3600  # as set by requeue.lua
 
 
@@ -57,22 +57,14 @@ def requeue_dead(config: Config, identity: str, beat: str) -> tuple[int, bool]:
 
 def _requeue(config: Config, identity: str, mode: str, count_orphanings: bool | str,
              drop: Iterable[bytes], keep: Iterable[bytes]) -> tuple[int, bool]:
-    keys = config.keys
-    marks = [b"d:" + raw for raw in drop] + [b"k:" + raw for raw in keep]
-    reply = lua.run(config.redis(), "requeue",
-                    [keys.in_progress(identity), keys.process(identity), keys.last_beat,
-                     keys.repeat_orphans, keys.dead, keys.fenced(identity)],
-                    [keys.queue_prefix, "default", keys.unique_prefix, identity, mode, repr(time.time()),
-                     keys.orphanings_prefix, ORPHANINGS_TTL, config.max_orphanings,
-                     _count_mark(count_orphanings), *marks])
-    moved = int(reply[0])
-    if moved < 0:
-        return moved, False
-    if reply[3] and hooks.wanted("orphaned"):
-        fire_orphaned(config, identity, reply[3])
-    if reply[2]:
-        complete_raw_burials(config, reply[2])
-    return moved, int(reply[1]) == 1
+    done = InProgressList(config, identity, beats=False).requeue_all(drop, keep, count_orphanings, mode)
+    if done.moved < 0:
+        return done.moved, False
+    if done.orphaned and hooks.wanted("orphaned"):
+        fire_orphaned(config, identity, done.orphaned)
+    if done.buried:
+        complete_raw_burials(config, done.buried)
+    return done.moved, done.fenced_now
 
 
 def fire_orphaned(config: Config, identity: str, flagged: list[bytes]) -> None:
@@ -82,12 +74,6 @@ def fire_orphaned(config: Config, identity: str, flagged: list[bytes]) -> None:
         payload = _parse(raw) or {}
         queue = payload.get("queue") if isinstance(payload.get("queue"), str) and payload.get("queue") else "default"
         hooks.fire("orphaned", payload, queue=queue, identity=identity, counted=flag == b"c", config=config)
-
-
-def _count_mark(count_orphanings: bool | str) -> str:
-    if count_orphanings is True:
-        return "*"
-    return f"j:{count_orphanings}" if count_orphanings else ""
 
 
 def repeat_orphan_error(config: Config) -> dict[str, Any]:

@@ -30,7 +30,6 @@ from .errors import ConfigurationError, Fenced, RedisVersionError
 from .fetch import parse_queues
 from .housekeeping import Housekeeping
 from .policy import Breaker
-from .recovery import requeue_in_progress
 from .worker import FENCED_EXIT, HardStop, Worker
 
 
@@ -114,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     except ConfigurationError as exc:
         sys.exit(f"cogworker: {exc}")
 
-    worker = Worker(queues)
+    worker = Worker(queues, lookahead=False)  # no siblings to hand a job fetched ahead to
     keeper = Housekeeper(worker, [q for q, _ in queues], cron=not args.no_cron)
     signals = {"count": 0}
 
@@ -146,9 +145,9 @@ def main(argv: list[str] | None = None) -> None:
 
 def clean_up(worker: Worker) -> None:
     try:
-        # What is still listed was never started or only lacks its ack (dropped = acked).
-        requeue_in_progress(worker.config, worker.identity, drop=worker.pending.acks(),
-                            keep=list(worker.pending.filings()))
+        # What is still listed was never started or only lacks its ack (dropped = acked);
+        # an owed filing that couldn't be parked stays listed for orphan recovery.
+        worker.requeue_rest()
         heartbeat.deregister(worker.config, worker.identity)
     except Fenced:
         worker.declare_fenced()  # declared dead as it stopped: what it held runs elsewhere

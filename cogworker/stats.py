@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+import weakref
 from collections import defaultdict
 from typing import Any
 
@@ -119,3 +120,30 @@ def _on_outcome(event: hooks.JobEvent) -> None:
 
 
 hooks.subscribe(("succeeded", "retrying", "dead"), _on_outcome)
+
+
+# -- the counters, as a hook subscriber: each worker counts its own runs ----------------------
+
+_counting: weakref.WeakValueDictionary[str, StatsBuffer] = weakref.WeakValueDictionary()
+
+
+def counting(identity: str) -> StatsBuffer:
+    """The buffer that ``identity``'s own runs are counted into: a ``succeeded`` as
+    processed, a ``retrying``/``dead`` of a run (its event has the run's duration) as
+    failed. Held by the worker; forgotten with it (two workers of one identity in one
+    process share it: each run is still counted once)."""
+    buffer = _counting.get(identity)
+    if buffer is None:
+        buffer = _counting[identity] = StatsBuffer()
+    return buffer
+
+
+def _count(event: hooks.JobEvent) -> None:
+    if event.duration is None or event.identity is None:
+        return  # not a run of this process's (a burial, a requeue, a filing for a gone process)
+    buffer = _counting.get(event.identity)
+    if buffer is not None:
+        buffer.record(event.payload.get("class") or "?", event.name == "succeeded", event.duration * 1000)
+
+
+hooks.subscribe(("succeeded", "retrying", "dead"), _count)

@@ -24,7 +24,6 @@ from .. import heartbeat
 from ..config import Config, logger
 from ..errors import Fenced
 from ..heartbeat import clock
-from ..recovery import requeue_in_progress
 from ..worker import FENCED_EXIT, Worker
 from .pipe import PipeReporter
 from .siblings import Siblings
@@ -157,12 +156,13 @@ class Child:
         os._exit(FENCED_EXIT)
 
     def abandon(self) -> None:
+        """The master is gone and the job outran ``--timeout``: what wasn't started goes
+        back to its queue, a finished job whose ack is owed (or riding on a fetch) is
+        dropped, an owed filing parked (``fate.Leaving``); then this process exits."""
         worker = self.worker
         try:
-            for raw, filing in worker.pending.filings().items():
-                worker.fetcher.park_unsettled(raw, filing.record())
-            drop = worker.pending.acks() + [raw for raw in (worker.ack_due, worker.ahead and worker.ahead.ack) if raw]
-            moved = requeue_in_progress(self.config, self.identity, drop=drop)
+            worker.park_owed()
+            moved = worker.requeue_rest(riding=(worker.ack_due, worker.fetching.riding_ack()))
             logger.error("child %d: handed back %d job(s) after the master died", self.index, moved)
             heartbeat.deregister(self.config, self.identity)
         except Fenced:
