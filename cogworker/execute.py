@@ -12,8 +12,9 @@ from typing import Any
 from . import fate, hooks
 from .config import Config, logger
 from .errors import JobTimeout
-from .jobs import Job, default_backoff, resolve
 from .middleware import server_middleware
+from .payload import default_backoff
+from .registry import JobDef, resolve
 
 
 class HardStop(BaseException):
@@ -37,7 +38,7 @@ def execute(config: Config, identity: str, queue: str, payload: dict[str, Any]) 
     seconds = time.perf_counter() - started
     if error is None:
         return fate.Succeeded(seconds)
-    backoff = job.backoff_for if isinstance(job, Job) else default_backoff
+    backoff = job.backoff_for if isinstance(job, JobDef) else default_backoff
     return fate.Raised(error, backoff, seconds)
 
 
@@ -51,7 +52,7 @@ def run_job(job: Any, payload: dict[str, Any], queue: str,
     def perform() -> Any:
         if resolution_error is not None:
             raise resolution_error
-        if isinstance(job, Job):
+        if isinstance(job, JobDef):
             return job.refuse_awaitable(job.func(*payload.get("args") or [], **payload.get("kwargs") or {}))
         return job(*payload.get("args") or [], **payload.get("kwargs") or {})
 

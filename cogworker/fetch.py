@@ -13,15 +13,16 @@ from typing import Any
 import redis
 
 from . import lua, redis_errors
-from .config import Config, logger
+from .config import Config, as_bytes, logger
 from .errors import ConfigurationError, Fenced, RedisVersionError
 from .heartbeat import clock
 from .inprogress import InProgressList, _text_field, jid_of
 
 try:  # hiredis packs a command in a third of redis-py's time: this is the hot path
-    from hiredis import pack_command as _pack
+    from hiredis import pack_command as _hiredis_pack
 except ImportError:  # pragma: no cover (a dependency: redis[hiredis])
-    _pack = None
+    _hiredis_pack = None  # type: ignore[assignment]
+_pack: Callable[..., bytes] | None = _hiredis_pack
 
 MIN_REDIS_VERSION = (6, 2)
 
@@ -154,14 +155,15 @@ class Fetcher(InProgressList):
         # milliseconds of a push; BLMOVE lands the job straight on the in-progress list.
         first = order[0]
         try:
-            raw = self.client.blmove(self.keys.queue(first), self.in_progress, block, "RIGHT", "LEFT")
+            # redis-py's stub says int; BLMOVE takes fractional seconds (Redis >= 6).
+            raw = self.client.blmove(self.keys.queue(first), self.in_progress, block, "RIGHT", "LEFT")  # type: ignore[arg-type]
         except redis.ResponseError as exc:
             if redis_errors.classify(exc) != redis_errors.WRONGTYPE:
                 raise
             self._log_bad_key(self.keys.queue(first), str(exc))
             time.sleep(min(self.block_timeout, 1.0))
             return None
-        return Work(raw, first) if raw is not None else None
+        return Work(as_bytes(raw), first) if raw is not None else None
 
     def send_ahead(self, number: int, ack: bytes | None = None, ack_jid: str | None = None) -> Ahead:
         """Sends the fetch script (never blocking) without waiting for its reply; the
@@ -182,7 +184,8 @@ class Fetcher(InProgressList):
                 self.keys.last_beat, *keys, ack or b"", "", self.keys.ahead, self.identity, number, self.beat_as)
         sent = clock()
         try:
-            conn.send_packed_command([_pack(args)] if _pack else conn.pack_command(*args), check_health=False)
+            packed = [_pack(args)] if _pack is not None else conn.pack_command(*args)
+            conn.send_packed_command(packed, check_health=False)
         except BaseException:
             conn.disconnect()
             raise

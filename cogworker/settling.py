@@ -15,7 +15,7 @@ from . import fate, hooks, policy, settlement, stats
 from .config import logger
 from .errors import Fenced
 from .fetch import Work, jid_of
-from .jobs import error_message
+from .payload import error_message
 
 if TYPE_CHECKING:
     from .fetch import Fetcher
@@ -129,7 +129,9 @@ class Settling:
             logger.error("couldn't file the interruption of jid=%s (will retry): %s", work.jid(), exc)
             self.owe(work.raw, decision)
             if duration is not None:  # its hook fires (without a duration) only once the filing lands
-                self._stats.record(fate.parse_payload(work.raw)[0]["class"], False, duration * 1000)
+                payload = fate.parse_payload(work.raw)[0]
+                if payload is not None:  # an interruption is only ever built from a readable payload
+                    self._stats.record(payload["class"], False, duration * 1000)
             return
         where = f"retrying in {decision.delay:.0f}s" if decision.retrying else "moved to dead"
         logger.error("couldn't record the failure of jid=%s (%s); %s", work.jid(), type(error).__name__, where)

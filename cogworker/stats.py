@@ -14,7 +14,7 @@ from collections import defaultdict
 from typing import Any
 
 from . import hooks
-from .config import Config, get_config
+from .config import Config, as_text, get_config
 
 THROUGHPUT_TTL = 2 * 24 * 3600
 
@@ -82,7 +82,7 @@ def flush(config: Config, snap: dict[str, Any]) -> None:
 def throughput(config: Config, minute: int) -> dict[str, float]:
     """One minute's counts and total ms per job class (for a UI or a test)."""
     raw = config.redis().hgetall(config.keys.throughput(minute))
-    return {k.decode(): float(v) for k, v in raw.items()}
+    return {as_text(k): float(v) for k, v in raw.items()}
 
 
 def record_attempt(config: Config, client: Any, jid: str, attempt: int, outcome: str,
