@@ -180,3 +180,20 @@ def test_redis_unreachable_is_one_line_without_the_password():
             assert "\n" not in str(info.value) and "s3cret" not in str(info.value)
     finally:
         cogworker.config._config = None
+
+
+def test_readme_operating_example_runs(config):
+    """The README's "Operating it" Python block, run against this test's Redis."""
+    import re
+    from pathlib import Path
+
+    from apps import core_jobs
+
+    text = (Path(__file__).parent.parent / "README.md").read_text()
+    section = text[text.index("## Operating it"):]
+    block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    r = config.redis()
+    core_jobs.record.enqueue(1)
+    r.zadd(config.keys.dead, {failed("apps.core_jobs.record", [2], jid="d1"): time.time()})
+    exec(compile(block, "README.md", "exec"), {})
+    assert api.DeadSet().size() == 0 and api.Queue("default").size() == 2 and not api.Queue("default").paused()
