@@ -164,7 +164,16 @@ class Config:
     socket_connect_timeout: float = 2.0
     dead_max_jobs: int = 10_000
     dead_timeout: float = 180 * 24 * 3600
-    attempts_ttl: int = 7 * 24 * 3600
+    # Job status (``status:<jid>``, a small hash kept until status_ttl after its last
+    # change) and history (``history:<jid>``, the last history_max executions, kept
+    # history_ttl): written by hook subscribers, off the hot path (history.py).
+    status: bool = True
+    status_ttl: int = 24 * 3600
+    history: bool = True
+    history_max: int = 25
+    history_ttl: int = 7 * 24 * 3600
+    # A failure's traceback, in its retry/dead entry, history and log line, is cut to this.
+    traceback_lines: int = 30
     # A payload may only run a registered job (what the app module imported). These
     # module prefixes may also be imported on demand, for apps that import jobs lazily:
     # "app.tasks" allows app.tasks and app.tasks.*, not app.tasks2.
