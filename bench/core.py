@@ -35,6 +35,9 @@ APP = textwrap.dedent('''
     import cogworker
     from cogworker.config import get_config
 
+    if os.environ.get("COGWORKER_BENCH_STATUS") == "0":  # job status and history off, to measure their cost
+        cogworker.configure(status=False, history=False)
+
     @cogworker.job
     def noop(i):
         pass
