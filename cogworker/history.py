@@ -30,22 +30,31 @@ from .config import Config, get_config
 
 FLUSH_INTERVAL = 1.0
 
+# Every status write sets all of these fields (empty when one doesn't apply), so a write
+# never needs a DEL first; updated_at travels on its own (the script compares it).
+FIELDS = ("state", "attempt", "queue", "class", "identity", "started_at", "at", "error_class", "reason")
+
 StatusWrite = tuple[str, float, int, dict[str, Any]]  # jid, updated_at, ttl, fields
+# What a worker's event leaves in its buffer: the event and when (its status and history
+# entry are built at flush time, off the job loop).
+Pending = tuple["hooks.JobEvent", float]
+PendingEntry = tuple["hooks.JobEvent", str, "float | None", float]  # event, outcome, started_at, ended_at
 
 
 class Buffer:
-    """One worker's pending status writes (the last per jid) and history entries, and the
+    """One worker's pending status writes (the last event per jid: a ``started`` followed
+    by its ``succeeded`` within one flush is never written) and history entries, and the
     start time of the run it has going (for that run's history entry)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.status: dict[str, StatusWrite] = {}
-        self.entries: list[tuple[str, str]] = []
+        self.status: dict[str, Pending] = {}
+        self.entries: list[PendingEntry] = []
         self.started: dict[str, float] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def take(self) -> tuple[list[StatusWrite], list[tuple[str, str]]]:
+    def take(self) -> tuple[list[Pending], list[PendingEntry]]:
         with self.lock:
             status, entries = list(self.status.values()), self.entries
             self.status, self.entries = {}, []
@@ -56,7 +65,7 @@ class Buffer:
         the policy): status and history are never worth holding a job up."""
         status, entries = self.take()
         if status or entries:
-            policy.best_effort("writing job status/history", write, config, status, entries)
+            policy.best_effort("writing job status/history", _write_pending, config, status, entries, True)
 
     def start(self, config: Config) -> None:
         """The flushing thread (a daemon: a process that dies loses at most a second)."""
@@ -90,15 +99,29 @@ def buffering(identity: str) -> Buffer:
 
 
 def write(config: Config, status: list[StatusWrite], entries: list[tuple[str, str]]) -> None:
-    """Status hashes and history entries in one script call."""
+    """Status hashes (each compared with the stored one: an older one is skipped) and
+    history entries, in one script call."""
+    rows = [(jid, ttl, updated_at, True, [fields.get(name, "") for name in FIELDS])
+            for jid, updated_at, ttl, fields in status]
+    _run(config, rows, entries)
+
+
+def _write_pending(config: Config, status: list[Pending], entries: list[PendingEntry], buffered: bool) -> None:
+    rows = [_status_row(config, event, now, buffered) for event, now in status] if config.status else []
+    _run(config, rows, [(event.payload["jid"], json.dumps(_entry(event, outcome, started_at, now)))
+                        for event, outcome, started_at, now in entries])
+
+
+StatusRow = tuple[str, int, float, bool, list[Any]]  # jid, ttl, updated_at, compare, FIELDS' values
+
+
+def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]]) -> None:
     keys: list[str] = []
-    args: list[Any] = [len(status) if config.status else 0, config.history_max, config.history_ttl]
+    args: list[Any] = [len(rows) if config.status else 0, config.history_max, config.history_ttl]
     if config.status:
-        for jid, updated_at, ttl, fields in status:
+        for jid, ttl, updated_at, compare, values in rows:
             keys.append(config.keys.status(jid))
-            args += [ttl, repr(updated_at), len(fields)]
-            for name, value in fields.items():
-                args += [name, value]
+            args += [ttl, repr(updated_at), 1 if compare else 0, *values]
     if config.history:
         for jid, entry in entries:
             keys.append(config.keys.history(jid))
@@ -113,7 +136,8 @@ def enqueue_fields(config: Config, payload: dict[str, Any], at: float | None) ->
     if not config.status or not payload.get("jid"):
         return None
     now = time.time()
-    fields = _fields(payload, "queued", payload.get("queue"), now)
+    fields = dict.fromkeys(FIELDS, "")
+    fields.update(_fields(payload, "queued", payload.get("queue"), now))
     ttl = config.status_ttl
     if at is not None and at > now:
         fields.update(state="scheduled", at=repr(at))
@@ -154,45 +178,43 @@ def _on_event(event: hooks.JobEvent) -> None:
         return
     buffer = _buffers.get(event.identity) if event.identity else None
     now = time.time()
-    status = _status_write(config, event, jid, now)
-    if event.name == "started":
-        if buffer is not None:
-            with buffer.lock:
-                buffer.started[jid] = now
-                buffer.status[jid] = status
-        else:
-            write(config, [status], [])
-        return
-    entry = None
-    started_at = None
-    if buffer is not None:
-        with buffer.lock:
-            started_at = buffer.started.pop(jid, None)
-    outcome = _outcome(event, started_at is not None)
-    if outcome is not None:
-        entry = (jid, json.dumps(_entry(event, outcome, started_at, now)))
-    if buffer is None:
-        write(config, [status], [entry] if entry else [])
+    if buffer is None:  # rare (the master, orphan recovery): written at once
+        outcome = _outcome(event, False)
+        entries: list[PendingEntry] = [(event, outcome, None, now)] if outcome is not None else []
+        _write_pending(config, [(event, now)], entries, False)
         return
     with buffer.lock:
-        buffer.status[jid] = status
-        if entry:
-            buffer.entries.append(entry)
+        buffer.status[jid] = (event, now)
+        if event.name == "started":
+            buffer.started[jid] = now
+            return
+        started_at = buffer.started.pop(jid, None)
+        outcome = _outcome(event, started_at is not None)
+        if outcome is not None:
+            buffer.entries.append((event, outcome, started_at, now))
 
 
-def _status_write(config: Config, event: hooks.JobEvent, jid: str, now: float) -> StatusWrite:
+def _status_row(config: Config, event: hooks.JobEvent, now: float, buffered: bool) -> StatusRow:
+    """The status write of ``event``, in FIELDS' order. A success filed by the worker that
+    ran it is not compared with the stored status: nothing newer than it can be there (the
+    job is done; its only possible rerun, after a lost ack, ends in succeeded too). Every
+    other write is compared (another process may have moved the job on since)."""
+    payload = event.payload
     state = _STATE[event.name]
-    fields = _fields(event.payload, state, event.queue, now)
+    fields = _fields(payload, state, event.queue, now)
     ttl = config.status_ttl
-    if state == "running":
-        fields.update(identity=event.identity or "", started_at=repr(now))
-    elif state == "retrying":
+    running = state == "running"
+    at = ""
+    if state == "retrying":
         ttl += int(event.delay or 0)
-        fields["at"] = repr(now + (event.delay or 0))
-    if state in ("retrying", "dead"):
-        fields.update(error_class=event.error_class or event.payload.get("error_class") or "",
-                      reason=event.reason or "")
-    return jid, now, ttl, fields
+        at = repr(now + (event.delay or 0))
+    failed = state in ("retrying", "dead")
+    values = [state, fields["attempt"], fields["queue"], fields["class"],
+              (event.identity or "") if running else "", repr(now) if running else "", at,
+              (event.error_class or payload.get("error_class") or "") if failed else "",
+              (event.reason or "") if failed else ""]
+    compare = not (buffered and state == "succeeded")
+    return payload["jid"], ttl, now, compare, values
 
 
 def _entry(event: hooks.JobEvent, outcome: str, started_at: float | None, now: float) -> dict[str, Any]:

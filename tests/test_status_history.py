@@ -143,7 +143,7 @@ def test_a_raising_status_write_never_changes_a_fate(config, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("status store broken")
 
-    monkeypatch.setattr(history, "write", broken)
+    monkeypatch.setattr(history, "_run", broken)  # the one script call every write goes through
     r = config.redis()
     r.set(config.keys.status("wrongtype"), "x")  # and a key of the wrong type, for the real script below
     ok = core_jobs.record.enqueue("ok")
@@ -168,6 +168,14 @@ def test_an_older_status_never_overwrites_a_newer_one(config):
     history.write(config, [("j", now, 60, {"state": "running"})], [])
     history.write(config, [("j", now - 1, 60, {"state": "retrying"})], [])
     assert state("j") == "running"
+
+
+def test_a_newer_status_clears_the_fields_that_no_longer_apply(config):
+    now = time.time()
+    history.write(config, [("k", now, 60, {"state": "running", "identity": "w1", "started_at": repr(now)})], [])
+    history.write(config, [("k", now + 1, 60, {"state": "succeeded"})], [])
+    found = api.status("k")
+    assert (found.state, found.identity, found.started_at) == ("succeeded", None, None)
 
 
 # -- prefork: the master files orphanings and hard timeouts ------------------------------
