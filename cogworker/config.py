@@ -166,10 +166,15 @@ class Config:
     dead_timeout: float = 180 * 24 * 3600
     # Job status (``status:<jid>``, a small hash kept until status_ttl after its last
     # change) and history (``history:<jid>``, the last history_max executions, kept
-    # history_ttl): written by hook subscribers, off the hot path (history.py).
-    status: bool = True
+    # history_ttl): written by hook subscribers, off the hot path (history.py). Both off by
+    # default: with both on they cost 15-25% of no-op throughput (bench/status_cost.py),
+    # over the 5% budget. With history off, history:<jid> still gets the entries the
+    # attempts log (stats.attempts) needs, and only those: each failed execution (went
+    # retrying or dead) and a success after failures; history=True adds every execution.
+    # history:<jid> expires history_ttl after its last entry (its TTL is set on every entry).
+    status: bool = False
     status_ttl: int = 24 * 3600
-    history: bool = True
+    history: bool = False
     history_max: int = 25
     history_ttl: int = 7 * 24 * 3600
     # A failure's traceback, in its retry/dead entry, history and log line, is cut to this.

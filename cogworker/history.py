@@ -69,7 +69,7 @@ class Buffer:
 
     def start(self, config: Config) -> None:
         """The flushing thread (a daemon: a process that dies loses at most a second)."""
-        if self._thread is None and (config.status or config.history):
+        if self._thread is None:  # always: with history off, failures are still written
             self._stop.clear()
             self._thread = threading.Thread(target=self._run, args=(config,), name="cogworker-status",
                                             daemon=True)
@@ -122,10 +122,9 @@ def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]]) 
         for jid, ttl, updated_at, compare, values in rows:
             keys.append(config.keys.status(jid))
             args += [ttl, repr(updated_at), 1 if compare else 0, *values]
-    if config.history:
-        for jid, entry in entries:
-            keys.append(config.keys.history(jid))
-            args.append(entry)
+    for jid, entry in entries:  # already only the attempts-log ones when history is off
+        keys.append(config.keys.history(jid))
+        args.append(entry)
     if len(keys):
         lua.run(config.redis(), "status_flush", keys, args)
 
@@ -171,26 +170,36 @@ def _outcome(event: hooks.JobEvent, ran_here: bool) -> str | None:
     return None
 
 
+def _attempts_entry(event: hooks.JobEvent) -> bool:
+    """Whether the event ends an execution the attempts log keeps (``stats.attempts``): a
+    failure, or a success after failures. With ``history`` off, only these are written."""
+    if event.name == "succeeded":
+        return bool(event.payload.get("retry_count"))
+    return event.name in ("retrying", "dead") and event.reason in ("failed", "interrupted", "timed_out")
+
+
 def _on_event(event: hooks.JobEvent) -> None:
     config = event.config or get_config()
     jid = event.payload.get("jid")
-    if not jid or not (config.status or config.history):
+    if not jid or not (config.status or config.history or _attempts_entry(event)):
         return
     buffer = _buffers.get(event.identity) if event.identity else None
     now = time.time()
     if buffer is None:  # rare (the master, orphan recovery): written at once
         outcome = _outcome(event, False)
-        entries: list[PendingEntry] = [(event, outcome, None, now)] if outcome is not None else []
+        keep = outcome is not None and (config.history or _attempts_entry(event))
+        entries: list[PendingEntry] = [(event, outcome, None, now)] if keep and outcome else []
         _write_pending(config, [(event, now)], entries, False)
         return
     with buffer.lock:
-        buffer.status[jid] = (event, now)
+        if config.status:
+            buffer.status[jid] = (event, now)
         if event.name == "started":
             buffer.started[jid] = now
             return
         started_at = buffer.started.pop(jid, None)
         outcome = _outcome(event, started_at is not None)
-        if outcome is not None:
+        if outcome is not None and (config.history or _attempts_entry(event)):
             buffer.entries.append((event, outcome, started_at, now))
 
 

@@ -20,6 +20,19 @@ import cogworker
 from cogworker import api, history
 from cogworker.scheduler import Poller
 
+ON = {"COGWORKER_TEST_STATUS": "1"}  # the prefork app turns status and history on
+
+
+# Both are off by default; these tests are about them (the conftest fixtures, overridden).
+@pytest.fixture
+def config(config):
+    return cogworker.configure(status=True, history=True)
+
+
+@pytest.fixture
+def own_config(own_config):
+    return cogworker.configure(status=True, history=True)
+
 
 def state(jid):
     found = api.status(jid)
@@ -123,8 +136,10 @@ def test_history_is_capped(config):
     assert all(a.outcome == "failed" for a in api.history(jid))
 
 
-def test_status_off_leaves_no_status_or_history_keys(config):
-    cogworker.configure(status=False, history=False)
+def test_off_by_default_leaves_no_status_and_only_the_attempts_history(config):
+    cogworker.config._config = None
+    config = cogworker.configure(redis_url=config.redis_url, socket_timeout=2.0)  # the defaults
+    assert (config.status, config.history) == (False, False)
     ok = core_jobs.record.enqueue("x")
     bad = core_jobs.fail_no_retry.enqueue("y")
     later = core_jobs.record.enqueue_in(600, "z")
@@ -133,10 +148,12 @@ def test_status_off_leaves_no_status_or_history_keys(config):
     with RunningWorker():
         assert wait_for(lambda: "record:m" in ran(r) and "record:x" in ran(r) and r.zcard(config.keys.dead) == 1, 5), \
             (ran(r), r.zcard(config.keys.dead))
-    time.sleep(1.3)  # a flush would have happened by now
+        time.sleep(1.3)  # a flush would have happened by now
     assert list(r.scan_iter(config.keys.status_prefix + "*")) == []
-    assert list(r.scan_iter(config.keys.history_prefix + "*")) == []
-    assert api.status(ok) is None and api.history(bad) == [] and api.status(later) is None and many
+    # Only the failure, for the attempts log: no entry for the plain successes.
+    assert [k.decode() for k in r.scan_iter(config.keys.history_prefix + "*")] == [config.keys.history(bad)]
+    assert [(a.outcome, a.went) for a in api.history(bad)] == [("failed", "dead")]
+    assert api.status(ok) is None and api.history(ok) == [] and api.status(later) is None and many
 
 
 def test_a_raising_status_write_never_changes_a_fate(config, monkeypatch):
@@ -182,7 +199,7 @@ def test_a_newer_status_clears_the_fields_that_no_longer_apply(config):
 
 
 def test_sigkilled_child_orphaned_then_succeeded(own_config, masters):
-    m = masters(procs=2)
+    m = masters(procs=2, env=ON)
     m.wait_children()
     jid = pf.slow.enqueue("victim", 1.5)
     started = pf_wait(lambda: lrange(own_config, "test:started"), what="job start")
@@ -198,7 +215,7 @@ def test_sigkilled_child_orphaned_then_succeeded(own_config, masters):
 
 
 def test_hard_timeout_is_filed_by_the_master_as_timed_out(own_config, masters):
-    m = masters(procs=1)
+    m = masters(procs=1, env=ON)
     m.wait_children(1)
     jid = pf.stubborn.enqueue("stuck")
     pf_wait(lambda: state(jid) == "dead", 25, what="timed-out status")
