@@ -1,5 +1,7 @@
 """Job status and history, as a lifecycle hook subscriber (the seeds' ``Status`` and
-``History`` server middlewares).
+``History`` server middlewares). Both off by default (``configure(status=True,
+history=True)``): with both on they cost more than the 5% of no-op throughput budgeted.
+With history off, only the entries the attempts log reads are written (``_attempts_entry``).
 
 - **status** (``status:<jid>``, a hash): the job's state (queued, scheduled, running,
   retrying, succeeded, dead), ``updated_at``, ``attempt``, ``queue``, ``class``, and while
