@@ -167,7 +167,7 @@ class Config:
     # Job status (``status:<jid>``, a small hash kept until status_ttl after its last
     # change) and history (``history:<jid>``, the last history_max executions, kept
     # history_ttl): written by hook subscribers, off the hot path (history.py). Both off by
-    # default: with both on they cost 15-25% of no-op throughput (bench/status_cost.py),
+    # default: with both on they cost 16-24% of no-op throughput (bench/status_cost.py),
     # over the 5% budget. With history off, history:<jid> still gets the entries the
     # attempts log (stats.attempts) needs, and only those: each failed execution (went
     # retrying or dead) and a success after failures; history=True adds every execution.
