@@ -91,6 +91,8 @@ def run(argv: list[str]) -> int:
         return 0  # `cogworker jobs dead | head`: the reader had enough
     except KeyboardInterrupt:
         return fail("interrupted", 130)
+    except Exception as exc:  # a bug: still one line (the command's promise), its type says where to look
+        return fail(f"unexpected error: {type(exc).__name__}: {scrub(str(exc), get_config().redis_url)}", 1)
 
 
 def setup(args: argparse.Namespace) -> None:
