@@ -37,3 +37,12 @@ class Fenced(CogworkerError):
     def __init__(self, identity: str) -> None:
         super().__init__(f"process {identity} was declared dead and its jobs requeued elsewhere (fenced)")
         self.identity = identity
+
+
+class NotFound(CogworkerError, LookupError):
+    """An operator asked for a job, queue or process that isn't there."""
+
+
+class WrongType(CogworkerError):
+    """A key cogworker reads holds another Redis type than the one it should (written by
+    something else): nothing was changed."""

@@ -13,7 +13,7 @@ from typing import Any
 import redis
 
 from . import lua, redis_errors
-from .config import Config, as_bytes, logger
+from .config import Config, logger
 from .errors import ConfigurationError, Fenced, RedisVersionError
 from .heartbeat import clock
 from .inprogress import InProgressList, _text_field, jid_of
@@ -126,44 +126,31 @@ class Fetcher(InProgressList):
         keys = [self.in_progress, self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"),
                 self.fence_key, self.keys.last_beat]
         keys.extend(self.keys.queue(q) for q in order)
-        multi = len(order) > 1 and self.block_timeout > 0
-        reply = self._run("fetch", keys, [ack or b"", self.keys.wake if multi else "", "", "", "", self.beat_as],
+        # Every idle worker blocks on the wake stream (every push XADDs it), never on a
+        # queue: a BLMOVE would take a job without reading the paused set.
+        blocking = self.block_timeout > 0
+        reply = self._run("fetch", keys, [ack or b"", self.keys.wake if blocking else "", "", "", "",
+                                          self.beat_as, self.keys.paused, self.keys.queue_prefix],
                           beats=True)
         index, raw, wake_id = int(reply[0]), reply[1], reply[2]
         if len(reply) > 3:
             self._bad_keys(reply[3:], fetched=bool(index))
         if index:
             return Work(raw, order[index - 1])
-        if self.block_timeout <= 0:
+        if not blocking:
             return None
         if on_empty is not None:
             taken = on_empty()
             if taken is not None:
                 return taken
-        # Shorter than the socket timeout, or an idle wait reads as Redis being away (and
-        # a BLMOVE cut off client-side may still move a job the worker never hears of).
+        # Shorter than the socket timeout, or an idle wait reads as Redis being away.
         block = min(self.block_timeout, self.lease / 2)
         if self.config.socket_timeout:
             block = min(block, self.config.socket_timeout / 2)
-        if multi and self._wait_for_wake(wake_id, block):
-            return None  # something was pushed: the caller fetches again at once
-        if self.lease_left() < block:
-            # Stalled since the fetch above: a job moved now could land on a list already
-            # taken from us. The fetch script checks first.
-            return None
-        # Nothing waiting: block on the (first) queue, so an idle worker wakes within
-        # milliseconds of a push; BLMOVE lands the job straight on the in-progress list.
-        first = order[0]
-        try:
-            # redis-py's stub says int; BLMOVE takes fractional seconds (Redis >= 6).
-            raw = self.client.blmove(self.keys.queue(first), self.in_progress, block, "RIGHT", "LEFT")  # type: ignore[arg-type]
-        except redis.ResponseError as exc:
-            if redis_errors.classify(exc) != redis_errors.WRONGTYPE:
-                raise
-            self._log_bad_key(self.keys.queue(first), str(exc))
-            time.sleep(min(self.block_timeout, 1.0))
-            return None
-        return Work(as_bytes(raw), first) if raw is not None else None
+        if not self._wait_for_wake(wake_id, block):
+            # The wake stream can't be read (a key of the wrong type): poll instead.
+            time.sleep(min(block, 0.1))
+        return None  # woken (or timed out): the caller fetches again through the script
 
     def send_ahead(self, number: int, ack: bytes | None = None, ack_jid: str | None = None) -> Ahead:
         """Sends the fetch script (never blocking) without waiting for its reply; the
@@ -181,7 +168,8 @@ class Fetcher(InProgressList):
         keys = [self._queue_keys[q] for q in order]
         args = ("EVALSHA", self._fetch_sha, 4 + len(keys), self.in_progress,
                 self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"), self.fence_key,
-                self.keys.last_beat, *keys, ack or b"", "", self.keys.ahead, self.identity, number, self.beat_as)
+                self.keys.last_beat, *keys, ack or b"", "", self.keys.ahead, self.identity, number, self.beat_as,
+                self.keys.paused, self.keys.queue_prefix)
         sent = clock()
         try:
             packed = [_pack(args)] if _pack is not None else conn.pack_command(*args)

@@ -42,6 +42,9 @@ class Keys:
         self.unique_prefix = f"{ns}:unique:"
         self.attempts_prefix = f"{ns}:attempts:"
         self.throughput_prefix = f"{ns}:throughput:"
+        # Addition: names of the queues an operator paused (api.Queue.pause); every fetch
+        # script reads it, so a pause is fleet-wide.
+        self.paused = f"{ns}:paused"
         self.periodic_prefix = f"{ns}:periodic:"
         self.periodic_schedule = f"{ns}:periodic:schedule"
         self.periodic_disabled = f"{ns}:periodic:disabled"
@@ -73,6 +76,10 @@ class Keys:
     def throughput(self, minute: int) -> str:
         """Per-minute processed/failed counts and ms per job class (a hash)."""
         return f"{self.throughput_prefix}{minute}"
+
+    def stats_day(self, kind: str, day: str) -> str:
+        """Per-day totals (``kind``: processed or failed; ``day``: YYYY-MM-DD, UTC), kept ~35 days."""
+        return f"{self.namespace}:stats:{kind}:{day}"
 
     def periodic_last_slot(self, pjid: str) -> str:
         return f"{self.periodic_prefix}last_slot:{pjid}"

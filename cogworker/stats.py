@@ -17,6 +17,12 @@ from . import hooks
 from .config import Config, as_text, get_config
 
 THROUGHPUT_TTL = 2 * 24 * 3600
+DAY_TTL = 35 * 24 * 3600  # per-day totals, for a month of history (as Sidekiq keeps)
+
+
+def day_of(minute: int) -> str:
+    """The UTC day (YYYY-MM-DD) a throughput minute belongs to."""
+    return time.strftime("%Y-%m-%d", time.gmtime(minute * 60))
 
 
 class StatsBuffer:
@@ -76,6 +82,11 @@ def flush(config: Config, snap: dict[str, Any]) -> None:
             else:
                 pipe.hincrby(key, field, int(amount))
         pipe.expire(key, THROUGHPUT_TTL)
+        for kind in ("processed", "failed"):
+            if fields.get(kind):
+                day_key = keys.stats_day(kind, day_of(minute))
+                pipe.incrby(day_key, int(fields[kind]))
+                pipe.expire(day_key, DAY_TTL)
     pipe.execute()
 
 

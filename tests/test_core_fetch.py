@@ -75,22 +75,24 @@ def test_weighted_random_order(config):
 
 
 def test_idle_worker_blocks_and_picks_up_at_once(config, monkeypatch, caplog):
-    """BLMOVE, not a sleep-poll: a job pushed while the worker blocks is taken well
-    before the block timeout ends."""
+    """A block on the wake stream, not a sleep-poll (and never a BLMOVE, which would take
+    a job without reading the paused set): a job pushed while the worker blocks is taken
+    well before the block timeout ends."""
     r = config.redis()
     blocking = []
-    real_blmove = redis.Redis.blmove
+    real_xread = redis.Redis.xread
 
     def spy(self, *args, **kwargs):
         blocking.append(time.monotonic())
-        return real_blmove(self, *args, **kwargs)
+        return real_xread(self, *args, **kwargs)
 
-    monkeypatch.setattr(redis.Redis, "blmove", spy)
+    monkeypatch.setattr(redis.Redis, "xread", spy)
+    monkeypatch.setattr(redis.Redis, "blmove", lambda *a, **kw: pytest.fail("BLMOVE skips the paused set"))
     block = 4.0
     with RunningWorker(block_timeout=block):
         for i in range(3):
             assert wait_for(lambda n=len(blocking): len(blocking) > n)
-            # Inside the BLMOVE; the first time idle for longer than the socket timeout.
+            # Inside the XREAD; the first time idle for longer than the socket timeout.
             time.sleep(config.socket_timeout + 0.5 if i == 0 else 0.05)
             pushed = time.monotonic()
             core_jobs.record.enqueue(i)

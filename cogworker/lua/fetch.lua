@@ -11,6 +11,9 @@
 -- took a job, so a sibling that runs dry may take that job before it starts ("" when none).
 -- ARGV[6] = this identity: its beat is refreshed here. Refused (FENCED) before anything,
 -- the ack included, if the identity was declared dead.
+-- ARGV[7] = the set of paused queue names, ARGV[8] = the queue key prefix: a paused
+-- queue is skipped, fleet-wide, from the moment the operator's SADD lands (read here,
+-- in the same step as the move, so no job of it is taken afterwards).
 -- Returns {index of the queue or 0, job or "", last wake ID or ""}, then for each queue
 -- key that could not be moved from, its name and Redis's error, so the caller can tell a
 -- key of the wrong type (logged; one bad key never stops the other queues) from Redis
@@ -24,8 +27,18 @@ if ARGV[1] ~= "" then
 end
 local bad = {}
 local reply = nil
+local paused = {}
+if ARGV[7] and ARGV[7] ~= "" then
+  local names = redis.pcall("SMEMBERS", ARGV[7])
+  if type(names) == "table" and not names["err"] then
+    for _, name in ipairs(names) do paused[ARGV[8] .. name] = true end
+  end
+end
 for i = 5, #KEYS do
-  local job = redis.pcall("LMOVE", KEYS[i], KEYS[1], "RIGHT", "LEFT")
+  local job = false
+  if not paused[KEYS[i]] then
+    job = redis.pcall("LMOVE", KEYS[i], KEYS[1], "RIGHT", "LEFT")
+  end
   if type(job) == "string" then
     reply = {i - 4, job, ""}
     if ARGV[3] and ARGV[3] ~= "" then

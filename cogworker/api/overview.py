@@ -1,0 +1,136 @@
+"""The whole system at a glance: counters, per-day history, processes, unsettled
+records, and finding a jid wherever it is."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..config import Config, as_text, get_config
+from ..errors import NotFound
+from ..stats import day_of
+from .queues import Queue, queue_names
+from .records import DayStats, JobRecord, ProcessRecord, RunningJob, Stats, check_page, checked
+from .sets import DeadSet, RetrySet, ScheduledSet
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(float(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def stats(config: Config | None = None) -> Stats:
+    config = config or get_config()
+    client, keys = config.redis(), config.keys
+    names = queue_names(config)
+    pipe = client.pipeline(transaction=False)
+    pipe.get(keys.stats_processed)
+    pipe.get(keys.stats_failed)
+    for name in names:
+        pipe.llen(keys.queue(name))
+    results = pipe.execute(raise_on_error=False)
+    sizes = [r for r in results[2:] if isinstance(r, int)]  # a queue key of the wrong type counts 0
+    procs = processes(config)
+    return Stats(
+        processed=_int(results[0]), failed=_int(results[1]), enqueued=sum(sizes),
+        scheduled_size=ScheduledSet(config).size(), retry_size=RetrySet(config).size(),
+        dead_size=DeadSet(config).size(), unsettled_size=_unsettled_size(config),
+        processes=len(procs), busy=sum(p.busy for p in procs if p.kind != "master"),
+        default_latency=Queue("default", config).latency())
+
+
+def _unsettled_size(config: Config) -> int:
+    client = config.redis()
+    with checked(client, config.keys.unsettled, "list"):
+        return int(client.llen(config.keys.unsettled))
+
+
+def history_stats(days: int = 7, config: Config | None = None) -> list[DayStats]:
+    """Processed/failed per UTC day, today first, for the last ``days`` days (kept 35)."""
+    if not isinstance(days, int) or days < 1:
+        raise ValueError(f"days must be a whole number >= 1, not {days!r}")
+    config = config or get_config()
+    today = int(time.time() // 86400)
+    dates = [day_of((today - i) * 1440) for i in range(days)]
+    keys = [config.keys.stats_day(kind, d) for d in dates for kind in ("processed", "failed")]
+    values = config.redis().mget(keys)
+    return [DayStats(d, _int(values[2 * i]), _int(values[2 * i + 1])) for i, d in enumerate(dates)]
+
+
+def processes(config: Config | None = None) -> list[ProcessRecord]:
+    """Every live process (its record not expired), by identity."""
+    config = config or get_config()
+    client, keys = config.redis(), config.keys
+    with checked(client, keys.processes, "set"):
+        identities = sorted(as_text(i) for i in client.smembers(keys.processes))
+    pipe = client.pipeline(transaction=False)
+    for identity in identities:
+        pipe.hgetall(keys.process(identity))
+        pipe.hgetall(keys.workers(identity))
+    results = pipe.execute(raise_on_error=False)
+    found = []
+    for i, identity in enumerate(identities):
+        record, running = results[2 * i], results[2 * i + 1]
+        if isinstance(record, dict) and record:
+            found.append(_process(identity, _text_map(record), _text_map(running) if isinstance(running, dict) else {}))
+    return found
+
+
+def _text_map(raw: dict[Any, Any]) -> dict[str, str]:
+    return {as_text(k): as_text(v) for k, v in raw.items()}
+
+
+def _process(identity: str, rec: dict[str, str], running: dict[str, str]) -> ProcessRecord:
+    job = None
+    if running.get("jid"):
+        job = RunningJob(running.get("jid"), running.get("class"), running.get("queue"), _float(running.get("run_at")))
+    return ProcessRecord(
+        identity=identity, kind=rec.get("role", "?"), host=rec.get("host", ""), pid=_int(rec.get("pid")),
+        queues=[q for q in rec.get("queues", "").split(",") if q], started_at=_float(rec.get("started_at")),
+        last_beat=_float(rec.get("beat_at")), busy=_int(rec.get("busy")), rss=_int(rec.get("rss")), running=job)
+
+
+def unsettled(offset: int = 0, limit: int = 100, config: Config | None = None) -> list[JobRecord]:
+    """Records parked in ``unsettled`` (``{set, score, payload}``): failures a process could
+    not file; any live process files them. ``source`` names the set each is bound for."""
+    check_page(offset, limit)
+    if limit == 0:
+        return []
+    config = config or get_config()
+    client = config.redis()
+    with checked(client, config.keys.unsettled, "list"):
+        rows = client.lrange(config.keys.unsettled, offset, offset + limit - 1)
+    found = []
+    for raw in rows:
+        outer = JobRecord.parse(raw, "unsettled")
+        inner = outer.payload.get("payload")
+        if outer.readable and isinstance(inner, str):
+            found.append(JobRecord.parse(inner, f"unsettled:{outer.payload.get('set', '?')}",
+                                         _float(outer.payload.get("score"))))
+        else:
+            found.append(outer)
+    return found
+
+
+def locate(jid: str, config: Config | None = None) -> JobRecord:
+    """The entry of ``jid`` wherever it waits (schedule, retry, dead, a queue); its
+    ``source`` says where. ``NotFound`` if it is in none of them."""
+    config = config or get_config()
+    for jobset in (ScheduledSet(config), RetrySet(config), DeadSet(config)):
+        record = jobset.find(jid)
+        if record is not None:
+            return record
+    for name in queue_names(config):
+        record = Queue(name, config).find(jid)
+        if record is not None:
+            return record
+    raise NotFound(f"no job {jid!r} in any queue, schedule, retry or dead")

@@ -1,0 +1,162 @@
+"""The sorted sets an operator works on: schedule, retry and dead.
+
+Every change is one script (or one command) that checks the entry is still in the set
+it was read from, so it is safe under a running fleet: a ``retry`` racing the poller
+moves the job once. Finding a jid scans the set in Redis (``ZSCAN`` with a ``MATCH``
+pattern, chunk by chunk), never loading it into Python (docs/architecture.md#operator-api).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .. import lua
+from ..config import Config, get_config
+from ..errors import BadPayload
+from .records import JobRecord, check_page, checked
+
+CHUNK = 500  # entries per script call of retry_all / clear: a few ms of Redis each
+SCAN_COUNT = 5000  # entries ZSCAN looks at per call when finding a jid
+DEFAULT_QUEUE = "default"  # for a job whose payload names no queue (as the poller does)
+
+
+def glob_escape(text: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+class JobSet:
+    """One sorted set of job entries (score: when it runs, or when it died)."""
+
+    name = ""
+    newest_first = False
+
+    def __init__(self, config: Config | None = None) -> None:
+        self.config = config or get_config()
+        self.client = self.config.redis()
+        self.key: str = getattr(self.config.keys, self.name)
+
+    def _checked(self) -> Any:
+        return checked(self.client, self.key, "sorted set")
+
+    def size(self) -> int:
+        with self._checked():
+            return int(self.client.zcard(self.key))
+
+    def jobs(self, offset: int = 0, limit: int = 25) -> list[JobRecord]:
+        """A page: soonest first (dead: newest first). Costs O(limit), whatever the size."""
+        check_page(offset, limit)
+        if limit == 0:
+            return []
+        with self._checked():
+            rows = self.client.zrange(self.key, offset, offset + limit - 1, desc=self.newest_first, withscores=True)
+        return [JobRecord.parse(raw, self.name, float(score)) for raw, score in rows]  # type: ignore[str-unpack,arg-type]
+
+    def _scan(self, needle: str) -> Any:
+        """Entries containing ``needle``, as (raw, score), in chunks: Redis does the matching."""
+        cursor = 0
+        pattern = f"*{glob_escape(needle)}*"
+        while True:
+            with self._checked():
+                cursor, rows = self.client.zscan(self.key, cursor, match=pattern, count=SCAN_COUNT)
+            yield from rows
+            if int(cursor) == 0:
+                return
+
+    def find(self, jid: str) -> JobRecord | None:
+        if not jid:
+            return None
+        for raw, score in self._scan(jid):
+            record = JobRecord.parse(raw, self.name, float(score))
+            if record.jid == jid:
+                return record
+        return None
+
+    def filter(self, job_class: str | None = None, error_class: str | None = None, queue: str | None = None,
+               limit: int = 100) -> list[JobRecord]:
+        """Entries matching every criterion given, in the page order, at most ``limit``."""
+        check_page(0, limit)
+        needle = job_class or error_class or queue
+        if needle is None:
+            return self.jobs(0, limit)
+        found: dict[bytes, JobRecord] = {}
+        for raw, score in self._scan(needle):
+            record = JobRecord.parse(raw, self.name, float(score))
+            if record.matches(job_class, error_class, queue):
+                found[record.raw] = record  # ZSCAN may return an entry twice
+                if len(found) >= limit:
+                    break
+        return sorted(found.values(), key=lambda r: r.at or 0.0, reverse=self.newest_first)
+
+    def _record(self, jid_or_record: str | JobRecord) -> JobRecord | None:
+        if isinstance(jid_or_record, JobRecord):
+            return jid_or_record
+        return self.find(jid_or_record)
+
+    def _move(self, mode: str, record: JobRecord, dest: str = "", arg: Any = "") -> bool:
+        keys = [self.key, dest or self.key, self.config.keys.queues, self.config.keys.wake]
+        with self._checked():
+            return int(lua.run(self.client, "api_move", keys, [mode, record.raw, arg])) == 1
+
+    def delete(self, jid_or_record: str | JobRecord) -> bool:
+        """Removes the entry (by jid, or a record as read: an unreadable entry too).
+        False if it is not there (any more)."""
+        record = self._record(jid_or_record)
+        return record is not None and self._move("delete", record)
+
+    def retry(self, jid_or_record: str | JobRecord) -> bool:
+        """Onto its queue now, as it is (``retry_count`` kept). False if it is gone."""
+        record = self._record(jid_or_record)
+        if record is None:
+            return False
+        if not record.is_job:
+            raise BadPayload(f"entry in {self.key} is not a job (it can only be deleted): {record.raw[:80]!r}")
+        queue = record.queue or DEFAULT_QUEUE
+        return self._move("retry", record, self.config.keys.queue(queue), queue)
+
+    def retry_all(self) -> int:
+        """Every job of the set onto its queue now, CHUNK per script call; entries that are
+        not jobs stay. Returns how many moved."""
+        keys = self.config.keys
+        moved = skipped = 0
+        budget = self.size() + CHUNK  # entries arriving meanwhile can't keep it going forever
+        while budget > 0:
+            with self._checked():
+                m, s, read = lua.run(self.client, "api_retry_chunk", [self.key, keys.queues, keys.wake],
+                                     [skipped, CHUNK, keys.queue_prefix, DEFAULT_QUEUE])
+            moved, skipped, budget = moved + int(m), skipped + int(s), budget - int(read)
+            if int(read) < CHUNK:
+                break
+        return moved
+
+    def clear(self) -> int:
+        """Removes every entry, CHUNK per command. Returns how many."""
+        removed = 0
+        budget = self.size() + CHUNK
+        while budget > 0:
+            with self._checked():
+                n = int(self.client.zremrangebyrank(self.key, 0, CHUNK - 1))
+            removed, budget = removed + n, budget - CHUNK
+            if n < CHUNK:
+                break
+        return removed
+
+
+class _Killable(JobSet):
+    def kill(self, jid_or_record: str | JobRecord) -> bool:
+        """Into dead now, as it is. False if it is gone."""
+        record = self._record(jid_or_record)
+        return record is not None and self._move("kill", record, self.config.keys.dead, repr(time.time()))
+
+
+class ScheduledSet(_Killable):
+    name = "schedule"
+
+
+class RetrySet(_Killable):
+    name = "retry"
+
+
+class DeadSet(JobSet):
+    name = "dead"
+    newest_first = True
