@@ -23,6 +23,7 @@ from redis_server import RedisServer, free_port
 from worker_process import Process
 
 import cogworker
+from cogworker import api
 from cogworker.jobs import by_name
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -73,13 +74,15 @@ def system():
     try:
         jids = SimpleNamespace(
             add=[by_name("apps.cli_jobs.add").enqueue(i, i) for i in range(3)],
-            charge=[by_name("apps.cli_jobs.charge").enqueue(order) for order in (17, 18)],
-            sync=by_name("apps.cli_jobs.sync").enqueue("acme"),
+            # Enqueued by name, so with the options the app gives them (this process hasn't imported it).
+            charge=[by_name("apps.cli_jobs.charge", retry=0).enqueue(order) for order in (17, 18)],
+            sync=by_name("apps.cli_jobs.sync", retry=5).enqueue("acme"),
             later=by_name("apps.cli_jobs.later").enqueue_in(3600, "x"),
         )
         client = server.client()
         settled = wait_for(lambda: client.zcard(config.keys.dead) == 2 and client.zcard(config.keys.retry) == 1
-                           and client.llen(config.keys.queue("default")) == 0, 30)
+                           and client.llen(config.keys.queue("default")) == 0
+                           and api.stats().processed >= 3 and api.stats().failed >= 3, 30)
         assert settled, worker.output()
         yield SimpleNamespace(server=server, url=server.url, worker=worker, jids=jids, config=config)
     finally:
@@ -176,9 +179,10 @@ def test_jobs_lists_each_set(system):
     assert out.splitlines()[0].split()[:3] == ["JID", "CLASS", "QUEUE"]
     for jid in system.jids.charge:
         assert jid in out
-    assert "ValueError: card declined for order" in out
+    assert "apps.cli_jobs.charge" in out and "ValueError: card" in out and " ago " in out
     dead = as_json(cli("jobs", "dead", "--json", url=system.url))
     assert dead["size"] == 2 and {j["jid"] for j in dead["jobs"]} == set(system.jids.charge)
+    assert {j["error_message"] for j in dead["jobs"]} == {"card declined for order 17", "card declined for order 18"}
     assert system.jids.sync in done(cli("jobs", "retry", url=system.url))
     assert system.jids.later in done(cli("jobs", "scheduled", url=system.url))
     one = as_json(cli("jobs", "dead", "--limit", "1", "--json", url=system.url))

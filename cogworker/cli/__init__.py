@@ -16,7 +16,7 @@ from urllib.parse import unquote, urlsplit
 import redis
 
 from ..config import configure, get_config, redact_url
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, NotFound, WrongType
 from .output import NOT_FOUND, UNREACHABLE, USAGE, CliError, one_line
 from .parser import build_parser, check
 
@@ -78,6 +78,8 @@ def run(argv: list[str]) -> int:
         return fail(str(exc), exc.code)
     except ConfigurationError as exc:
         return fail(str(exc), USAGE)
+    except (NotFound, WrongType) as exc:  # the API's own: an unknown name, a key of the wrong type
+        return fail(str(exc), NOT_FOUND)
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         url = get_config().redis_url
         return fail(f"Redis at {redact_url(url)} is unreachable: {scrub(str(exc), url)}", UNREACHABLE)

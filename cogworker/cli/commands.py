@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import api
+from ..errors import NotFound
 from . import jobs
 from .output import field, megabytes, not_found, pairs, print_json, seconds, table, when
 
@@ -60,10 +61,11 @@ def queues(args: argparse.Namespace) -> int:
 
 
 def queue(args: argparse.Namespace) -> int:
-    known = {q.name for q in api.queues()}
-    if args.name not in known:
-        raise not_found(f"no queue named {args.name!r} (known: {', '.join(sorted(known)) or 'none'})")
-    target = api.Queue(args.name)
+    try:
+        target = api.queue(args.name)
+    except NotFound:
+        known = ", ".join(q.name for q in api.queues()) or "none"
+        raise not_found(f"no queue named {args.name!r} (known: {known})") from None
     if args.action == "pause":
         target.pause()
     else:

@@ -8,8 +8,9 @@ import json
 from typing import Any
 
 from .. import api
+from ..errors import NotFound
 from .bulk import Progress, confirm
-from .output import field, not_found, one_line, pairs, print_json, table, when
+from .output import field, not_found, one_line, pairs, print_json, relative, table, when
 
 CHUNK = 500  # entries per filter() page in a bulk operation limited to one class
 
@@ -20,9 +21,19 @@ def sets() -> dict[str, Any]:
 
 def job_class(record: Any) -> str:
     """The record's job class, or ``(raw)`` for an entry that isn't a readable job."""
-    if field(record, "raw") is not None and not field(record, "job_class"):
+    if not field(record, "readable", True):
         return "(raw)"
-    return field(record, "job_class") or field(record, "class") or field(record, "klass") or "(raw)"
+    return field(record, "job_class") or "(raw)"
+
+
+def record_json(record: Any) -> dict[str, Any]:
+    """A JobRecord for a script: its fields by name, and the raw text of an unreadable one."""
+    shown = {name: field(record, name) for name in (
+        "jid", "job_class", "args", "kwargs", "queue", "retry_count", "error_class", "error_message",
+        "error_traceback", "failed_at", "enqueued_at", "at", "source", "readable")}
+    if not shown["readable"]:
+        shown["raw"] = field(record, "raw_payload")
+    return shown
 
 
 def error_of(record: Any) -> str:
@@ -41,18 +52,18 @@ def list_jobs(args: argparse.Namespace) -> int:
     else:
         found = target.jobs(offset=0, limit=args.limit)
     if args.json:
-        print_json({"set": args.set, "size": target.size(), "jobs": found})
+        print_json({"set": args.set, "size": target.size(), "jobs": [record_json(r) for r in found]})
         return 0
     if not found:
         print(f"{args.set}: no entries" + (" match" if args.job_class or args.error_class or args.queue else ""))
         return 0
-    column = "FAILED (UTC)" if args.set == "dead" else "AT (UTC)"
+    column = "FAILED" if args.set == "dead" else "DUE"
     rows = []
     for record in found:
         at = field(record, "failed_at") if args.set == "dead" else field(record, "at")
         rows.append([field(record, "jid") or "-", job_class(record), field(record, "queue") or "-",
-                     when(at), field(record, "retry_count") if field(record, "retry_count") is not None else "-",
-                     error_of(record) if field(record, "raw") is None else raw_text(record)])
+                     relative(at), field(record, "retry_count") if field(record, "retry_count") is not None else "-",
+                     error_of(record) if field(record, "readable", True) else raw_text(record)])
     print(table(["JID", "CLASS", "QUEUE", column, "RETRIES", "ERROR"], rows))
     size = target.size()
     if size > len(found):
@@ -61,24 +72,19 @@ def list_jobs(args: argparse.Namespace) -> int:
 
 
 def raw_text(record: Any) -> str:
-    raw = field(record, "raw")
-    return raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
+    return str(field(record, "raw_payload"))
 
 
 # -- one job ---------------------------------------------------------------------------------
 
 def locate(jid: str) -> tuple[str | None, Any]:
-    """Where the entry is (``retry``, ``dead``, ``scheduled``, ``queue:NAME``) and its
-    record, or (None, None)."""
-    for name, target in sets().items():
-        record = target.find(jid)
-        if record is not None:
-            return name, record
-    for queue in api.queues():
-        record = queue.find(jid)
-        if record is not None:
-            return f"queue:{queue.name}", record
-    return None, None
+    """Where the entry waits (``schedule``, ``retry``, ``dead``, ``queue:NAME``) and its
+    record, or (None, None): a running or finished job waits nowhere."""
+    try:
+        record = api.locate(jid)
+    except NotFound:
+        return None, None
+    return record.source, record
 
 
 def show_job(args: argparse.Namespace) -> int:
@@ -89,7 +95,8 @@ def show_job(args: argparse.Namespace) -> int:
         raise not_found(f"no job with jid {args.jid!r} (not queued, scheduled, retrying, dead, nor in recent "
                         "status or history)")
     if args.json:
-        print_json({"jid": args.jid, "where": where, "entry": record, "status": status, "history": history})
+        print_json({"jid": args.jid, "where": where, "entry": record_json(record) if record is not None else None,
+                    "status": status, "history": history})
         return 0
     state = field(status, "state") or field(status, "status") if status is not None else None
     print(pairs([
@@ -114,7 +121,7 @@ def show_job(args: argparse.Namespace) -> int:
 
 
 def print_entry(record: Any) -> None:
-    if field(record, "raw") is not None and not field(record, "job_class"):
+    if not field(record, "readable", True):
         print(f"\nentry (not a readable job, shown raw)\n{raw_text(record)}")
         return
     print("\npayload")
@@ -151,12 +158,14 @@ def change_one(verb: str, jid: str, source: str | None) -> bool:
     when it is nowhere (or went away meanwhile: the API then returns False)."""
     found = {source: sets()[source]} if source else sets()
     for target in found.values():
-        if target.find(jid) is not None:
-            return bool(target.retry(jid) if verb == "retry" else target.delete(jid))
+        record = target.find(jid)
+        if record is not None:  # changed only if still the entry just read (else False)
+            return bool(target.retry(record) if verb == "retry" else target.delete(record))
     if verb == "delete" and source is None:
         for queue in api.queues():
-            if queue.find(jid) is not None:
-                return bool(queue.delete(jid))
+            record = queue.find(jid)
+            if record is not None:
+                return bool(queue.delete(record))
     return False
 
 
@@ -193,8 +202,7 @@ def by_class(target: Any, verb: str, job_class_name: str, progress: Progress) ->
     count = 0
     while True:
         page = target.filter(job_class=job_class_name, limit=CHUNK)
-        changed = sum(1 for record in page
-                      if (target.retry(record.jid) if verb == "retry" else target.delete(record.jid)))
+        changed = sum(1 for record in page if (target.retry(record) if verb == "retry" else target.delete(record)))
         count += changed
         progress.add(changed)
         if not page or changed == 0:  # nothing left, or nothing would move: never spin

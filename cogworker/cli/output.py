@@ -7,6 +7,7 @@ import dataclasses
 import datetime
 import json
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -74,14 +75,17 @@ def cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[:max(0, width - 1)] + "…"
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[object]], width: int = WIDTH) -> str:
+def table(headers: Sequence[str], rows: Iterable[Sequence[object]], width: int = WIDTH,
+          keep: Sequence[int] = (0,)) -> str:
     """Columns aligned, two spaces apart; the widest columns are cut (with …) until the
-    whole line fits ``width``. Numbers are right-aligned."""
+    whole line fits ``width``, except the ``keep`` ones (a jid or an identity is what a
+    person copies into the next command). Numbers are right-aligned."""
     cells = [[one_line(c) for c in row] for row in rows]
     numeric = [all(_is_number(row[i]) for row in cells) and bool(cells) for i in range(len(headers))]
     widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
-    while sum(widths) + 2 * (len(widths) - 1) > width:
-        widest = max(range(len(widths)), key=lambda i: widths[i])
+    cuttable = [i for i in range(len(widths)) if i not in keep]
+    while cuttable and sum(widths) + 2 * (len(widths) - 1) > width:
+        widest = max(cuttable, key=lambda i: widths[i])
         if widths[widest] <= 6:
             break
         widths[widest] -= 1
@@ -122,6 +126,15 @@ def when(epoch: object) -> str:
     except (TypeError, ValueError, OverflowError, OSError):
         return str(epoch)
     return moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def relative(epoch: object, now: float | None = None) -> str:
+    """An epoch time relative to now, short enough for a table: ``3m05s ago``, ``in 59m``."""
+    try:
+        delta = float(epoch) - (time.time() if now is None else now)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "-"
+    return f"in {seconds(delta)}" if delta > 0 else f"{seconds(-delta)} ago"
 
 
 def seconds(value: object) -> str:
