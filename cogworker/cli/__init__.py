@@ -16,7 +16,7 @@ from urllib.parse import unquote, urlsplit
 import redis
 
 from ..config import configure, get_config, redact_url
-from ..errors import ConfigurationError, NotFound, WrongType
+from ..errors import BadPayload, ConfigurationError, NotFound, WrongType
 from .output import NOT_FOUND, UNREACHABLE, USAGE, CliError, one_line
 from .parser import build_parser, check
 
@@ -78,7 +78,7 @@ def run(argv: list[str]) -> int:
         return fail(str(exc), exc.code)
     except ConfigurationError as exc:
         return fail(str(exc), USAGE)
-    except (NotFound, WrongType) as exc:  # the API's own: an unknown name, a key of the wrong type
+    except (NotFound, WrongType, BadPayload) as exc:  # the API's: unknown name, key of the wrong type, raw entry
         return fail(str(exc), NOT_FOUND)
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         url = get_config().redis_url

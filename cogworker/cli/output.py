@@ -81,7 +81,8 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]], width: int =
     whole line fits ``width``, except the ``keep`` ones (a jid or an identity is what a
     person copies into the next command). Numbers are right-aligned."""
     cells = [[one_line(c) for c in row] for row in rows]
-    numeric = [all(_is_number(row[i]) for row in cells) and bool(cells) for i in range(len(headers))]
+    numeric = [all(_is_number(row[i]) or row[i] == "-" for row in cells) and any(_is_number(row[i]) for row in cells)
+               for i in range(len(headers))]
     widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
     cuttable = [i for i in range(len(widths)) if i not in keep]
     while cuttable and sum(widths) + 2 * (len(widths) - 1) > width:
@@ -101,10 +102,10 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]], width: int =
 
 def _is_number(text: str) -> bool:
     try:
-        float(text.rstrip("s"))
+        float(text.removesuffix("s").removesuffix("MB"))
         return True
     except ValueError:
-        return text == "-"
+        return False
 
 
 def pairs(items: Sequence[tuple[str, object]]) -> str:
@@ -156,11 +157,12 @@ def seconds(value: object) -> str:
 
 
 def megabytes(value: object) -> str:
-    """RSS in bytes -> MB; '-' when unknown."""
+    """RSS in bytes -> MB; '-' when unknown (not measured: 0)."""
     try:
-        return f"{float(value) / 1048576:.0f}MB"  # type: ignore[arg-type]
+        size = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return "-"
+    return f"{size / 1048576:.0f}MB" if size > 0 else "-"
 
 
 def field(record: object, name: str, default: Any = None) -> Any:

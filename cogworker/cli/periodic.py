@@ -8,7 +8,7 @@ import argparse
 from typing import Any
 
 from .. import cron
-from .output import field, not_found, print_json, table, when
+from .output import field, not_found, print_json, relative, table
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,7 +56,7 @@ def show(published: dict[str, dict[str, Any]], disabled: set[str], as_json: bool
     for name in names:
         record = published[name]
         rows.append([name, field(record, "cron", "-"), field(record, "job", "-"), field(record, "queue", "-"),
-                     when(field(record, "next_fire")), when(field(record, "last_fired_at")),
+                     relative(field(record, "next_fire")), relative(field(record, "last_fired_at")),
                      "no" if name in disabled else "yes"])
-    print(table(["NAME", "CRON", "JOB", "QUEUE", "NEXT (UTC)", "LAST FIRED", "ENABLED"], rows))
+    print(table(["NAME", "CRON", "JOB", "QUEUE", "NEXT", "LAST FIRED", "ENABLED"], rows))
     return 0
