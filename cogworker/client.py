@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from . import hooks, unique
+from . import history, hooks, policy, unique
 from .config import Config, get_config
 from .middleware import client_middleware
 from .payload import dumps
@@ -18,12 +18,22 @@ BULK_CHUNK = 1000  # values per LPUSH in a bulk enqueue
 
 def _write(pipe: Any, payload: dict[str, Any], encoded: str, at: float | None) -> None:
     keys = get_config().keys
+    status(pipe, payload, at)  # before the push: a worker's "running" can't be overwritten by it
     if at is not None and at > time.time():
         pipe.zadd(keys.schedule, {encoded: at})
     else:
         pipe.lpush(keys.queue(payload["queue"]), encoded)
         pipe.sadd(keys.queues, payload["queue"])
         wake(pipe)
+
+
+def status(pipe: Any, payload: dict[str, Any], at: float | None) -> None:
+    """The job's queued/scheduled status, riding in the push's pipeline (no round trip)."""
+    found = history.enqueue_fields(get_config(), payload, at)
+    if found is not None:
+        key, ttl, fields = found
+        pipe.hset(key, mapping=fields)
+        pipe.expire(key, ttl)
 
 
 def wake(pipe: Any) -> None:
@@ -33,12 +43,12 @@ def wake(pipe: Any) -> None:
 
 def _execute(pipe: Any) -> None:
     """Runs the pipeline; raises the first error except the wake's and the known-queues
-    set's (best-effort: a key of the wrong type there must not make a written job look
+    set's and the status's (best-effort: a key of the wrong type there must not make a written job look
     unwritten, or a caller's retry would enqueue it twice)."""
     commands = [c[0][0] for c in pipe.command_stack]
     results = pipe.execute(raise_on_error=False)
     for name, result in zip(commands, results, strict=True):
-        if isinstance(result, Exception) and name not in ("XADD", "SADD"):
+        if isinstance(result, Exception) and name not in ("XADD", "SADD", "HSET", "EXPIRE"):
             raise result
 
 
@@ -62,6 +72,11 @@ def push(payload: dict[str, Any], at: float | None = None, config: Config | None
         client = (config or get_config()).redis()
         if payload.get("unique_for"):
             jid = unique.push(client, payload, encoded, at)
+            if jid is not None and history.enqueue_fields(get_config(), payload, at) is not None:
+                # The lock and the push are one script: its status follows in a pipeline of its own.
+                pipe = client.pipeline(transaction=False)
+                status(pipe, payload, at)
+                policy.best_effort("writing job status", pipe.execute)
         else:
             pipe = client.pipeline(transaction=False)
             _write(pipe, payload, encoded, at)
@@ -91,6 +106,8 @@ def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
     if by_queue:
         keys = get_config().keys
         pipe = get_config().redis().pipeline(transaction=False)
+        for payload in bulk:
+            status(pipe, payload, None)
         for queue, raws in by_queue.items():
             for i in range(0, len(raws), BULK_CHUNK):
                 # LPUSH k a b c leaves a nearest the fetch end: first in, first out.

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import Config
-from .payload import default_backoff, error_class_name, error_message, jid_in
+from .payload import default_backoff, error_class_name, error_message, error_traceback, jid_in
 from .payload import parse_payload as parse_payload  # re-exported: its home was here
 
 MAX_INTERRUPTS = 3
@@ -228,10 +228,21 @@ def route_failure(config: Config, payload: dict[str, Any], error: BaseException,
     count = int(payload.get("retry_count") or 0) + 1
     payload.update(retry_count=count, error_class=error_class_name(error),
                    error_message=error_message(error), failed_at=now)
+    _with_traceback(config, payload, error)
     if count <= max_retries(payload):
         delay = float(backoff(count, error))
         return File(config.keys.retry, now + delay, json.dumps(payload), True, delay)
     return File(config.keys.dead, now, json.dumps(payload), False)
+
+
+def _with_traceback(config: Config, payload: dict[str, Any], error: BaseException) -> None:
+    """``error_traceback``: the failure's own (capped), or none (an error built by the
+    master, a hard timeout, has no frames: an older one from a previous try is dropped)."""
+    text = error_traceback(error, config.traceback_lines)
+    if text is None:
+        payload.pop("error_traceback", None)
+    else:
+        payload["error_traceback"] = text
 
 
 def interruption(config: Config, raw: bytes, error: BaseException) -> File:
@@ -247,6 +258,7 @@ def interruption(config: Config, raw: bytes, error: BaseException) -> File:
     now = time.time()
     payload.update(interrupted_count=count, retry_count=attempt, error_class=error_class_name(error),
                    error_message=error_message(error), failed_at=now)
+    _with_traceback(config, payload, error)
     if attempt > max_retries(payload) or count > MAX_INTERRUPTS:
         return File(config.keys.dead, now, json.dumps(payload), False, reason="interrupted")
     delay = INTERRUPT_DELAY * count

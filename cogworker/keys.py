@@ -40,7 +40,9 @@ class Keys:
         self.stats_processed = f"{ns}:stats:processed"
         self.stats_failed = f"{ns}:stats:failed"
         self.unique_prefix = f"{ns}:unique:"
-        self.attempts_prefix = f"{ns}:attempts:"
+        # Additions: a job's status (a hash) and its executions (a capped list), per jid.
+        self.status_prefix = f"{ns}:status:"
+        self.history_prefix = f"{ns}:history:"
         self.throughput_prefix = f"{ns}:throughput:"
         # Addition: names of the queues an operator paused (api.Queue.pause); every fetch
         # script reads it, so a pause is fleet-wide.
@@ -70,8 +72,11 @@ class Keys:
     def unique(self, digest: str) -> str:
         return self.unique_prefix + digest
 
-    def attempts(self, jid: str) -> str:
-        return self.attempts_prefix + jid
+    def status(self, jid: str) -> str:
+        return self.status_prefix + jid
+
+    def history(self, jid: str) -> str:
+        return self.history_prefix + jid
 
     def throughput(self, minute: int) -> str:
         """Per-minute processed/failed counts and ms per job class (a hash)."""

@@ -13,6 +13,7 @@ import math
 import random
 import secrets
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -42,6 +43,22 @@ def error_class_name(error: BaseException | type) -> str:
     if module.startswith("cogworker."):
         module = "cogworker"  # the public name: cogworker.ProcessDied, cogworker.JobTimeout
     return f"{module}.{cls.__qualname__}"
+
+
+def error_traceback(error: BaseException, lines: int = 30) -> str | None:
+    """The exception's traceback as text, at most ``lines`` lines: the header, then the
+    innermost frames and the exception line (where it went wrong). None without one."""
+    if error.__traceback__ is None or lines <= 0:
+        return None
+    try:
+        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    except Exception:  # a __str__ or a frame that can't be shown must not break failure handling
+        return None
+    rows = text.rstrip("\n").split("\n")
+    if len(rows) > lines:
+        cut = len(rows) - lines + 2
+        rows = [rows[0], f"  ... ({cut} lines cut)"] + rows[-(lines - 2):] if lines > 2 else rows[-lines:]
+    return "\n".join(rows)
 
 
 def error_message(error: BaseException) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 import redis
 
 # unique, cron_claims: hook subscribers (the locks follow the jobs this module files and requeues)
-from . import cron_claims, hooks, lua, policy, redis_errors, settlement, unique  # noqa: F401
+from . import cron_claims, history, hooks, lua, policy, redis_errors, settlement, unique  # noqa: F401
 from .config import Config, as_bytes_list, as_text, logger
 from .fate import File
 from .heartbeat import clock, deregister

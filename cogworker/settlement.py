@@ -44,6 +44,7 @@ def filed(config: Any, decision: File, payload: dict[str, Any] | None = None, **
     if not hooks.wanted(name):
         return
     job = payload if payload is not None else _parsed(decision.entry)
+    event.setdefault("traceback", job.get("error_traceback"))
     if decision.retrying:
         hooks.fire(name, job, delay=decision.delay, reason=decision.reason, config=config, **event)
     else:

@@ -15,13 +15,24 @@ from . import fate, hooks, policy, settlement, stats
 from .config import logger
 from .errors import Fenced
 from .fetch import Work, jid_of
-from .payload import error_message
 
 if TYPE_CHECKING:
     from .fetch import Fetcher
     from .reporter import Reporter
 
 ACK_ATTEMPTS = 3
+
+
+def log_failure(payload: dict[str, Any], decision: fate.File) -> None:
+    """One line (then its traceback) for a failed run: where it went, ``retry in 45s
+    (attempt 3/25)`` or ``dead``."""
+    if decision.retrying:
+        where = f"retry in {decision.delay:.0f}s (attempt {payload.get('retry_count')}/{fate.max_retries(payload)})"
+    else:
+        where = "dead"
+    trace = payload.get("error_traceback")
+    logger.warning("fail: %s jid=%s: %s: %s; %s%s", payload.get("class"), payload.get("jid"),
+                   payload.get("error_class"), payload.get("error_message"), where, "\n" + trace if trace else "")
 
 
 class Settling:
@@ -75,11 +86,10 @@ class Settling:
         """Files the run's failure into retry or dead; False if that failed (then it is
         filed as an interruption)."""
         error = outcome.error
-        logger.warning("fail: %s jid=%s: %s: %s", payload["class"], payload["jid"],
-                       type(error).__name__, error_message(error))
         try:
             decision = fate.decide(self.config, payload, outcome)
             assert isinstance(decision, fate.File)
+            log_failure(payload, decision)
             filed = settlement.apply(self.fetcher, work.raw, decision, payload, queue=work.queue, error=error,
                                      duration=outcome.duration)
         except Fenced:

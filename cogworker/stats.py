@@ -1,4 +1,4 @@
-"""Counters, per-minute throughput and the per-jid attempts log.
+"""Counters and per-minute throughput (and ``attempts``, read from the job history).
 
 Kept off the hot path: a worker adds to an in-memory ``StatsBuffer``; the buffer is
 written in one pipeline at most every second (by the prefork master, which gets the
@@ -14,7 +14,7 @@ from collections import defaultdict
 from typing import Any
 
 from . import hooks
-from .config import Config, as_text, get_config
+from .config import Config, as_text
 
 THROUGHPUT_TTL = 2 * 24 * 3600
 DAY_TTL = 35 * 24 * 3600  # per-day totals, for a month of history (as Sidekiq keeps)
@@ -96,41 +96,19 @@ def throughput(config: Config, minute: int) -> dict[str, float]:
     return {as_text(k): float(v) for k, v in raw.items()}
 
 
-def record_attempt(config: Config, client: Any, jid: str, attempt: int, outcome: str,
-                   error: BaseException | None = None) -> None:
-    """Append to the job's attempts log (``attempts:<jid>``, a list with a TTL)."""
-    from .payload import error_class_name, error_message
-
-    entry = {"attempt": attempt, "outcome": outcome, "at": time.time(),
-             "error_class": error_class_name(error) if error else None,
-             "error_message": error_message(error) if error else None}
-    key = config.keys.attempts(jid)
-    pipe = client.pipeline(transaction=False)
-    pipe.rpush(key, json.dumps(entry))
-    pipe.expire(key, config.attempts_ttl)
-    pipe.execute()
-
-
 def attempts(config: Config, jid: str) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in config.redis().lrange(config.keys.attempts(jid), 0, -1)]
-
-
-# -- the attempts log, as a hook subscriber: a job that ran and failed (or succeeded on a retry)
-
-
-def _on_outcome(event: hooks.JobEvent) -> None:
-    payload, jid = event.payload, event.payload.get("jid")
-    if not jid:
-        return
-    config = event.config or get_config()
-    if event.name == "succeeded":
-        if payload.get("retry_count"):
-            record_attempt(config, config.redis(), jid, int(payload["retry_count"]) + 1, "succeeded")
-    elif event.reason == "failed":  # the run's own failure, not a process's interruption or death
-        record_attempt(config, config.redis(), jid, int(payload.get("retry_count") or 1), event.name, event.error)
-
-
-hooks.subscribe(("succeeded", "retrying", "dead"), _on_outcome)
+    """The job's failed runs, and a success that followed failures, as the attempts log
+    had them (``attempt``, ``outcome``: retrying/dead/succeeded, ``at``, ``error_class``,
+    ``error_message``). Read from the job's history (``history:<jid>``), which absorbed
+    the old ``attempts:<jid>`` log."""
+    found = []
+    for raw in config.redis().lrange(config.keys.history(jid), 0, -1):
+        entry = json.loads(raw)
+        went = entry.get("went")
+        if went in ("retrying", "dead") or (went == "succeeded" and (entry.get("attempt") or 1) > 1):
+            found.append({"attempt": entry.get("attempt"), "outcome": went, "at": entry.get("ended_at"),
+                          "error_class": entry.get("error_class"), "error_message": entry.get("error_message")})
+    return found
 
 
 # -- the counters, as a hook subscriber: each worker counts its own runs ----------------------

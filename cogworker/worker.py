@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import redis
 
-from . import fate, policy, redis_errors, stats, unique  # noqa: F401 (unique: hook subscriber)
+from . import fate, history, policy, redis_errors, stats, unique  # noqa: F401 (unique: hook subscriber)
 from .config import Config, get_config, logger
 from .errors import Fenced
 from .execute import HardStop, deadline_of, execute
@@ -65,6 +65,8 @@ class Worker(Settling):
         # This process's runs are counted by the stats hook subscriber, into this buffer.
         self._stats = stats.counting(self.identity)
         self._last_stats = time.monotonic()
+        # ... and its job status/history by that subscriber, into this one (written by a thread).
+        self._status = history.buffering(self.identity)
         self._last_reconcile = time.monotonic()
         self._outage = Outage(f"worker {self.identity}")
         self._fence_lock = threading.Lock()
@@ -142,6 +144,7 @@ class Worker(Settling):
     def run(self) -> None:
         self.startup()
         self.reporter.ready()  # booted: Redis answered, this identity is registered
+        self._status.start(self.config)
         try:
             while self._going_on():
                 self.housekeep(holding=self.fetching.held)
@@ -181,6 +184,7 @@ class Worker(Settling):
                 self.finish()
         except Fenced:
             self._leave_fenced()
+        self._status.stop(self.config)
         self.fetcher.close()
 
     def _leave_fenced(self) -> None:

@@ -28,8 +28,8 @@ def test_attempts_of_a_job_that_dies(config):
     assert [a["outcome"] for a in log] == ["retrying", "retrying", "dead"]
     assert all(a["error_class"] == "ValueError" and a["error_message"] == "always a" for a in log)
     assert all(abs(a["at"] - time.time()) < 60 for a in log)
-    ttl = r.ttl(config.keys.attempts(jid))
-    assert 0 < ttl <= config.attempts_ttl
+    ttl = r.ttl(config.keys.history(jid))
+    assert 0 < ttl <= config.history_ttl
 
 
 def test_attempts_of_a_job_that_recovers(config):

@@ -10,6 +10,9 @@ import time
 import cogworker
 from cogworker.config import get_config
 
+if os.environ.get("COGWORKER_TEST_STATUS") == "1":  # job status and history (off by default) for their tests
+    cogworker.configure(status=True, history=True)
+
 
 def _r():
     return get_config().redis()

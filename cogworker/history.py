@@ -1,0 +1,245 @@
+"""Job status and history, as a lifecycle hook subscriber (the seeds' ``Status`` and
+``History`` server middlewares). Both off by default (``configure(status=True,
+history=True)``): with both on they cost more than the 5% of no-op throughput budgeted.
+With history off, only the entries the attempts log reads are written (``_attempts_entry``).
+
+- **status** (``status:<jid>``, a hash): the job's state (queued, scheduled, running,
+  retrying, succeeded, dead), ``updated_at``, ``attempt``, ``queue``, ``class``, and while
+  it runs the ``identity`` running it and ``started_at``. Kept ``status_ttl`` (24 h) after
+  its last change (plus the wait, for a retry or a scheduled job).
+- **history** (``history:<jid>``, a list capped at ``history_max``, kept ``history_ttl``):
+  one JSON entry per execution: ``attempt``, ``started_at``, ``ended_at``, ``outcome``
+  (succeeded, failed, orphaned, interrupted, timed_out), ``went`` (succeeded, retrying,
+  dead, queued), ``identity``, ``error_class``, ``error_message``, ``traceback``.
+
+Off the hot path: a worker's events go into its ``Buffer`` (no Redis call), which a thread
+of the worker writes once a second in one script call (``status_flush.lua``), so a reader
+sees a worker's transitions up to about a second late. Events in processes without a
+buffer (the master's reaped and hard-timed-out jobs, orphan recovery) are rare and
+written at once. Enqueue-side states ride in the client's own pipeline (``enqueue_fields``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import weakref
+from typing import Any
+
+from . import hooks, lua, policy
+from .config import Config, get_config
+
+FLUSH_INTERVAL = 1.0
+
+# Every status write sets all of these fields (empty when one doesn't apply), so a write
+# never needs a DEL first; updated_at travels on its own (the script compares it).
+FIELDS = ("state", "attempt", "queue", "class", "identity", "started_at", "at", "error_class", "reason")
+
+StatusWrite = tuple[str, float, int, dict[str, Any]]  # jid, updated_at, ttl, fields
+# What a worker's event leaves in its buffer: the event and when (its status and history
+# entry are built at flush time, off the job loop).
+Pending = tuple["hooks.JobEvent", float]
+PendingEntry = tuple["hooks.JobEvent", str, "float | None", float]  # event, outcome, started_at, ended_at
+
+
+class Buffer:
+    """One worker's pending status writes (the last event per jid: a ``started`` followed
+    by its ``succeeded`` within one flush is never written) and history entries, and the
+    start time of the run it has going (for that run's history entry)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.status: dict[str, Pending] = {}
+        self.entries: list[PendingEntry] = []
+        self.started: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def take(self) -> tuple[list[Pending], list[PendingEntry]]:
+        with self.lock:
+            status, entries = list(self.status.values()), self.entries
+            self.status, self.entries = {}, []
+        return status, entries
+
+    def flush(self, config: Config) -> None:
+        """Writes what is buffered in one call; on a Redis error it is dropped (logged by
+        the policy): status and history are never worth holding a job up."""
+        status, entries = self.take()
+        if status or entries:
+            policy.best_effort("writing job status/history", _write_pending, config, status, entries, True)
+
+    def start(self, config: Config) -> None:
+        """The flushing thread (a daemon: a process that dies loses at most a second)."""
+        if self._thread is None:  # always: with history off, failures are still written
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, args=(config,), name="cogworker-status",
+                                            daemon=True)
+            self._thread.start()
+
+    def stop(self, config: Config) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        self.flush(config)
+
+    def _run(self, config: Config) -> None:
+        while not self._stop.wait(FLUSH_INTERVAL):
+            self.flush(config)
+
+
+_buffers: weakref.WeakValueDictionary[str, Buffer] = weakref.WeakValueDictionary()
+
+
+def buffering(identity: str) -> Buffer:
+    """The buffer ``identity``'s own events go into (held by its worker, forgotten with it)."""
+    buffer = _buffers.get(identity)
+    if buffer is None:
+        buffer = _buffers[identity] = Buffer()
+    return buffer
+
+
+def write(config: Config, status: list[StatusWrite], entries: list[tuple[str, str]]) -> None:
+    """Status hashes (each compared with the stored one: an older one is skipped) and
+    history entries, in one script call."""
+    rows = [(jid, ttl, updated_at, True, [fields.get(name, "") for name in FIELDS])
+            for jid, updated_at, ttl, fields in status]
+    _run(config, rows, entries)
+
+
+def _write_pending(config: Config, status: list[Pending], entries: list[PendingEntry], buffered: bool) -> None:
+    rows = [_status_row(config, event, now, buffered) for event, now in status] if config.status else []
+    _run(config, rows, [(event.payload["jid"], json.dumps(_entry(event, outcome, started_at, now)))
+                        for event, outcome, started_at, now in entries])
+
+
+StatusRow = tuple[str, int, float, bool, list[Any]]  # jid, ttl, updated_at, compare, FIELDS' values
+
+
+def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]]) -> None:
+    keys: list[str] = []
+    args: list[Any] = [len(rows) if config.status else 0, config.history_max, config.history_ttl]
+    if config.status:
+        for jid, ttl, updated_at, compare, values in rows:
+            keys.append(config.keys.status(jid))
+            args += [ttl, repr(updated_at), 1 if compare else 0, *values]
+    for jid, entry in entries:  # already only the attempts-log ones when history is off
+        keys.append(config.keys.history(jid))
+        args.append(entry)
+    if len(keys):
+        lua.run(config.redis(), "status_flush", keys, args)
+
+
+def enqueue_fields(config: Config, payload: dict[str, Any], at: float | None) -> tuple[str, int, dict[str, Any]] | None:
+    """The ``queued``/``scheduled`` status of a job being pushed, for the client's pipeline:
+    (key, ttl, fields), or None when status is off."""
+    if not config.status or not payload.get("jid"):
+        return None
+    now = time.time()
+    fields = dict.fromkeys(FIELDS, "")
+    fields.update(_fields(payload, "queued", payload.get("queue"), now))
+    ttl = config.status_ttl
+    if at is not None and at > now:
+        fields.update(state="scheduled", at=repr(at))
+        ttl += int(at - now)
+    return config.keys.status(payload["jid"]), ttl, fields
+
+
+def _fields(payload: dict[str, Any], state: str, queue: str | None, now: float) -> dict[str, Any]:
+    attempt = int(payload.get("retry_count") or 0) + (0 if state in ("retrying", "dead") else 1)
+    return {"state": state, "updated_at": repr(now), "attempt": attempt, "queue": queue or payload.get("queue") or "",
+            "class": payload.get("class") or ""}
+
+
+# -- the subscriber ------------------------------------------------------------------------
+
+_STATE = {"started": "running", "succeeded": "succeeded", "retrying": "retrying", "dead": "dead",
+          "given_back": "queued", "orphaned": "queued"}
+
+
+def _outcome(event: hooks.JobEvent, ran_here: bool) -> str | None:
+    """The history outcome of the execution this event ends, or None (no execution)."""
+    name = event.name
+    if name == "succeeded":
+        return "succeeded"
+    if name in ("retrying", "dead"):
+        return {"failed": "failed", "interrupted": "failed", "timed_out": "timed_out"}.get(event.reason or "")
+    if name == "orphaned":
+        return "orphaned" if event.counted else None  # uncounted: never started, or stopped by its master
+    if name == "given_back":
+        return "interrupted" if ran_here else None  # a stop-now during its run; else it never ran
+    return None
+
+
+def _attempts_entry(event: hooks.JobEvent) -> bool:
+    """Whether the event ends an execution the attempts log keeps (``stats.attempts``): a
+    failure, or a success after failures. With ``history`` off, only these are written."""
+    if event.name == "succeeded":
+        return bool(event.payload.get("retry_count"))
+    return event.name in ("retrying", "dead") and event.reason in ("failed", "interrupted", "timed_out")
+
+
+def _on_event(event: hooks.JobEvent) -> None:
+    config = event.config or get_config()
+    jid = event.payload.get("jid")
+    if not jid or not (config.status or config.history or _attempts_entry(event)):
+        return
+    buffer = _buffers.get(event.identity) if event.identity else None
+    now = time.time()
+    if buffer is None:  # rare (the master, orphan recovery): written at once
+        outcome = _outcome(event, False)
+        keep = outcome is not None and (config.history or _attempts_entry(event))
+        entries: list[PendingEntry] = [(event, outcome, None, now)] if keep and outcome else []
+        _write_pending(config, [(event, now)], entries, False)
+        return
+    with buffer.lock:
+        if config.status:
+            buffer.status[jid] = (event, now)
+        if event.name == "started":
+            buffer.started[jid] = now
+            return
+        started_at = buffer.started.pop(jid, None)
+        outcome = _outcome(event, started_at is not None)
+        if outcome is not None and (config.history or _attempts_entry(event)):
+            buffer.entries.append((event, outcome, started_at, now))
+
+
+def _status_row(config: Config, event: hooks.JobEvent, now: float, buffered: bool) -> StatusRow:
+    """The status write of ``event``, in FIELDS' order. A success filed by the worker that
+    ran it is not compared with the stored status: nothing newer than it can be there (the
+    job is done; its only possible rerun, after a lost ack, ends in succeeded too). Every
+    other write is compared (another process may have moved the job on since)."""
+    payload = event.payload
+    state = _STATE[event.name]
+    fields = _fields(payload, state, event.queue, now)
+    ttl = config.status_ttl
+    running = state == "running"
+    at = ""
+    if state == "retrying":
+        ttl += int(event.delay or 0)
+        at = repr(now + (event.delay or 0))
+    failed = state in ("retrying", "dead")
+    values = [state, fields["attempt"], fields["queue"], fields["class"],
+              (event.identity or "") if running else "", repr(now) if running else "", at,
+              (event.error_class or payload.get("error_class") or "") if failed else "",
+              (event.reason or "") if failed else ""]
+    compare = not (buffered and state == "succeeded")
+    return payload["jid"], ttl, now, compare, values
+
+
+def _entry(event: hooks.JobEvent, outcome: str, started_at: float | None, now: float) -> dict[str, Any]:
+    payload = event.payload
+    failed = outcome in ("failed", "timed_out")
+    attempt = int(payload.get("retry_count") or 0) + (0 if failed else 1)
+    went = {"succeeded": "succeeded", "retrying": "retrying", "dead": "dead"}.get(event.name, "queued")
+    if started_at is None and event.duration is not None:
+        started_at = now - event.duration
+    return {"attempt": attempt, "started_at": started_at, "ended_at": now, "outcome": outcome, "went": went,
+            "identity": event.identity, "queue": event.queue or payload.get("queue"),
+            "error_class": (event.error_class or payload.get("error_class")) if failed else None,
+            "error_message": (event.error_message or payload.get("error_message")) if failed else None,
+            "traceback": (event.traceback or payload.get("error_traceback")) if failed else None}
+
+
+hooks.subscribe(tuple(_STATE), _on_event)
