@@ -129,6 +129,8 @@ def print_entry(record: Any) -> None:
                "queue": field(record, "queue"), "retry_count": field(record, "retry_count"),
                "enqueued_at": when(field(record, "enqueued_at")), "at": when(field(record, "at")),
                "failed_at": when(field(record, "failed_at")), "error": error_of(record)}
+    if field(record, "at") == field(record, "failed_at"):
+        del payload["at"]  # a dead entry's score is its failed_at
     print(pairs([(k, json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in payload.items()]))
 
 

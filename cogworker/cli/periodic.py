@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         if jid is None:
             print(f"periodic {name}: its job was dropped on enqueue (a client middleware)")
         else:
-            print(f"periodic {name}: enqueued jid={jid} on {result['queue']} (its schedule is unchanged)")
+            print(f"periodic {name}: enqueued {jid} on {result['queue']} (schedule unchanged)")
     else:
         print(f"periodic {name}: {'enabled' if result['enabled'] else 'disabled'} (fleet-wide, from its next slot)")
     return 0

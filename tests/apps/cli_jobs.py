@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import cogworker
 
+cogworker.configure(status=True, history=True)  # what `cogworker job JID` shows (off by default)
+
 
 @cogworker.job
 def add(a, b):
