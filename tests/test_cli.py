@@ -321,6 +321,20 @@ def test_a_corrupted_entry_is_shown_raw(system):
     assert "{not json at all" in json.dumps(entry)
 
 
+def test_a_corrupted_entry_with_a_jid_is_shown_raw_refused_a_retry_and_deleted(system):
+    jid = "deadbeefdeadbeefdeadbeef"
+    raw = b'{"jid":"' + jid.encode() + b'","class":"apps.cli_jobs.add","args":[1,'  # cut short
+    system.server.client().zadd("corrupt2:dead", {raw: time.time()})
+    ns = ["--namespace", "corrupt2"]
+    out = done(cli("job", jid, *ns, url=system.url))
+    assert "entry (not a readable job, shown raw)" in out and raw.decode() in out
+    assert as_json(cli("job", jid, *ns, "--json", url=system.url))["entry"]["raw"] == raw.decode()
+    failed(cli("retry", jid, *ns, url=system.url), 1)
+    assert system.server.client().zcard("corrupt2:dead") == 1  # the refused retry changed nothing
+    assert done(cli("delete", jid, *ns, url=system.url)).strip() == f"{jid}: deleted"
+    assert system.server.client().zcard("corrupt2:dead") == 0
+
+
 def test_a_key_of_the_wrong_type_is_one_line(system):
     system.server.client().set("wrongtype:dead", "a string")
     line = failed(cli("jobs", "dead", "--namespace", "wrongtype", url=system.url), 1)
