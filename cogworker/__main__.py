@@ -1,8 +1,8 @@
-"""``python -m cogworker MODULE``: the single-process runner, as the ``cogworker`` script."""
+"""``python -m cogworker``: the ``cogworker`` command (``cogworker.cli``)."""
 
 from __future__ import annotations
 
-from .runner import main
+from .cli import main
 
 if __name__ == "__main__":
     main()

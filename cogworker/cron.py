@@ -37,7 +37,7 @@ from .cron_claims import (  # noqa: F401 (the running lock's names, re-exported:
 )
 from .cronexpr import check_cron, cron_iter
 from .errors import ConfigurationError
-from .payload import JobOptions, dumps
+from .payload import JobOptions, build_payload, dumps, is_number
 from .registry import JobDef, registry
 
 entries: dict[str, Entry] = {}
@@ -151,6 +151,30 @@ def schedule(config: Config | None = None) -> dict[str, dict[str, Any]]:
     return out
 
 
+def run_options(entry: Entry) -> dict[str, Any]:
+    """The job options a run of the entry gets, published with its schedule so that
+    ``run_now`` (from a process that didn't import the app) enqueues the same job."""
+    known = registry.get(entry.job_name)
+    return {"retry": entry.retry, "timeout": known.opts.timeout if known is not None else None}
+
+
+def run_now(pjid: str, config: Config | None = None) -> str | None:
+    """Enqueues the entry's job once, now, outside its schedule, from its published record
+    (``KeyError`` when no worker published an entry of that name). Its slot bookkeeping
+    (the slot locks, ``last_slot``, a unique entry's running lock) is left alone: the next
+    slot fires as it would have. Returns the jid, or None if a client middleware dropped it."""
+    from .client import push
+
+    config = config or get_config()
+    record = schedule(config)[pjid]
+    timeout: Any = record.get("timeout")
+    opts = JobOptions.build(queue=record.get("queue") or "default", retry=record.get("retry", 25),
+                            timeout=float(timeout) if is_number(timeout) and float(timeout) > 0 else None)
+    payload = build_payload(record["job"], record.get("args") or [], record.get("kwargs") or {}, opts)
+    payload["periodic_pjid"] = pjid  # where it came from; no periodic_slot: it fills no slot
+    return push(payload, config=config)
+
+
 # -- the ticker ------------------------------------------------------------------------------
 
 class Ticker(SlotClaims):
@@ -260,7 +284,7 @@ class Ticker(SlotClaims):
         _, following = self.slot_and_next(entry, now)
         return {"pjid": entry.pjid, "cron": entry.cron, "job": entry.job_name, "args": list(entry.args),
                 "kwargs": entry.kwargs, "queue": entry.queue, "tz": entry.tz, "unique": entry.unique,
-                "catch_up": self._catch_up(entry), "next_fire": following}
+                "catch_up": self._catch_up(entry), "next_fire": following, **run_options(entry)}
 
     def _catch_up(self, entry: Entry) -> bool:
         return self.catch_up if entry.catch_up is None else entry.catch_up

@@ -74,10 +74,9 @@ class Housekeeper(threading.Thread):
         self.stopped.set()
 
 
-def build_parser() -> argparse.ArgumentParser:
-    # The `cogworker` console script and `python -m cogworker` run this too, under their names.
-    prog = {"cogworker": "cogworker", "__main__.py": "python -m cogworker"}.get(
-        os.path.basename(sys.argv[0]), "python -m cogworker.worker")
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    # `cogworker worker` (cogworker.cli) passes its own name; else `python -m cogworker.worker`.
+    prog = prog or "python -m cogworker.worker"
     parser = OneLineParser(prog=prog,
                            description="Run cogworker in one process (development, tests).")
     add_version(parser)
@@ -91,12 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    return build_parser().parse_args(argv)
+def parse_args(argv: list[str] | None, prog: str | None = None) -> argparse.Namespace:
+    return build_parser(prog).parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
+    args = parse_args(argv, prog)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(process)d %(levelname)s %(message)s")
     try:

@@ -33,6 +33,21 @@ def runner_flags() -> set[str]:
     return {opt for action in build_runner_parser()._actions for opt in action.option_strings}
 
 
+def cli_flags() -> set[str]:
+    """Every option of the `cogworker` command and of each of its subcommands."""
+    import argparse
+
+    from cogworker.cli.parser import build_parser as build_cli_parser
+
+    parser = build_cli_parser()
+    found = {opt for action in parser._actions for opt in action.option_strings}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= {opt for a in sub._actions for opt in a.option_strings}
+    return found
+
+
 def commands_in(text: str, program: str) -> list[list[str]]:
     """Every command line of ``program`` (a regex) in ``text``: shell lines, and JSON/YAML
     flow arrays (``["cogworker-prefork", "--timeout", "25", "app.jobs"]``)."""
@@ -55,7 +70,8 @@ def commands_in(text: str, program: str) -> list[list[str]]:
 
 
 PREFORK = r"cogworker-prefork"
-RUNNER = r"python -m cogworker\.worker|(?:^|`)cogworker(?= )"
+RUNNER = r"python -m cogworker\.worker|(?:^|`|\$ )cogworker worker(?= )"
+CLI = r"(?:^|`|\$ )cogworker(?= )(?! worker)"
 
 
 def flags(tokens: list[str]) -> list[str]:
@@ -73,7 +89,7 @@ def test_every_recipe_command_parses_with_the_real_parser():
 
 def test_every_flag_in_the_readme_and_recipes_exists():
     texts = [README] + [(DEPLOY / name).read_text() for name in RECIPES]
-    known = {PREFORK: prefork_flags(), RUNNER: runner_flags()}
+    known = {PREFORK: prefork_flags(), RUNNER: runner_flags(), CLI: cli_flags()}
     assert {"--no-cron", "--version", "-q"} <= known[RUNNER]
     used = 0
     for program, options in known.items():

@@ -130,13 +130,13 @@ def test_the_runners_thread_is_the_housekeeping_component(config):
 
 # -- entry points -------------------------------------------------------------------------------
 
-def test_python_dash_m_cogworker_runs_the_runner():
+def test_python_dash_m_cogworker_is_the_cogworker_command():
     out = subprocess.run([sys.executable, "-m", "cogworker", "--version"], capture_output=True, text=True,
                          timeout=30, cwd=TESTS_DIR)
-    assert out.returncode == 0 and out.stdout.strip() == f"python -m cogworker {cogworker.__version__}"
-    out = subprocess.run([sys.executable, "-m", "cogworker", "--help"], capture_output=True, text=True,
+    assert out.returncode == 0 and out.stdout.strip() == f"cogworker {cogworker.__version__}"
+    out = subprocess.run([sys.executable, "-m", "cogworker", "worker", "--help"], capture_output=True, text=True,
                          timeout=30, cwd=TESTS_DIR)
-    assert "Run cogworker in one process" in out.stdout
+    assert "Run cogworker in one process" in out.stdout and out.stdout.startswith("usage: cogworker worker")
 
 
 def test_the_cogworker_script_runs_the_runner(config):
@@ -156,6 +156,8 @@ def test_the_cogworker_script_runs_the_runner(config):
         output = proc.communicate(timeout=20)[0].decode()
     assert proc.returncode == 0, output
     assert "worker" in output and "cogworker: stopped" in output
+    # `cogworker MODULE` (before the subcommands) still runs the worker, for a release, and says so.
+    assert "`cogworker apps.core_jobs` is deprecated" in output and "use `cogworker worker apps.core_jobs`" in output
 
 
 def test_import_cogworker_is_lazy():

@@ -1,6 +1,7 @@
-"""The one way to read and change the system's state, for operators, the ``cogworker``
-command and a web UI (docs/architecture.md#operator-api). Every change is one script or
-one command that checks the entry is still where it was read: safe under a running fleet.
+"""The one way to read and change the system's state (a job's status and history too), for
+operators, the ``cogworker`` command and a web UI (docs/architecture.md#operator-api). Every
+change is one script or one command that checks the entry is still where it was read: safe
+under a running fleet.
 
     from cogworker import api
     api.stats(); api.queues(); api.DeadSet().retry(jid); api.status(jid); api.history(jid)

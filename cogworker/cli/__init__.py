@@ -1,0 +1,131 @@
+"""The ``cogworker`` command (also ``python -m cogworker``): look at and operate the system
+through ``cogworker.api``, and ``cogworker worker MODULE`` to run the single-process worker.
+
+Every failure is one line on stderr and an exit code: 0 done, 1 not found, 2 usage,
+3 Redis unreachable. Never a traceback, never a password (``config.redact_url``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable
+from urllib.parse import unquote, urlsplit
+
+import redis
+
+from ..config import configure, get_config, redact_url
+from ..errors import BadPayload, ConfigurationError, NotFound, WrongType
+from .output import NOT_FOUND, UNREACHABLE, USAGE, CliError, one_line
+from .parser import build_parser, check
+
+# The runner's options that take a value: skipped when looking for the first word of an
+# old-style `cogworker [options] MODULE` command line.
+_RUNNER_VALUE_OPTIONS = {"-q", "--queue", "--redis-url", "--namespace"}
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def subcommands() -> set[str]:
+    parser = build_parser()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return set(action.choices)
+    return set()
+
+
+def first_word(argv: list[str]) -> str | None:
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word.startswith("-"):
+            skip = word in _RUNNER_VALUE_OPTIONS
+        else:
+            return word
+    return None
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "worker":
+        run_worker(argv[1:], "cogworker worker")
+        return
+    word = first_word(argv)
+    if word is not None and word not in subcommands() and _MODULE.match(word):
+        # Until now `cogworker MODULE` ran the worker: kept for a release.
+        sys.stderr.write(f"cogworker: `cogworker {word}` is deprecated and will stop working in the next "
+                         f"release; use `cogworker worker {word}`\n")
+        run_worker(argv, "cogworker")
+        return
+    sys.exit(run(argv))
+
+
+def run_worker(argv: list[str], prog: str) -> None:
+    from ..runner import main as runner_main
+
+    runner_main(argv, prog)
+
+
+def run(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)  # usage errors: one line, exit 2 (OneLineParser)
+    check(parser, args)
+    try:
+        setup(args)
+        return dispatch(args)
+    except CliError as exc:
+        return fail(str(exc), exc.code)
+    except ConfigurationError as exc:
+        return fail(str(exc), USAGE)
+    except (NotFound, WrongType, BadPayload) as exc:  # the API's: unknown name, key of the wrong type, raw entry
+        return fail(str(exc), NOT_FOUND)
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        url = get_config().redis_url
+        return fail(f"Redis at {redact_url(url)} is unreachable: {scrub(str(exc), url)}", UNREACHABLE)
+    except redis.ResponseError as exc:
+        if str(exc).startswith("WRONGTYPE"):
+            return fail(f"a key holds the wrong type of value, nothing changed: {exc}", NOT_FOUND)
+        return fail(f"Redis refused: {scrub(str(exc), get_config().redis_url)}", NOT_FOUND)
+    except redis.RedisError as exc:
+        return fail(f"Redis error: {type(exc).__name__}: {scrub(str(exc), get_config().redis_url)}", UNREACHABLE)
+    except BrokenPipeError:
+        return 0  # `cogworker jobs dead | head`: the reader had enough
+    except KeyboardInterrupt:
+        return fail("interrupted", 130)
+    except Exception as exc:  # a bug: still one line (the command's promise), its type says where to look
+        return fail(f"unexpected error: {type(exc).__name__}: {scrub(str(exc), get_config().redis_url)}", 1)
+
+
+def setup(args: argparse.Namespace) -> None:
+    if args.redis_url or args.namespace:
+        configure(redis_url=args.redis_url, namespace=args.namespace)
+    else:
+        get_config()  # a bad $REDIS_URL: a ConfigurationError here, one line
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    handler = handlers()[args.command]
+    return handler(args)
+
+
+def handlers() -> dict[str, Callable[[argparse.Namespace], int]]:
+    from . import commands, periodic
+
+    return {"periodic": periodic.run, **commands.HANDLERS}
+
+
+def fail(message: str, code: int) -> int:
+    sys.stderr.write(f"cogworker: {one_line(message)}\n")
+    return code
+
+
+def scrub(message: str, url: str) -> str:
+    """``message`` without the URL's password, in case a driver quoted it."""
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        password = None
+    for secret in {password, unquote(password or "")} - {None, ""}:
+        message = message.replace(secret or "", "***")
+    return message.replace(url, redact_url(url))

@@ -1,0 +1,95 @@
+"""The ``cogworker`` command line: one parser, a subparser per subcommand.
+
+argparse, not click: no new dependency, and the project's other commands
+(``cogworker-prefork``, the runner) are argparse with the same one-line errors
+(``commandline.OneLineParser``) and the same ``--redis-url``/``--namespace`` checks."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..commandline import OneLineParser, add_version, namespace_arg, redis_url_arg
+
+SETS = ("retry", "dead", "scheduled")
+DEFAULT_LIMIT = 25
+
+
+def limit_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--limit must be a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--limit must be at least 1, got {value}")
+    return value
+
+
+def common() -> OneLineParser:
+    """What every subcommand takes."""
+    parent = OneLineParser(add_help=False)
+    parent.add_argument("--redis-url", type=redis_url_arg,
+                        help="default: $COGWORKER_REDIS_URL, $REDIS_URL, redis://localhost:6379/0")
+    parent.add_argument("--namespace", type=namespace_arg, help="Redis key prefix (default cogworker)")
+    parent.add_argument("--json", action="store_true", help="one JSON document on stdout, for scripts")
+    return parent
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="cogworker", description="Look at and operate a cogworker system.",
+                           epilog="cogworker worker MODULE runs the single-process worker "
+                                  "(cogworker worker --help for its options).")
+    add_version(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
+    sub.required = True
+    parent = [common()]
+
+    sub.add_parser("stats", parents=parent, help="counters, sets, queues, latency, processes (one screen)")
+    sub.add_parser("queues", parents=parent, help="every known queue: size, latency, paused")
+    queue = sub.add_parser("queue", parents=parent, help="pause or resume a queue, fleet-wide")
+    queue.add_argument("action", choices=("pause", "resume"))
+    queue.add_argument("name", metavar="NAME")
+
+    jobs = sub.add_parser("jobs", parents=parent, help="list the entries of retry, dead or scheduled")
+    jobs.add_argument("set", choices=SETS)
+    jobs.add_argument("--class", dest="job_class", metavar="C", help="only this job class")
+    jobs.add_argument("--error", dest="error_class", metavar="E", help="only this error class")
+    jobs.add_argument("--queue", metavar="Q", help="only this queue")
+    jobs.add_argument("--limit", type=limit_arg, default=DEFAULT_LIMIT, metavar="N",
+                      help=f"at most N entries (default {DEFAULT_LIMIT})")
+
+    job = sub.add_parser("job", parents=parent, help="where a job is, its payload, status, history, traceback")
+    job.add_argument("jid", metavar="JID")
+
+    for name, what in (("retry", "enqueue entries now, on their queues"), ("delete", "delete entries")):
+        bulk = sub.add_parser(name, parents=parent, help=f"{what}: JID... or --all --from SET")
+        bulk.add_argument("jids", nargs="*", metavar="JID")
+        bulk.add_argument("--all", action="store_true", help="every entry of --from (or of --class there)")
+        bulk.add_argument("--from", dest="source", choices=SETS, help="the set to take them from")
+        bulk.add_argument("--class", dest="job_class", metavar="C", help="with --all: only this job class")
+        bulk.add_argument("--yes", "-y", action="store_true", help="don't ask for confirmation")
+
+    sub.add_parser("processes", parents=parent, help="live processes: what each runs, since when, RSS")
+
+    periodic = sub.add_parser("periodic", parents=parent, help="periodic entries: list, disable, enable, run-now")
+    periodic.add_argument("action", choices=("list", "disable", "enable", "run-now"))
+    periodic.add_argument("name", nargs="?", metavar="NAME", help="the entry's name (pjid)")
+
+    # Listed for --help only: main() hands `worker ...` to the runner's own parser.
+    sub.add_parser("worker", help="run the single-process worker: cogworker worker MODULE [options]",
+                   add_help=False)
+    return parser
+
+
+def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The combinations argparse can't express; a bad one is a usage error (exit 2)."""
+    if args.command in ("retry", "delete"):
+        if args.all and args.jids:
+            parser.error(f"{args.command}: give JIDs or --all, not both")
+        if not args.all and not args.jids:
+            parser.error(f"{args.command}: give one or more JIDs, or --all --from SET")
+        if args.all and not args.source:
+            parser.error(f"{args.command} --all needs --from {'|'.join(SETS)}")
+        if args.job_class and not args.all:
+            parser.error(f"{args.command}: --class goes with --all")
+    if args.command == "periodic" and args.action != "list" and not args.name:
+        parser.error(f"periodic {args.action} needs the entry's NAME")
