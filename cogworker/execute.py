@@ -30,7 +30,7 @@ def execute(config: Config, identity: str, queue: str, payload: dict[str, Any]) 
         job = resolve(name, config.import_prefixes)
     except Exception as exc:  # an unknown or unimportable job fails as the job's own error
         resolution_error = exc
-    if hooks.wanted("started"):
+    if hooks.wanted("started", payload):
         hooks.fire("started", payload, queue=queue, identity=identity, config=config)
     logger.debug("start: %s jid=%s", name, payload["jid"])
     started = time.perf_counter()

@@ -242,4 +242,12 @@ def _entry(event: hooks.JobEvent, outcome: str, started_at: float | None, now: f
             "traceback": (event.traceback or payload.get("error_traceback")) if failed else None}
 
 
-hooks.subscribe(tuple(_STATE), _on_event)
+def _wanted(payload: dict[str, Any]) -> bool:
+    """Asked before an event is built: with status and history off, only failures and a
+    success after failures are written (the attempts log), so most jobs build no event."""
+    config = get_config()
+    return bool(config.status or config.history or payload.get("retry_count"))
+
+
+hooks.subscribe(("retrying", "dead"), _on_event)
+hooks.subscribe(tuple(name for name in _STATE if name not in ("retrying", "dead")), _on_event, when=_wanted)

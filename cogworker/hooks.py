@@ -56,7 +56,10 @@ class JobEvent:
 
 
 Hook = Callable[[JobEvent], None]
-_subscribers: dict[str, list[Hook]] = {name: [] for name in EVENTS}
+# What a hook wants to see, asked of the payload before an event is built: a job's life
+# fires events per job, and most subscribers care about few jobs (unique, periodic, ...).
+Filter = Callable[[dict[str, Any]], Any]
+_subscribers: dict[str, list[tuple[Hook, Filter | None]]] = {name: [] for name in EVENTS}
 _last_logged: dict[tuple[int, str], float] = {}
 
 
@@ -68,14 +71,15 @@ def _names(names: str | Iterable[str]) -> list[str]:
     return listed
 
 
-def subscribe(names: str | Iterable[str], fn: Hook | None = None) -> Any:
-    """Calls ``fn`` on each of the events ``names``. Without ``fn``: a decorator."""
+def subscribe(names: str | Iterable[str], fn: Hook | None = None, *, when: Filter | None = None) -> Any:
+    """Calls ``fn`` on each of the events ``names``. Without ``fn``: a decorator.
+    ``when(payload)``: only for the jobs it is true of (asked before an event is built)."""
     listed = _names(names)
 
     def add(hook: Hook) -> Hook:
         for name in listed:
-            if hook not in _subscribers[name]:
-                _subscribers[name].append(hook)
+            if all(known is not hook for known, _ in _subscribers[name]):
+                _subscribers[name].append((hook, when))
         return hook
 
     return add if fn is None else add(fn)
@@ -83,18 +87,21 @@ def subscribe(names: str | Iterable[str], fn: Hook | None = None) -> Any:
 
 def unsubscribe(names: str | Iterable[str], fn: Hook) -> None:
     for name in _names(names):
-        if fn in _subscribers[name]:
-            _subscribers[name].remove(fn)
+        _subscribers[name][:] = [(hook, when) for hook, when in _subscribers[name] if hook is not fn]
 
 
-def wanted(name: str) -> bool:
-    """Does anybody listen to ``name``? (The caller may skip building the event.)"""
-    return bool(_subscribers[name])
+def wanted(name: str, payload: dict[str, Any] | None = None) -> bool:
+    """Does anybody listen to ``name`` (for this ``payload``, if given)? The caller may
+    then skip building the event."""
+    if payload is None:
+        return bool(_subscribers[name])
+    return any(when is None or when(payload) for _, when in _subscribers[name])
 
 
 def fire(name: str, payload: dict[str, Any], **fields: Any) -> None:
-    """Calls every subscriber of ``name``; what one raises is logged and ignored."""
-    subscribers = _subscribers[name]
+    """Calls every subscriber of ``name`` that wants this job; what one raises is logged
+    and ignored."""
+    subscribers = [hook for hook, when in _subscribers[name] if when is None or when(payload)]
     if not subscribers:
         return
     error = fields.get("error")
@@ -102,7 +109,7 @@ def fire(name: str, payload: dict[str, Any], **fields: Any) -> None:
         fields["error_class"] = error_class_name(error)
         fields["error_message"] = error_message(error)
     event = JobEvent(name, payload, **fields)
-    for hook in tuple(subscribers):
+    for hook in subscribers:
         try:
             hook(event)
         except Exception as exc:

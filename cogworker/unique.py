@@ -89,6 +89,6 @@ def _on_filed(event: hooks.JobEvent) -> None:
         release(client, payload)
 
 
-hooks.subscribe("started", _on_started)
-hooks.subscribe("succeeded", _on_succeeded)
-hooks.subscribe(("retrying", "dead"), _on_filed)
+hooks.subscribe("started", _on_started, when=lambda payload: payload.get("unique_until") == "start")
+hooks.subscribe("succeeded", _on_succeeded, when=lambda payload: payload.get("unique_digest"))
+hooks.subscribe(("retrying", "dead"), _on_filed, when=lambda payload: payload.get("unique_digest"))

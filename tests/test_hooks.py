@@ -148,3 +148,28 @@ def test_a_repeat_orphan_fires_orphaned_then_dead_when_buried(config, seen):
     assert bury_repeat_orphans(config) == 1
     assert [(e.name, e.payload.get("jid")) for e in seen] == [("orphaned", "often"), ("dead", "often")]
     assert seen[0].counted is True and seen[1].reason == "process_died"
+
+
+def test_a_filtered_hook_sees_only_the_jobs_it_wants_and_no_event_is_built_otherwise(monkeypatch):
+    from cogworker import hooks
+
+    seen: list[str] = []
+    built: list[str] = []
+    real = hooks.JobEvent
+
+    def counting(*args, **kwargs):
+        built.append(args[0])
+        return real(*args, **kwargs)
+
+    def hook(event):
+        seen.append(event.payload["jid"])
+
+    monkeypatch.setattr(hooks, "JobEvent", counting)
+    monkeypatch.setitem(hooks._subscribers, "given_back", [])
+    hooks.subscribe("given_back", hook, when=lambda payload: payload.get("unique_digest"))
+    hooks.fire("given_back", {"jid": "plain"})
+    hooks.fire("given_back", {"jid": "unique", "unique_digest": "d"})
+    assert seen == ["unique"] and built == ["given_back"]
+    assert not hooks.wanted("given_back", {"jid": "plain"}) and hooks.wanted("given_back", {"unique_digest": "d"})
+    hooks.unsubscribe("given_back", hook)
+    assert not hooks.wanted("given_back")
