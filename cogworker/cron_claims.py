@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -100,7 +101,7 @@ class InDoubt:
     claimed: bool
 
 
-class SlotClaims:
+class SlotClaims(ABC):
     """The claim/push half of the ``Ticker``, which provides the state below and
     ``slot_and_next``/``_record``."""
 
@@ -115,11 +116,13 @@ class SlotClaims:
     _retry_at: dict[str, float]
     _warned_unreadable: bool
 
+    @abstractmethod
     def slot_and_next(self, entry: Entry, now: float) -> tuple[int, float]:
-        raise NotImplementedError  # the Ticker's
+        """The Ticker's: the current slot of ``entry`` and the next fire time."""
 
+    @abstractmethod
     def _record(self, entry: Entry, now: float) -> dict[str, Any]:
-        raise NotImplementedError  # the Ticker's
+        """The Ticker's: the entry's published schedule record."""
 
     def _claim(self, entry: Entry, slot: int, following: float, mode: str, doubt: InDoubt | None = None) -> int:
         """Claims ``slot`` and acts on the answer (push, or log why not); returns it."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -35,7 +36,7 @@ def log_failure(payload: dict[str, Any], decision: fate.File) -> None:
                    payload.get("error_class"), payload.get("error_message"), where, "\n" + trace if trace else "")
 
 
-class Settling:
+class Settling(ABC):
     fetcher: Fetcher
     reporter: Reporter
     identity: str
@@ -49,11 +50,13 @@ class Settling:
     _stats: stats.StatsBuffer
 
     @property
+    @abstractmethod
     def stopping(self) -> bool:
-        raise NotImplementedError
+        """The Worker's: asked to leave."""
 
+    @abstractmethod
     def flush_stats(self) -> None:
-        raise NotImplementedError
+        """The Worker's: hands the counters over."""
 
     def settle(self, work: Work, payload: dict[str, Any], outcome: fate.Outcome) -> None:
         """Decides the job's fate from its outcome and writes it (an ack rides on the

@@ -98,3 +98,15 @@ def masters(own_redis: RedisServer) -> Iterator[Any]:
     yield start
     for master in started:
         master.stop()
+
+
+@pytest.fixture
+def fresh_core_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """apps.core_jobs' in-process run records emptied, and a fast reconcile."""
+    from apps import core_jobs
+
+    from cogworker import worker as worker_module
+
+    core_jobs.local_runs.clear()
+    core_jobs.local_started.clear()
+    monkeypatch.setattr(worker_module, "RECONCILE_INTERVAL", 0.3)

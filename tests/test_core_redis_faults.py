@@ -11,16 +11,13 @@ import pytest
 from apps import core_jobs
 from core_util import RunningWorker, wait_for
 
-from cogworker import worker as worker_module
 from cogworker.fetch import Fetcher
 from cogworker.scheduler import Poller
 
 
 @pytest.fixture(autouse=True)
-def _fresh_local_runs(monkeypatch):
-    core_jobs.local_runs.clear()
-    core_jobs.local_started.clear()
-    monkeypatch.setattr(worker_module, "RECONCILE_INTERVAL", 0.3)
+def _fresh(fresh_core_jobs):
+    pass
 
 
 def _settled(config, worker):

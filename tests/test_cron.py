@@ -28,6 +28,16 @@ class Clock:
         return self.t
 
 
+def tick_while_paused(own_redis, t):
+    """One tick whose claim is sent while Redis is paused: it times out, and Redis applies
+    it on resume (a claim whose reply is lost)."""
+    own_redis.pause()
+    try:
+        t.tick()
+    finally:
+        own_redis.resume()
+
+
 def ticker(config, *pjids, clock, **kwargs):
     return cron.Ticker(config, [cron.entries[p] for p in pjids], clock=clock, monotonic=clock, **kwargs)
 
@@ -216,11 +226,7 @@ def test_claim_whose_reply_is_lost_is_settled_then_made(own_redis):
     cogworker.periodic("* * * * *", "x.y", name="u", queue="q", unique=True)
     t = ticker(config, "u", clock=Clock(T0 + 1))
     config.redis().ping()
-    own_redis.pause()  # the claim is sent, times out, and is applied on resume
-    try:
-        t.tick()
-    finally:
-        own_redis.resume()
+    tick_while_paused(own_redis, t)
     assert len(t._in_doubt) == 1
     t.tick()
     jobs = queued(config, "q")
@@ -416,11 +422,7 @@ def test_claim_whose_reply_is_lost_fires_once_even_after_its_slot_passed(own_red
     t = ticker(config, "s", clock=clock)
     t.tick()  # fires T0 - 1 (and loads the script: the claim below can land)
     clock.t = T0 + 0.5
-    own_redis.pause()  # the claim is sent, times out, and is applied on resume
-    try:
-        t.tick()
-    finally:
-        own_redis.resume()
+    tick_while_paused(own_redis, t)
     assert len(t._in_doubt) == 1
     clock.t = T0 + 3.5
     t.tick()

@@ -16,15 +16,12 @@ from prefork_harness import wait_for as wait_until
 from redis_server import RedisServer
 
 from cogworker import redis_errors
-from cogworker import worker as worker_module
 from cogworker.scheduler import Poller
 
 
 @pytest.fixture(autouse=True)
-def _fresh(monkeypatch):
-    core_jobs.local_runs.clear()
-    core_jobs.local_started.clear()
-    monkeypatch.setattr(worker_module, "RECONCILE_INTERVAL", 0.3)
+def _fresh(fresh_core_jobs):
+    pass
 
 
 def _lines(caplog, text):
