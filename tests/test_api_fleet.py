@@ -10,7 +10,7 @@ from prefork_harness import wait_for
 
 from cogworker import api
 
-RUNS = 300
+RUNS = 1000
 
 
 def test_retry_races_the_poller_and_two_masters(own_config, masters, tmp_path):

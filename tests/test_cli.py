@@ -357,3 +357,16 @@ def test_the_readme_commands_run(system):
         result = cli(*words, url=system.url)
         assert result.returncode == 0, (command, result.stderr)
         assert "Traceback" not in result.stderr
+
+
+def test_bulk_on_a_whole_set_shows_progress_per_chunk(system):
+    """Without --class the API works through the set in chunks; each chunk is shown."""
+    client = system.server.client()
+    dead, now = system.config.keys.dead, time.time()  # recent: trimming by age keeps them
+    entry = '{{"jid":"bulk{}","class":"apps.cli_jobs.bulk_target","args":[]}}'
+    client.zadd(dead, {entry.format(i): now - i for i in range(1200)})
+    total = client.zcard(dead)  # the fixture's two dead jobs too
+    code, out, terminal = on_terminal(["delete", "--all", "--from", "dead"], system.url, "y")
+    assert code == 0, terminal
+    assert f"\rdelete dead: 500/{total}\rdelete dead: 1000/{total}\rdelete dead: {total}/{total}\r\n" in terminal
+    assert out.strip() == f"delete: {total} dead entries deleted" and client.zcard(dead) == 0

@@ -9,6 +9,7 @@ pattern, chunk by chunk), never loading it into Python (docs/architecture.md#ope
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from .. import lua
@@ -114,9 +115,9 @@ class JobSet:
         queue = record.queue or DEFAULT_QUEUE
         return self._move("retry", record, self.config.keys.queue(queue), queue)
 
-    def retry_all(self) -> int:
+    def retry_all(self, progress: Callable[[int], None] | None = None) -> int:
         """Every job of the set onto its queue now, CHUNK per script call; entries that are
-        not jobs stay. Returns how many moved."""
+        not jobs stay. ``progress(n)`` hears how many each chunk moved. Returns how many."""
         keys = self.config.keys
         moved = skipped = 0
         budget = self.size() + CHUNK  # entries arriving meanwhile can't keep it going forever
@@ -125,18 +126,23 @@ class JobSet:
                 m, s, read = lua.run(self.client, "api_retry_chunk", [self.key, keys.queues, keys.wake],
                                      [skipped, CHUNK, keys.queue_prefix, DEFAULT_QUEUE])
             moved, skipped, budget = moved + int(m), skipped + int(s), budget - int(read)
+            if progress is not None:
+                progress(int(m))
             if int(read) < CHUNK:
                 break
         return moved
 
-    def clear(self) -> int:
-        """Removes every entry, CHUNK per command. Returns how many."""
+    def clear(self, progress: Callable[[int], None] | None = None) -> int:
+        """Removes every entry, CHUNK per command; ``progress(n)`` hears each chunk's
+        count. Returns how many."""
         removed = 0
         budget = self.size() + CHUNK
         while budget > 0:
             with self._checked():
                 n = int(self.client.zremrangebyrank(self.key, 0, CHUNK - 1))
             removed, budget = removed + n, budget - CHUNK
+            if progress is not None:
+                progress(n)
             if n < CHUNK:
                 break
         return removed

@@ -193,11 +193,9 @@ def bulk_all(args: argparse.Namespace, verb: str) -> int:
 
 
 def whole_set(target: Any, verb: str, progress: Progress) -> int:
-    # The API works through the set in chunks (a few ms of Redis each): one call here.
-    count = target.retry_all() if verb == "retry" else target.clear()
-    count = int(count or 0)
-    progress.add(count)
-    return count
+    # The API works through the set in chunks (a few ms of Redis each) and reports each.
+    count = target.retry_all(progress.add) if verb == "retry" else target.clear(progress.add)
+    return int(count or 0)
 
 
 def by_class(target: Any, verb: str, job_class_name: str, progress: Progress) -> int:
