@@ -8,7 +8,7 @@ import json
 
 import redis
 from apps import core_jobs
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cogworker import hooks, recovery
@@ -28,6 +28,7 @@ def _requeue_from_retry(r, keys) -> bool:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(events=EVENTS, fails=st.booleans(), retry=st.integers(0, 2), unique=st.booleans())
+@example(events=["die"] * 4, fails=False, retry=0, unique=False)  # the repeat orphan, every run
 def test_fate_against_a_model(config, events, fails, retry, unique):
     r = config.redis()
     r.flushall()
@@ -66,7 +67,9 @@ def test_fate_against_a_model(config, events, fails, retry, unique):
                 if orphanings > config.max_orphanings:  # orphaned too often: dead, never requeued
                     assert r.llen(keys.queue("default")) == 0
                     recovery.bury_repeat_orphans(config)
-                    assert [(e.name, e.reason) for e in seen[before:]] == [("dead", "process_died")]
+                    # docs/architecture.md#hooks: orphaned when parked, dead when filed
+                    assert [(e.name, e.reason) for e in seen[before:]] == [("orphaned", None), ("dead", "process_died")]
+                    assert seen[before].counted
                     state = "dead"
                     continue
                 assert int(r.get(keys.orphanings(jid)) or 0) == orphanings
