@@ -19,11 +19,15 @@ from .config import Config, as_text
 
 THROUGHPUT_TTL = 2 * 24 * 3600
 DAY_TTL = 35 * 24 * 3600  # per-day totals, for a month of history (as Sidekiq keeps)
+# The duration buckets: tens of fields per class per minute (a throughput hash has a few),
+# so kept 3 hours: a dashboard's last hour with room, about 100x less memory than 2 days.
+DURATIONS_TTL = 3 * 3600
 
 
-# Job durations per class per minute, as counts in fixed log-spaced buckets (fields
-# ``b:<class>:<n>``), for a percentile (api.class_metrics): BUCKETS_PER_DOUBLING buckets
-# per doubling, so a bucket's upper edge is at most 2**(1/4) = 1.19x its lower one.
+# Job durations per class per minute, as counts in fixed log-spaced buckets (buffer
+# fields ``b:<class>:<n>``, written to ``durations:<minute>`` as ``<class>:<n>``), for a
+# percentile (api.class_metrics): BUCKETS_PER_DOUBLING buckets per doubling, so a
+# bucket's upper edge is 2**(1/4) = 1.19x its lower one.
 # Bucket n holds durations in [2**(n/4 - 3), 2**((n+1)/4 - 3)) ms: 0 holds everything
 # under 0.125 ms, the last everything from about 70 minutes up.
 BUCKETS_PER_DOUBLING = 4
@@ -151,13 +155,19 @@ def flush(config: Config, snap: dict[str, Any]) -> None:
     if snap["failed"]:
         pipe.incrby(keys.stats_failed, snap["failed"])
     for minute, fields in snap["minutes"].items():
-        key = keys.throughput(minute)
+        key, durations = keys.throughput(minute), keys.durations(minute)
+        bucketed = False
         for field, amount in fields.items():
             if field.startswith("ms:"):
                 pipe.hincrbyfloat(key, field, round(amount, 3))
+            elif field.startswith("b:"):
+                pipe.hincrby(durations, field[2:], int(amount))
+                bucketed = True
             else:
                 pipe.hincrby(key, field, int(amount))
         pipe.expire(key, THROUGHPUT_TTL)
+        if bucketed:
+            pipe.expire(durations, DURATIONS_TTL)
         for kind in ("processed", "failed"):
             if fields.get(kind):
                 day_key = keys.stats_day(kind, day_of(minute))
