@@ -113,3 +113,19 @@ def test_cli_processes_quiet_and_stop(own_config, masters):
     stop = _cli("processes", "stop", master.identity, url=url)
     assert stop.returncode == 0 and "stop requested" in stop.stdout
     assert m.wait_exit(30) == 0
+
+
+def test_a_control_key_of_another_type_never_stops_the_beat(own_config, masters):
+    m = masters(procs=1, module="apps.pf_control")
+    m.wait_children(1)
+    master = wait_for(lambda: _process("master"), what="master record")
+    r = own_config.redis()
+    r.hset(own_config.keys.control(master.identity), "junk", "1")
+    beat = _process("master").last_beat
+    wait_for(lambda: _process("master").last_beat > beat + 0.5, what="beats go on")
+    assert "holds another type than a string" in m.output()
+    assert api.quiet_process(master.identity) is True  # overwrites it
+    wait_for(lambda: _process("master").state == "quiet", what="master quiet")
+    pf.record.enqueue("after-quiet")
+    time.sleep(1.0)
+    assert queue_len(own_config) == 1 and m.alive()
