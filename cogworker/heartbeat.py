@@ -12,8 +12,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import lua
-from .config import Config
+import redis
+
+from . import lua, redis_errors
+from .config import Config, logger
 
 
 @dataclass
@@ -28,11 +30,12 @@ class ProcessRecord:
     # What it runs now (the UI's workers view): {"jid", "class", "queue", "run_at", "payload"}
     running: dict[str, Any] | None = None
     owns_list: bool = True
+    state: str = ""  # "", "quiet" or "stopping" (masters and single-process workers)
 
     def fields(self) -> dict[str, Any]:
         return {"host": socket.gethostname(), "pid": self.pid, "role": self.role,
                 "queues": ",".join(self.queues), "busy": self.busy, "rss": self.rss,
-                "started_at": self.started_at, "beat_at": time.time()}
+                "started_at": self.started_at, "beat_at": time.time(), "state": self.state}
 
 
 def process_ttl(config: Config) -> int:
@@ -71,6 +74,25 @@ def beat(config: Config, records: list[ProcessRecord], client: Any = None) -> li
         args += [rec.identity, "1" if rec.owns_list else "0", _text(rec.fields()), running]
     refused = lua.run(client or config.redis(), "beat", script_keys, args)
     return [x.decode() if isinstance(x, bytes) else str(x) for x in refused]
+
+
+CONTROLS = ("quiet", "stop")
+
+
+def take_control(config: Config, identity: str, client: Any = None) -> str | None:
+    """An operator's request to this process (``api.quiet_process``/``stop_process``), read
+    and deleted in one command (GETDEL), so it is acted on once; None if there is none."""
+    key = config.keys.control(identity)
+    try:
+        raw = (client or config.redis()).getdel(key)
+    except redis.ResponseError as exc:
+        if redis_errors.classify(exc) != redis_errors.WRONGTYPE:
+            raise
+        # Not a request (someone else's key): never a reason to skip the beat itself.
+        logger.error("%s: key %s holds another type than a string: no request read", identity, key)
+        return None
+    value = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+    return value if value in CONTROLS else None
 
 
 def deregister(config: Config, identity: str, client: Any = None) -> bool:

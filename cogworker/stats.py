@@ -8,6 +8,7 @@ children's buffers over their pipes, or by a single-process worker itself).
 from __future__ import annotations
 
 import json
+import math
 import time
 import weakref
 from collections import defaultdict
@@ -18,6 +19,41 @@ from .config import Config, as_text
 
 THROUGHPUT_TTL = 2 * 24 * 3600
 DAY_TTL = 35 * 24 * 3600  # per-day totals, for a month of history (as Sidekiq keeps)
+# The duration buckets: tens of fields per class per minute (a throughput hash has a few),
+# so kept 3 hours: a dashboard's last hour with room, about 100x less memory than 2 days.
+DURATIONS_TTL = 3 * 3600
+
+
+# Job durations per class per minute, as counts in fixed log-spaced buckets (buffer
+# fields ``b:<class>:<n>``, written to ``durations:<minute>`` as ``<class>:<n>``), for a
+# percentile (api.class_metrics): BUCKETS_PER_DOUBLING buckets per doubling, so a
+# bucket's upper edge is 2**(1/4) = 1.19x its lower one.
+# Bucket n holds durations in [2**(n/4 - 3), 2**((n+1)/4 - 3)) ms: 0 holds everything
+# under 0.125 ms, the last everything from about 70 minutes up.
+BUCKETS_PER_DOUBLING = 4
+BUCKET_FLOOR_LOG2 = -3
+MAX_BUCKET = 100
+# Distinct job classes counted per minute by one buffer (one per master, or per
+# single-process worker); runs of any further class are counted under OTHER_CLASS, so a
+# stream of generated class names can't grow a minute's hash without bound.
+MAX_CLASSES_PER_MINUTE = 200
+OTHER_CLASS = "(other)"
+
+
+def bucket_of(ms: float) -> int:
+    if not ms > _FLOOR_MS:
+        return 0
+    n = int(BUCKETS_PER_DOUBLING * (_log2(ms) - BUCKET_FLOOR_LOG2))  # positive here: int() is floor
+    return n if n < MAX_BUCKET else MAX_BUCKET
+
+
+_FLOOR_MS = 2.0 ** BUCKET_FLOOR_LOG2
+_log2 = math.log2
+
+
+def bucket_upper_ms(n: int) -> float:
+    """The upper edge of bucket ``n`` (ms)."""
+    return float(2 ** ((n + 1) / BUCKETS_PER_DOUBLING + BUCKET_FLOOR_LOG2))
 
 
 def day_of(minute: int) -> str:
@@ -27,12 +63,16 @@ def day_of(minute: int) -> str:
 
 class StatsBuffer:
     def __init__(self) -> None:
+        # minute -> the classes counted in it (kept across flushes: the cap is per minute)
+        self.classes: dict[int, set[str]] = {}
+        self._names: dict[str, tuple[str, str, str, str]] = {}
         self.clear()
 
     def clear(self) -> None:
         self.processed = 0
         self.failed = 0
-        # minute -> field -> amount; fields: processed, failed, ms:<class>, count:<class>
+        # minute -> field -> amount; fields: processed, failed, ms:<class>, count:<class>,
+        # failed:<class>, b:<class>:<bucket>
         self.minutes: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
 
     def __bool__(self) -> bool:
@@ -41,14 +81,44 @@ class StatsBuffer:
     def record(self, job_class: str, ok: bool, ms: float, now: float | None = None) -> None:
         minute = int((now or time.time()) // 60)
         fields = self.minutes[minute]
+        names = self._names.get(job_class)
+        if names is None or job_class not in self.classes.get(minute, ()):
+            names = self._field_names(self.capped(minute, job_class))
+        ms_name, count_name, failed_name, bucket_prefix = names
         if ok:
             self.processed += 1
             fields["processed"] += 1
         else:
             self.failed += 1
             fields["failed"] += 1
-        fields["ms:" + job_class] += ms
-        fields["count:" + job_class] += 1
+            fields[failed_name] += 1
+        fields[ms_name] += ms
+        fields[count_name] += 1
+        fields[bucket_prefix + str(bucket_of(ms))] += 1
+
+    def _field_names(self, job_class: str) -> tuple[str, str, str, str]:
+        # Built once per class (this is on every job's path); as many as the cap allows.
+        names = self._names.get(job_class)
+        if names is None:
+            if len(self._names) > 4 * MAX_CLASSES_PER_MINUTE:
+                self._names.clear()
+            names = self._names[job_class] = (f"ms:{job_class}", f"count:{job_class}",
+                                              f"failed:{job_class}", f"b:{job_class}:")
+        return names
+
+    def capped(self, minute: int, job_class: str) -> str:
+        """The class as counted: itself, or OTHER_CLASS once the minute has its fill."""
+        seen = self.classes.get(minute)
+        if seen is None:
+            for old in [m for m in self.classes if m < minute - 1]:
+                del self.classes[old]  # minutes long flushed
+            seen = self.classes[minute] = set()
+        if job_class in seen:
+            return job_class
+        if len(seen) >= MAX_CLASSES_PER_MINUTE:
+            return OTHER_CLASS
+        seen.add(job_class)
+        return job_class
 
     def take(self) -> dict[str, Any]:
         """A plain, picklable snapshot (for the pipe to the master); clears the buffer."""
@@ -63,7 +133,17 @@ class StatsBuffer:
         for minute, fields in snap["minutes"].items():
             mine = self.minutes[minute]
             for field, amount in fields.items():
-                mine[field] += amount
+                mine[self._capped_field(minute, field)] += amount
+
+    def _capped_field(self, minute: int, field: str) -> str:
+        # A child's field, under this buffer's cap (the master's: one cap per master).
+        kind, _, rest = field.partition(":")
+        if not rest:
+            return field  # processed, failed
+        if kind == "b":
+            job_class, _, bucket = rest.rpartition(":")
+            return f"b:{self.capped(minute, job_class)}:{bucket}"
+        return f"{kind}:{self.capped(minute, rest)}"
 
 
 def flush(config: Config, snap: dict[str, Any]) -> None:
@@ -75,13 +155,19 @@ def flush(config: Config, snap: dict[str, Any]) -> None:
     if snap["failed"]:
         pipe.incrby(keys.stats_failed, snap["failed"])
     for minute, fields in snap["minutes"].items():
-        key = keys.throughput(minute)
+        key, durations = keys.throughput(minute), keys.durations(minute)
+        bucketed = False
         for field, amount in fields.items():
             if field.startswith("ms:"):
                 pipe.hincrbyfloat(key, field, round(amount, 3))
+            elif field.startswith("b:"):
+                pipe.hincrby(durations, field[2:], int(amount))
+                bucketed = True
             else:
                 pipe.hincrby(key, field, int(amount))
         pipe.expire(key, THROUGHPUT_TTL)
+        if bucketed:
+            pipe.expire(durations, DURATIONS_TTL)
         for kind in ("processed", "failed"):
             if fields.get(kind):
                 day_key = keys.stats_day(kind, day_of(minute))
