@@ -28,11 +28,12 @@ class ProcessRecord:
     # What it runs now (the UI's workers view): {"jid", "class", "queue", "run_at", "payload"}
     running: dict[str, Any] | None = None
     owns_list: bool = True
+    state: str = ""  # "", "quiet" or "stopping" (masters and single-process workers)
 
     def fields(self) -> dict[str, Any]:
         return {"host": socket.gethostname(), "pid": self.pid, "role": self.role,
                 "queues": ",".join(self.queues), "busy": self.busy, "rss": self.rss,
-                "started_at": self.started_at, "beat_at": time.time()}
+                "started_at": self.started_at, "beat_at": time.time(), "state": self.state}
 
 
 def process_ttl(config: Config) -> int:
@@ -71,6 +72,17 @@ def beat(config: Config, records: list[ProcessRecord], client: Any = None) -> li
         args += [rec.identity, "1" if rec.owns_list else "0", _text(rec.fields()), running]
     refused = lua.run(client or config.redis(), "beat", script_keys, args)
     return [x.decode() if isinstance(x, bytes) else str(x) for x in refused]
+
+
+CONTROLS = ("quiet", "stop")
+
+
+def take_control(config: Config, identity: str, client: Any = None) -> str | None:
+    """An operator's request to this process (``api.quiet_process``/``stop_process``), read
+    and deleted in one command (GETDEL), so it is acted on once; None if there is none."""
+    raw = (client or config.redis()).getdel(config.keys.control(identity))
+    value = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+    return value if value in CONTROLS else None
 
 
 def deregister(config: Config, identity: str, client: Any = None) -> bool:

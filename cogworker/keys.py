@@ -47,6 +47,9 @@ class Keys:
         # Addition: names of the queues an operator paused (api.Queue.pause); every fetch
         # script reads it, so a pause is fleet-wide.
         self.paused = f"{ns}:paused"
+        # Addition: an operator's request to a master or single-process worker ("quiet" or
+        # "stop", api.quiet_process/stop_process), taken (GETDEL) on its heartbeat.
+        self.control_prefix = f"{ns}:control:"
         self.periodic_prefix = f"{ns}:periodic:"
         self.periodic_schedule = f"{ns}:periodic:schedule"
         self.periodic_disabled = f"{ns}:periodic:disabled"
@@ -62,6 +65,9 @@ class Keys:
 
     def workers(self, identity: str) -> str:
         return self.workers_prefix + identity
+
+    def control(self, identity: str) -> str:
+        return self.control_prefix + identity
 
     def fenced(self, identity: str) -> str:
         return self.fenced_prefix + identity

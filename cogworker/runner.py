@@ -59,6 +59,7 @@ class Housekeeper(threading.Thread):
             self.stopped.wait(max(0.01, min(0.5, self.duties.seconds_to_next())))
 
     def _beat(self) -> None:
+        self.obey(heartbeat.take_control(self.config, self.worker.identity))
         self.record.busy = int(self.worker.busy)
         current = self.worker.current
         self.record.running = {"jid": current.jid(), "queue": current.queue} if current else None
@@ -69,6 +70,19 @@ class Housekeeper(threading.Thread):
             self.worker.declare_fenced()
             os._exit(FENCED_EXIT)
         self.worker.fetcher.vouch(sent)
+
+    def obey(self, command: str | None) -> None:
+        """An operator's request read from Redis (api.quiet_process, api.stop_process): as
+        a quiet, or as the first TERM (the running job finishes)."""
+        if command == "quiet" and not self.worker.quieted:
+            logger.info("worker %s: quiet requested through Redis (no new jobs)", self.worker.identity)
+            self.worker.quiet()
+            self.record.state = "quiet"
+        elif command == "stop" and not self.worker.stopping:
+            logger.info("worker %s: stop requested through Redis", self.worker.identity)
+            self.record.state = "stopping"
+            self.worker.stop()
+            self.stop()
 
     def stop(self) -> None:
         self.stopped.set()

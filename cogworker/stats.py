@@ -8,6 +8,7 @@ children's buffers over their pipes, or by a single-process worker itself).
 from __future__ import annotations
 
 import json
+import math
 import time
 import weakref
 from collections import defaultdict
@@ -20,6 +21,33 @@ THROUGHPUT_TTL = 2 * 24 * 3600
 DAY_TTL = 35 * 24 * 3600  # per-day totals, for a month of history (as Sidekiq keeps)
 
 
+# Job durations per class per minute, as counts in fixed log-spaced buckets (fields
+# ``b:<class>:<n>``), for a percentile (api.class_metrics): BUCKETS_PER_DOUBLING buckets
+# per doubling, so a bucket's upper edge is at most 2**(1/4) = 1.19x its lower one.
+# Bucket n holds durations in [2**(n/4 - 3), 2**((n+1)/4 - 3)) ms: 0 holds everything
+# under 0.125 ms, the last everything from about 70 minutes up.
+BUCKETS_PER_DOUBLING = 4
+BUCKET_FLOOR_LOG2 = -3
+MAX_BUCKET = 100
+# Distinct job classes counted per minute by one buffer (one per master, or per
+# single-process worker); runs of any further class are counted under OTHER_CLASS, so a
+# stream of generated class names can't grow a minute's hash without bound.
+MAX_CLASSES_PER_MINUTE = 200
+OTHER_CLASS = "(other)"
+
+
+def bucket_of(ms: float) -> int:
+    if not ms > 0:
+        return 0
+    n = math.floor(BUCKETS_PER_DOUBLING * (math.log2(ms) - BUCKET_FLOOR_LOG2))
+    return min(max(n, 0), MAX_BUCKET)
+
+
+def bucket_upper_ms(n: int) -> float:
+    """The upper edge of bucket ``n`` (ms)."""
+    return float(2 ** ((n + 1) / BUCKETS_PER_DOUBLING + BUCKET_FLOOR_LOG2))
+
+
 def day_of(minute: int) -> str:
     """The UTC day (YYYY-MM-DD) a throughput minute belongs to."""
     return time.strftime("%Y-%m-%d", time.gmtime(minute * 60))
@@ -27,12 +55,15 @@ def day_of(minute: int) -> str:
 
 class StatsBuffer:
     def __init__(self) -> None:
+        # minute -> the classes counted in it (kept across flushes: the cap is per minute)
+        self.classes: dict[int, set[str]] = {}
         self.clear()
 
     def clear(self) -> None:
         self.processed = 0
         self.failed = 0
-        # minute -> field -> amount; fields: processed, failed, ms:<class>, count:<class>
+        # minute -> field -> amount; fields: processed, failed, ms:<class>, count:<class>,
+        # failed:<class>, b:<class>:<bucket>
         self.minutes: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
 
     def __bool__(self) -> bool:
@@ -41,14 +72,31 @@ class StatsBuffer:
     def record(self, job_class: str, ok: bool, ms: float, now: float | None = None) -> None:
         minute = int((now or time.time()) // 60)
         fields = self.minutes[minute]
+        job_class = self.capped(minute, job_class)
         if ok:
             self.processed += 1
             fields["processed"] += 1
         else:
             self.failed += 1
             fields["failed"] += 1
+            fields["failed:" + job_class] += 1
         fields["ms:" + job_class] += ms
         fields["count:" + job_class] += 1
+        fields[f"b:{job_class}:{bucket_of(ms)}"] += 1
+
+    def capped(self, minute: int, job_class: str) -> str:
+        """The class as counted: itself, or OTHER_CLASS once the minute has its fill."""
+        seen = self.classes.get(minute)
+        if seen is None:
+            for old in [m for m in self.classes if m < minute - 1]:
+                del self.classes[old]  # minutes long flushed
+            seen = self.classes[minute] = set()
+        if job_class in seen:
+            return job_class
+        if len(seen) >= MAX_CLASSES_PER_MINUTE:
+            return OTHER_CLASS
+        seen.add(job_class)
+        return job_class
 
     def take(self) -> dict[str, Any]:
         """A plain, picklable snapshot (for the pipe to the master); clears the buffer."""
@@ -63,7 +111,17 @@ class StatsBuffer:
         for minute, fields in snap["minutes"].items():
             mine = self.minutes[minute]
             for field, amount in fields.items():
-                mine[field] += amount
+                mine[self._capped_field(minute, field)] += amount
+
+    def _capped_field(self, minute: int, field: str) -> str:
+        # A child's field, under this buffer's cap (the master's: one cap per master).
+        kind, _, rest = field.partition(":")
+        if not rest:
+            return field  # processed, failed
+        if kind == "b":
+            job_class, _, bucket = rest.rpartition(":")
+            return f"b:{self.capped(minute, job_class)}:{bucket}"
+        return f"{kind}:{self.capped(minute, rest)}"
 
 
 def flush(config: Config, snap: dict[str, Any]) -> None:

@@ -9,7 +9,17 @@ under a running fleet.
 
 from __future__ import annotations
 
+from .control import quiet_process, stop_process
+from .metrics import ClassMetrics, MinuteStats, RedisInfo, class_metrics, redis_info, throughput
 from .overview import history_stats, locate, processes, stats, unsettled
+from .periodic import (
+    PeriodicEntry,
+    disable_periodic,
+    enable_periodic,
+    periodic_entries,
+    periodic_entry,
+    run_periodic_now,
+)
 from .queues import Queue, queue, queues
 from .records import DayStats, JobRecord, ProcessRecord, RunningJob, Stats
 from .sets import DeadSet, JobSet, RetrySet, ScheduledSet
@@ -17,24 +27,38 @@ from .status import Attempt, JobStatus, history, status
 
 __all__ = [
     "Attempt",
+    "ClassMetrics",
     "DayStats",
     "DeadSet",
     "JobRecord",
     "JobSet",
     "JobStatus",
+    "MinuteStats",
+    "PeriodicEntry",
     "ProcessRecord",
     "Queue",
+    "RedisInfo",
     "RetrySet",
     "RunningJob",
     "ScheduledSet",
     "Stats",
+    "class_metrics",
+    "disable_periodic",
+    "enable_periodic",
     "history",
     "history_stats",
     "locate",
+    "periodic_entries",
+    "periodic_entry",
     "processes",
     "queue",
     "queues",
+    "quiet_process",
+    "redis_info",
+    "run_periodic_now",
     "stats",
     "status",
+    "stop_process",
+    "throughput",
     "unsettled",
 ]

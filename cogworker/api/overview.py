@@ -96,7 +96,8 @@ def _process(identity: str, rec: dict[str, str], running: dict[str, str]) -> Pro
     return ProcessRecord(
         identity=identity, kind=rec.get("role", "?"), host=rec.get("host", ""), pid=_int(rec.get("pid")),
         queues=[q for q in rec.get("queues", "").split(",") if q], started_at=_float(rec.get("started_at")),
-        last_beat=_float(rec.get("beat_at")), busy=_int(rec.get("busy")), rss=_int(rec.get("rss")), running=job)
+        last_beat=_float(rec.get("beat_at")), busy=_int(rec.get("busy")), rss=_int(rec.get("rss")), running=job,
+        state=rec.get("state", ""))
 
 
 def unsettled(offset: int = 0, limit: int = 100, config: Config | None = None) -> list[JobRecord]:

@@ -151,6 +151,7 @@ class ProcessRecord:
     busy: int
     rss: int
     running: RunningJob | None
+    state: str = ""  # a master or single-process worker: "", "quiet" or "stopping"
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """``cogworker periodic list|disable|enable|run-now``: the entries as the workers published
-them (``cron.schedule()``: this command never imports the app), and the fleet-wide
+them (``api.periodic_entries()``: this command never imports the app), and the fleet-wide
 disabled set."""
 
 from __future__ import annotations
@@ -7,31 +7,35 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .. import cron
-from .output import field, not_found, print_json, relative, table
+from .. import api
+from .output import not_found, print_json, relative, table
 
 
 def run(args: argparse.Namespace) -> int:
-    published = cron.schedule()
-    disabled = cron.disabled()
+    entries = {e.name: e for e in api.periodic_entries()}
     if args.action == "list":
-        return show(published, disabled, args.json)
+        return show(list(entries.values()), args.json)
     name = args.name
-    if name not in published:
+    entry = entries.get(name)
+    if entry is None:
         # A name no worker published may be a typo: disabling it would change nothing.
-        raise not_found(f"no periodic entry named {name!r} (known: {', '.join(sorted(published)) or 'none'}; "
+        raise not_found(f"no periodic entry named {name!r} (known: {', '.join(sorted(entries)) or 'none'}; "
                         "a worker publishes its entries at boot)")
+    jid = None
     if args.action == "disable":
-        cron.disable(name)
+        changed = api.disable_periodic(name)
         result: dict[str, Any] = {"pjid": name, "enabled": False}
     elif args.action == "enable":
-        cron.enable(name)
+        changed = api.enable_periodic(name)
         result = {"pjid": name, "enabled": True}
     else:
-        jid = cron.run_now(name)
-        result = {"pjid": name, "jid": jid, "queue": published[name].get("queue")}
+        changed = True
+        jid = api.run_periodic_now(name)
+        result = {"pjid": name, "jid": jid, "queue": entry.queue}
         if jid is None:
             result["dropped"] = "by a client middleware"
+    if not changed:
+        raise not_found(f"no periodic entry named {name!r} (unpublished meanwhile)")
     if args.json:
         print_json(result)
     elif args.action == "run-now":
@@ -44,19 +48,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def show(published: dict[str, dict[str, Any]], disabled: set[str], as_json: bool) -> int:
-    names = sorted(published)
+def show(entries: list[api.PeriodicEntry], as_json: bool) -> int:
     if as_json:
-        print_json({"entries": [{**published[n], "enabled": n not in disabled} for n in names]})
+        print_json({"entries": [{**e.record, "enabled": not e.disabled} for e in entries]})
         return 0
-    if not names:
+    if not entries:
         print("no periodic entries published (a worker publishes the entries its app registers, at boot)")
         return 0
-    rows = []
-    for name in names:
-        record = published[name]
-        rows.append([name, field(record, "cron", "-"), field(record, "job", "-"), field(record, "queue", "-"),
-                     relative(field(record, "next_fire")), relative(field(record, "last_fired_at")),
-                     "no" if name in disabled else "yes"])
+    rows = [[e.name, e.cron or "-", e.job_class or "-", e.queue, relative(e.next_fire), relative(e.last_fired_at),
+             "no" if e.disabled else "yes"] for e in entries]
     print(table(["NAME", "CRON", "JOB", "QUEUE", "NEXT", "LAST FIRED", "ENABLED"], rows))
     return 0

@@ -56,7 +56,18 @@ class SignalsMixin:
 
     def on_quiet(self, sig: int) -> None:
         """TSTP: no new jobs; running jobs finish, looked-ahead ones go back at once."""
-        logger.info("master: TSTP: quiet (no new jobs; running jobs finish)")
+        self.go_quiet("TSTP")
+
+    def on_control(self, command: str | None) -> None:
+        """An operator's request read from Redis on the heartbeat (api.quiet_process,
+        api.stop_process): as TSTP, or as the first TERM (never a stop-now)."""
+        if command == "quiet" and not self.quiet and not self.stopping:
+            self.go_quiet("quiet requested through Redis")
+        elif command == "stop" and not self.stopping:
+            self.begin_shutdown("stop requested through Redis")
+
+    def go_quiet(self, why: str) -> None:
+        logger.info("master: %s: quiet (no new jobs; running jobs finish)", why)
         self.quiet = True
         for child in self.children.values():
             self.signal_child(child, signal.SIGTSTP)

@@ -26,6 +26,8 @@ class WatchMixin:
     started_at: float
     children: dict[int, ChildState]
     slots: Slots
+    quiet: bool
+    stopping: bool
 
     if TYPE_CHECKING:  # the master's, or another mixin's (never shadow them at run time)
         client: Any
@@ -33,14 +35,18 @@ class WatchMixin:
         def refresh(self, child: ChildState) -> bool: ...
         def kill_child(self, child: ChildState, reason: str) -> None: ...
         def stop_child(self, child: ChildState, reason: str) -> None: ...
+        def on_control(self, command: str | None) -> None: ...
 
     def beat(self) -> None:
+        # An operator's request first, so the record written below already shows it.
+        self.on_control(heartbeat.take_control(self.config, self.identity, self.client))
         for child in self.children.values():
             self.refresh(child)
         records = [heartbeat.ProcessRecord(self.identity, "master", os.getpid(),
                                            [q for q, _ in self.s.queues], self.started_at,
                                            busy=sum(1 for c in self.children.values() if c.running),
-                                           rss=heartbeat.rss_of(), owns_list=False)]
+                                           rss=heartbeat.rss_of(), owns_list=False,
+                                           state="stopping" if self.stopping else "quiet" if self.quiet else "")]
         live = [child for child in self.children.values() if child.fenced_at is None]
         records.extend(self.child_record(child) for child in live)
         sent = heartbeat.clock()
