@@ -169,7 +169,8 @@ def test_mounted_under_a_prefix_in_starlette(seeded):
     page = client.get("/cogworker/queues")
     assert page.status_code == 200
     assert "Path=/cogworker/" in page.headers["set-cookie"]
-    links = re.findall(r'(?:href|action|src|data-src|data-stats-url)="([^"]+)"', page.text + client.get("/cogworker/").text)
+    pages = page.text + client.get("/cogworker/").text
+    links = re.findall(r'(?:href|action|src|data-src|data-stats-url)="([^"]+)"', pages)
     assert links and all(link.startswith("/cogworker/") for link in links), links
     for link in set(links):
         if "/pause" not in link and "/search" not in link:
