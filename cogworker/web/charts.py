@@ -77,14 +77,17 @@ def _legend(width: int) -> str:
 
 def live_chart(rates: Sequence[tuple[float, float, float]], now: float | None = None,
                width: int = 720, height: int = 200) -> str:
-    """Processed and failed per second over the last WINDOW seconds, newest at the right."""
+    """Processed and failed per second, newest at the right: over the last WINDOW seconds,
+    or from the first sample (at least a minute) while there are fewer, so they fill it."""
     now = time.time() if now is None else now
+    span = min(WINDOW, max(60.0, now - rates[0][0] + 2)) if rates else WINDOW
+    span_text = "5 min" if span >= WINDOW else f"{span:.0f} s"
     top = _nice_max(max([r[1] for r in rates] + [r[2] for r in rates] + [1.0]))
-    parts = _frame(width, height, top, "jobs per second, last 5 minutes", "per second, last 5 min")
+    parts = _frame(width, height, top, f"jobs per second, last {span_text}", f"per second, last {span_text}")
     plot_w, plot_h = width - 50, height - 40
 
     def point(at: float, value: float) -> str:
-        x = 44 + plot_w * (1 - min(WINDOW, max(0.0, now - at)) / WINDOW)
+        x = 44 + plot_w * (1 - min(span, max(0.0, now - at)) / span)
         y = 10 + plot_h * (1 - value / top)
         return f"{x:.1f},{y:.1f}"
 
