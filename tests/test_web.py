@@ -203,7 +203,8 @@ def test_mounted_under_a_prefix_in_flask(seeded):
 
 
 def test_a_page_costs_o_page_redis_work(config):
-    """Page 300 of 20,000 dead and of a 20,000-job queue: every range read is one page."""
+    """Page 300 of 20,000 dead and of a 20,000-job queue: every range read is one page, and
+    so is opening a job from it."""
     r = config.redis()
     fill(r, config.keys.dead, [failed("apps.x.job", [i]) for i in range(20_000)], time.time() - 20_000)
     r.rpush(config.keys.queue("big"), *[entry("apps.x.job", [i]) for i in range(20_000)])
@@ -224,6 +225,15 @@ def test_a_page_costs_o_page_redis_work(config):
             else:
                 assert command[0] == "SMEMBERS", command  # the queue and process sets only
         assert any(c[0] in ("ZRANGE", "ZREVRANGE", "LRANGE") for c in reads), (path, commands)
+        # A job's link from that page finds it where the page saw it, without scanning the set.
+        link = re.search(r'<a class="jid" href="([^"]+)">([^<]+)</a>', client.get(path).text)
+        assert link and ("?in=dead&amp;at=" in link[1] or "?in=queue%3Abig&amp;pos=" in link[1])
+        r.slowlog_reset()
+        page = client.get(link[1].replace("&amp;", "&"))
+        assert page.status_code == 200 and "now in" in page.text and ("dead" in page.text or "queue big" in page.text)
+        assert link[2] in page.text and 'name="entry"' in page.text  # found: its actions are there
+        commands = [e["command"].split()[0] for e in r.slowlog_get(100_000)]
+        assert b"ZSCAN" not in commands and b"EVALSHA" not in commands, commands
 
 
 def test_bulk_all_matching_with_a_filter(config):

@@ -9,7 +9,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .. import api
-from ..errors import NotFound
+from ..api import lookup
+from ..errors import ConfigurationError, NotFound
 from .sets import act
 from .views import Templates, action, config_of, entry_raw, quoted, redirect, url
 
@@ -18,13 +19,41 @@ from .views import Templates, action, config_of, entry_raw, quoted, redirect, ur
 PLACE_ACTIONS = {"schedule": ("retry", "kill", "delete"), "retry": ("retry", "kill", "delete"),
                  "dead": ("retry", "delete")}
 SET_KINDS: dict[str, type[api.JobSet]] = {"schedule": api.ScheduledSet, "retry": api.RetrySet, "dead": api.DeadSet}
+STATE_SETS: dict[str, type[api.JobSet]] = {"scheduled": api.ScheduledSet, "retrying": api.RetrySet,
+                                           "dead": api.DeadSet}
 
 
-def _where(jid: str, request: Request) -> api.JobRecord | None:
+def _hinted(jid: str, request: Request) -> api.JobRecord | None:
+    """Where a list page saw the entry (``?in=dead&at=<score>``, ``?in=queue:<name>&pos=<n>``):
+    looked up there in O(log N) or O(window), not by scanning every set."""
+    params, config = request.query_params, config_of(request)
+    place = params.get("in", "")
     try:
-        return api.locate(jid, config_of(request))
-    except NotFound:
-        return None
+        if place in SET_KINDS and "at" in params:
+            return lookup.find_scored(SET_KINDS[place](config), jid, float(params["at"]))
+        if place.startswith("queue:") and "pos" in params:
+            return lookup.find_near(api.Queue(place[len("queue:"):], config), jid, int(params["pos"]))
+    except (ValueError, ConfigurationError):
+        pass  # a hand-edited hint: ignored
+    return None
+
+
+def _where(jid: str, request: Request, status: api.JobStatus | None) -> api.JobRecord | None:
+    """The entry: from the link's hint; else where its status says it is (status on);
+    else ``api.locate``, which scans every set (O(N) in Redis, chunked)."""
+    found = _hinted(jid, request)
+    if found is not None:
+        return found
+    config = config_of(request)
+    if status is None:
+        try:
+            return api.locate(jid, config)
+        except NotFound:
+            return None
+    if status.state == "queued" and status.queue:
+        return api.Queue(status.queue, config).find(jid)
+    kind = STATE_SETS.get(status.state)
+    return kind(config).find(jid) if kind is not None else None  # running or succeeded: in no set
 
 
 def actions_for(record: api.JobRecord | None) -> tuple[str, ...]:
@@ -40,8 +69,8 @@ def routes(templates: Templates) -> list[Route]:
     def show(request: Request) -> Response:
         jid = request.path_params["jid"]
         config = config_of(request)
-        record = _where(jid, request)
         status = api.status(jid, config)
+        record = _where(jid, request, status)
         attempts = list(reversed(api.history(jid, config)))  # the latest first
         found = record is not None or status is not None or bool(attempts)
         return templates.render(request, "job.html", 200 if found else 404, jid=jid, record=record, job_status=status,

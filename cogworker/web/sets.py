@@ -17,7 +17,7 @@ from .. import api
 from ..errors import BadPayload
 from .views import PER_PAGE, Page, Templates, action, config_of, entry_raw, page_number, redirect
 
-FILTER_LIMIT = 5000  # matches a filtered view sorts and pages through (the scan stops there)
+FILTER_LIMIT = 1000  # matches a filtered view sorts and pages through (the scan stops there)
 CHUNK = 500  # entries per round of a filtered "all matching" action
 
 

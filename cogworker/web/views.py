@@ -117,7 +117,7 @@ def entry_raw(value: str) -> bytes | None:
 def _environment() -> Environment:
     env = Environment(loader=PackageLoader("cogworker.web", "templates"), autoescape=select_autoescape(default=True))
     env.filters.update(ago=ago, utc=utc, duration=duration, mb=megabytes, pretty=pretty, short=short,
-                       q=quoted, key=entry_key, rawbytes=raw_text)
+                       q=quoted, key=entry_key, rawbytes=raw_text, repr=repr)
     return env
 
 
