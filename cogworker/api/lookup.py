@@ -17,8 +17,8 @@ def find_scored(jobset: JobSet, jid: str, score: float) -> JobRecord | None:
     """The entry of ``jid`` with exactly this score (as a page read it), or None."""
     with jobset._checked():
         rows = jobset.client.zrange(jobset.key, score, score, byscore=True, withscores=True, offset=0, num=100)
-    for raw, found_score in rows:
-        record = JobRecord.parse(raw, jobset.name, float(found_score))
+    for raw, found_score in rows:  # type: ignore[str-unpack]
+        record = JobRecord.parse(raw, jobset.name, float(found_score))  # type: ignore[arg-type]
         if record.jid == jid:
             return record
     return None
