@@ -12,6 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 from api_util import entry, failed, fill
@@ -293,3 +294,28 @@ def test_cli_serves_with_basic_auth(redis_server, config):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def readme_block(marker: str) -> str:
+    text = (Path(__file__).parent.parent / "README.md").read_text()
+    section = text.split("### The web UI", 1)[1]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    return next(block for block in blocks if block.startswith(marker))
+
+
+def test_the_readmes_mount_examples_work(seeded):
+    """The README's FastAPI and Flask blocks, run as written (against this test's Redis)."""
+    from fastapi.testclient import TestClient as FastAPIClient
+
+    scope: dict = {}
+    exec(compile(readme_block("# FastAPI"), "README.md", "exec"), scope)
+    client = FastAPIClient(scope["app"], follow_redirects=False)
+    assert client.get("/cogworker/dead").status_code == 401
+    page = client.get("/cogworker/dead", auth=("ops", "secret"))
+    assert page.status_code == 200 and 'href="/cogworker/job/d1?in=dead' in page.text
+    scope = {"__name__": "__main__"}  # as in a script: Flask(__name__) finds its root path
+    exec(compile(readme_block("# Flask"), "README.md", "exec"), scope)
+    flask_client = scope["app"].test_client()
+    assert flask_client.get("/cogworker/queues").status_code == 401
+    page = flask_client.get("/cogworker/queues", headers={"X-Admin": "1"})
+    assert page.status_code == 200 and 'href="/cogworker/queues/default"' in page.get_data(as_text=True)
