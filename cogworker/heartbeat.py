@@ -12,8 +12,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import lua
-from .config import Config
+import redis
+
+from . import lua, redis_errors
+from .config import Config, logger
 
 
 @dataclass
@@ -80,7 +82,15 @@ CONTROLS = ("quiet", "stop")
 def take_control(config: Config, identity: str, client: Any = None) -> str | None:
     """An operator's request to this process (``api.quiet_process``/``stop_process``), read
     and deleted in one command (GETDEL), so it is acted on once; None if there is none."""
-    raw = (client or config.redis()).getdel(config.keys.control(identity))
+    key = config.keys.control(identity)
+    try:
+        raw = (client or config.redis()).getdel(key)
+    except redis.ResponseError as exc:
+        if redis_errors.classify(exc) != redis_errors.WRONGTYPE:
+            raise
+        # Not a request (someone else's key): never a reason to skip the beat itself.
+        logger.error("%s: key %s holds another type than a string: no request read", identity, key)
+        return None
     value = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
     return value if value in CONTROLS else None
 

@@ -44,6 +44,9 @@ class Keys:
         self.status_prefix = f"{ns}:status:"
         self.history_prefix = f"{ns}:history:"
         self.throughput_prefix = f"{ns}:throughput:"
+        # Addition: per-minute counts of job durations per class in log-spaced buckets
+        # (for api.class_metrics' p95); kept hours, not days: it has many more fields.
+        self.durations_prefix = f"{ns}:durations:"
         # Addition: names of the queues an operator paused (api.Queue.pause); every fetch
         # script reads it, so a pause is fleet-wide.
         self.paused = f"{ns}:paused"
@@ -87,6 +90,10 @@ class Keys:
     def throughput(self, minute: int) -> str:
         """Per-minute processed/failed counts and ms per job class (a hash)."""
         return f"{self.throughput_prefix}{minute}"
+
+    def durations(self, minute: int) -> str:
+        """Per-minute duration buckets: ``<class>:<bucket>`` -> runs (a hash)."""
+        return f"{self.durations_prefix}{minute}"
 
     def stats_day(self, kind: str, day: str) -> str:
         """Per-day totals (``kind``: processed or failed; ``day``: YYYY-MM-DD, UTC), kept ~35 days."""

@@ -19,11 +19,15 @@ from .config import Config, as_text
 
 THROUGHPUT_TTL = 2 * 24 * 3600
 DAY_TTL = 35 * 24 * 3600  # per-day totals, for a month of history (as Sidekiq keeps)
+# The duration buckets: tens of fields per class per minute (a throughput hash has a few),
+# so kept 3 hours: a dashboard's last hour with room, about 100x less memory than 2 days.
+DURATIONS_TTL = 3 * 3600
 
 
-# Job durations per class per minute, as counts in fixed log-spaced buckets (fields
-# ``b:<class>:<n>``), for a percentile (api.class_metrics): BUCKETS_PER_DOUBLING buckets
-# per doubling, so a bucket's upper edge is at most 2**(1/4) = 1.19x its lower one.
+# Job durations per class per minute, as counts in fixed log-spaced buckets (buffer
+# fields ``b:<class>:<n>``, written to ``durations:<minute>`` as ``<class>:<n>``), for a
+# percentile (api.class_metrics): BUCKETS_PER_DOUBLING buckets per doubling, so a
+# bucket's upper edge is 2**(1/4) = 1.19x its lower one.
 # Bucket n holds durations in [2**(n/4 - 3), 2**((n+1)/4 - 3)) ms: 0 holds everything
 # under 0.125 ms, the last everything from about 70 minutes up.
 BUCKETS_PER_DOUBLING = 4
@@ -37,10 +41,14 @@ OTHER_CLASS = "(other)"
 
 
 def bucket_of(ms: float) -> int:
-    if not ms > 0:
+    if not ms > _FLOOR_MS:
         return 0
-    n = math.floor(BUCKETS_PER_DOUBLING * (math.log2(ms) - BUCKET_FLOOR_LOG2))
-    return min(max(n, 0), MAX_BUCKET)
+    n = int(BUCKETS_PER_DOUBLING * (_log2(ms) - BUCKET_FLOOR_LOG2))  # positive here: int() is floor
+    return n if n < MAX_BUCKET else MAX_BUCKET
+
+
+_FLOOR_MS = 2.0 ** BUCKET_FLOOR_LOG2
+_log2 = math.log2
 
 
 def bucket_upper_ms(n: int) -> float:
@@ -57,6 +65,7 @@ class StatsBuffer:
     def __init__(self) -> None:
         # minute -> the classes counted in it (kept across flushes: the cap is per minute)
         self.classes: dict[int, set[str]] = {}
+        self._names: dict[str, tuple[str, str, str, str]] = {}
         self.clear()
 
     def clear(self) -> None:
@@ -72,17 +81,30 @@ class StatsBuffer:
     def record(self, job_class: str, ok: bool, ms: float, now: float | None = None) -> None:
         minute = int((now or time.time()) // 60)
         fields = self.minutes[minute]
-        job_class = self.capped(minute, job_class)
+        names = self._names.get(job_class)
+        if names is None or job_class not in self.classes.get(minute, ()):
+            names = self._field_names(self.capped(minute, job_class))
+        ms_name, count_name, failed_name, bucket_prefix = names
         if ok:
             self.processed += 1
             fields["processed"] += 1
         else:
             self.failed += 1
             fields["failed"] += 1
-            fields["failed:" + job_class] += 1
-        fields["ms:" + job_class] += ms
-        fields["count:" + job_class] += 1
-        fields[f"b:{job_class}:{bucket_of(ms)}"] += 1
+            fields[failed_name] += 1
+        fields[ms_name] += ms
+        fields[count_name] += 1
+        fields[bucket_prefix + str(bucket_of(ms))] += 1
+
+    def _field_names(self, job_class: str) -> tuple[str, str, str, str]:
+        # Built once per class (this is on every job's path); as many as the cap allows.
+        names = self._names.get(job_class)
+        if names is None:
+            if len(self._names) > 4 * MAX_CLASSES_PER_MINUTE:
+                self._names.clear()
+            names = self._names[job_class] = (f"ms:{job_class}", f"count:{job_class}",
+                                              f"failed:{job_class}", f"b:{job_class}:")
+        return names
 
     def capped(self, minute: int, job_class: str) -> str:
         """The class as counted: itself, or OTHER_CLASS once the minute has its fill."""
@@ -133,13 +155,19 @@ def flush(config: Config, snap: dict[str, Any]) -> None:
     if snap["failed"]:
         pipe.incrby(keys.stats_failed, snap["failed"])
     for minute, fields in snap["minutes"].items():
-        key = keys.throughput(minute)
+        key, durations = keys.throughput(minute), keys.durations(minute)
+        bucketed = False
         for field, amount in fields.items():
             if field.startswith("ms:"):
                 pipe.hincrbyfloat(key, field, round(amount, 3))
+            elif field.startswith("b:"):
+                pipe.hincrby(durations, field[2:], int(amount))
+                bucketed = True
             else:
                 pipe.hincrby(key, field, int(amount))
         pipe.expire(key, THROUGHPUT_TTL)
+        if bucketed:
+            pipe.expire(durations, DURATIONS_TTL)
         for kind in ("processed", "failed"):
             if fields.get(kind):
                 day_key = keys.stats_day(kind, day_of(minute))

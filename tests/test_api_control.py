@@ -83,3 +83,49 @@ def test_single_process_worker_quiet_then_stop(own_config):
         assert api.processes() == []
     finally:
         worker.stop()
+
+
+def _cli(*args, url):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.abspath(__file__)), "COGWORKER_REDIS_URL": url}
+    env.pop("REDIS_URL", None)
+    return subprocess.run([sys.executable, "-m", "cogworker", *args], capture_output=True, text=True, env=env,
+                          timeout=60)
+
+
+def test_cli_processes_quiet_and_stop(own_config, masters):
+    url = own_config.redis_url
+    m = masters(procs=1, module="apps.pf_control")
+    m.wait_children(1)
+    master = wait_for(lambda: _process("master"), what="master record")
+    child = wait_for(lambda: _process("child"), what="child record")
+    usage = _cli("processes", "quiet", url=url)
+    assert usage.returncode == 2 and "needs the IDENTITY" in usage.stderr
+    refused = _cli("processes", "stop", child.identity, url=url)
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1 and "with its master" in refused.stderr
+    quiet = _cli("processes", "quiet", master.identity, "--json", url=url)
+    assert quiet.returncode == 0 and '"requested": "quiet"' in quiet.stdout
+    wait_for(lambda: _process("master").state == "quiet", what="master quiet")
+    assert m.alive()
+    stop = _cli("processes", "stop", master.identity, url=url)
+    assert stop.returncode == 0 and "stop requested" in stop.stdout
+    assert m.wait_exit(30) == 0
+
+
+def test_a_control_key_of_another_type_never_stops_the_beat(own_config, masters):
+    m = masters(procs=1, module="apps.pf_control")
+    m.wait_children(1)
+    master = wait_for(lambda: _process("master"), what="master record")
+    r = own_config.redis()
+    r.hset(own_config.keys.control(master.identity), "junk", "1")
+    beat = _process("master").last_beat
+    wait_for(lambda: _process("master").last_beat > beat + 0.5, what="beats go on")
+    assert "holds another type than a string" in m.output()
+    assert api.quiet_process(master.identity) is True  # overwrites it
+    wait_for(lambda: _process("master").state == "quiet", what="master quiet")
+    pf.record.enqueue("after-quiet")
+    time.sleep(1.0)
+    assert queue_len(own_config) == 1 and m.alive()

@@ -126,3 +126,22 @@ def test_class_metrics_from_a_real_master(own_config, masters):
     assert slow.avg_ms >= 200 and 200 <= slow.p95_ms <= 2000
     assert rec.p95_ms < slow.p95_ms
     assert sum(r.processed for r in api.throughput(5)) == 24 and sum(r.failed for r in api.throughput(5)) == 3
+
+
+def test_duration_buckets_live_hours_and_p95_covers_only_them(config):
+    from cogworker.api.metrics import P95_MINUTES
+
+    buffer = stats.StatsBuffer()
+    now = time.time()
+    old = now - (P95_MINUTES + 10) * 60
+    for _ in range(50):
+        buffer.record("o.ld", True, 5000.0, now=old)  # slow, long ago
+    buffer.record("o.ld", True, 1.0, now=now)
+    stats.flush(config, buffer.take())
+    r = config.redis()
+    for minute in (int(old // 60), int(now // 60)):
+        assert 0 < r.ttl(config.keys.durations(minute)) <= stats.DURATIONS_TTL
+        assert r.ttl(config.keys.throughput(minute)) > stats.DURATIONS_TTL
+    (m,) = api.class_metrics(minutes=P95_MINUTES + 20)
+    assert m.processed == 51 and m.avg_ms > 4000  # counts and average over every minute asked for
+    assert m.p95_ms < 2  # p95 from the minutes whose buckets are kept

@@ -70,7 +70,7 @@ def test_bad_keys_are_one_line(config):
     with pytest.raises(WrongType):
         api.disable_periodic("p")
     config.redis().delete(config.keys.periodic_schedule)
-    records = {"bad": "{not json", "ok": json.dumps({"cron": "* * * * *"})}
+    records = {"bad": "{not json", "five": "5", "ok": json.dumps({"cron": "* * * * *"})}
     config.redis().hset(config.keys.periodic_schedule, mapping=records)
     (only,) = api.periodic_entries()
     assert only.name == "ok" and only.job_class == "" and only.next_fire is None and only.last_slot is None

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import Config, as_text, get_config
-from ..stats import bucket_upper_ms
+from ..stats import DURATIONS_TTL, THROUGHPUT_TTL, bucket_upper_ms
 
-MAX_MINUTES = 2 * 24 * 60  # what the throughput hashes are kept for (stats.THROUGHPUT_TTL)
+MAX_MINUTES = THROUGHPUT_TTL // 60  # what the throughput hashes are kept for (2 days)
+P95_MINUTES = DURATIONS_TTL // 60 - 1  # what the duration buckets are kept for (3 hours), whole minutes
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,9 @@ class ClassMetrics:
     processed: int  # runs that succeeded
     failed: int  # runs that raised (retried or dead)
     avg_ms: float | None
-    p95_ms: float | None  # the upper edge of the bucket holding the 95th percentile: never below it, <= 19% above
+    # The upper edge of the bucket holding the 95th percentile: never below it, <= 19% above.
+    # Over the last P95_MINUTES at most (the buckets' TTL), whatever ``minutes`` asked for.
+    p95_ms: float | None
 
 
 @dataclass
@@ -73,19 +76,26 @@ def _check_minutes(minutes: int) -> None:
         raise ValueError(f"minutes must be a whole number from 1 to {MAX_MINUTES}, not {minutes!r}")
 
 
-def _minutes(minutes: int, config: Config) -> list[tuple[int, dict[str, str]]]:
+def _minutes(minutes: int, config: Config, durations: int = 0) -> list[tuple[int, dict[str, str]]]:
     """The last ``minutes`` throughput hashes, oldest first (the current, partial minute
-    last), in one round trip; a missing or unreadable one is empty."""
+    last), with the last ``durations`` minutes' buckets merged in as ``b:<class>:<n>``;
+    one round trip. A missing or unreadable hash is empty."""
     now = int(time.time() // 60)
     numbers = list(range(now - minutes + 1, now + 1))
     pipe = config.redis().pipeline(transaction=False)
     for minute in numbers:
         pipe.hgetall(config.keys.throughput(minute))
-    found = []
-    for minute, raw in zip(numbers, pipe.execute(raise_on_error=False), strict=True):
-        fields = {as_text(k): as_text(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
-        found.append((minute, fields))
+    for minute in numbers[len(numbers) - durations:] if durations else []:
+        pipe.hgetall(config.keys.durations(minute))
+    replies = pipe.execute(raise_on_error=False)
+    found = [(minute, _text(raw)) for minute, raw in zip(numbers, replies, strict=False)]
+    for raw, (_, fields) in zip(replies[len(numbers):], found[len(numbers) - durations:], strict=True):
+        fields.update({"b:" + name: value for name, value in _text(raw).items()})
     return found
+
+
+def _text(raw: Any) -> dict[str, str]:
+    return {as_text(k): as_text(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
 
 
 def throughput(minutes: int = 60, config: Config | None = None) -> list[MinuteStats]:
@@ -99,11 +109,12 @@ def throughput(minutes: int = 60, config: Config | None = None) -> list[MinuteSt
 
 def class_metrics(minutes: int = 60, config: Config | None = None) -> list[ClassMetrics]:
     """Per job class over the last ``minutes`` minutes (the current one included): runs
-    succeeded and failed, average and p95 duration; busiest first."""
+    succeeded and failed, average and p95 duration (p95: over the last ``P95_MINUTES``
+    at most); busiest first."""
     _check_minutes(minutes)
     config = config or get_config()
     tallies: dict[str, _Tally] = defaultdict(_Tally)
-    for _, fields in _minutes(minutes, config):
+    for _, fields in _minutes(minutes, config, durations=min(minutes, P95_MINUTES)):
         for name, value in fields.items():
             _add(tallies, name, value)
     found = [ClassMetrics(job_class, max(0, t.runs - t.failed), t.failed,

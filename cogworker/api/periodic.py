@@ -47,7 +47,7 @@ def periodic_entries(config: Config | None = None) -> list[PeriodicEntry]:
         published = cron.schedule(config)
     with checked(client, keys.periodic_disabled, "set"):
         disabled = cron.disabled(config)
-    names = sorted(published)
+    names = sorted(n for n, rec in published.items() if isinstance(rec, dict))  # JSON, but not a record: skipped
     pipe = client.pipeline(transaction=False)
     for name in names:
         pipe.get(keys.periodic_last_slot(name))

@@ -1,4 +1,5 @@
-"""``cogworker stats|queues|queue|processes``: the system at a glance, through ``cogworker.api``."""
+"""``cogworker stats|queues|queue|processes``: the system at a glance, through ``cogworker.api``;
+``processes quiet|stop IDENTITY`` asks a master to go quiet or stop."""
 
 from __future__ import annotations
 
@@ -79,11 +80,25 @@ def queue(args: argparse.Namespace) -> int:
 
 
 def processes(args: argparse.Namespace) -> int:
+    if args.action:
+        return control(args)
     found = api.processes()
     if args.json:
         print_json({"processes": found})
     else:
         print(process_table(found) if found else "no live processes")
+    return 0
+
+
+def control(args: argparse.Namespace) -> int:
+    request = api.quiet_process if args.action == "quiet" else api.stop_process
+    if not request(args.identity):
+        raise not_found(f"no live master or single-process worker {args.identity!r} "
+                        "(a prefork child is quieted or stopped with its master)")
+    if args.json:
+        print_json({"identity": args.identity, "requested": args.action})
+    else:
+        print(f"process {args.identity}: {args.action} requested (acted on at its next heartbeat)")
     return 0
 
 

@@ -69,7 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
         bulk.add_argument("--class", dest="job_class", metavar="C", help="with --all: only this job class")
         bulk.add_argument("--yes", "-y", action="store_true", help="don't ask for confirmation")
 
-    sub.add_parser("processes", parents=parent, help="live processes: what each runs, since when, RSS")
+    procs = sub.add_parser("processes", parents=parent,
+                           help="live processes: what each runs, since when, RSS; quiet|stop IDENTITY of a master")
+    procs.add_argument("action", nargs="?", choices=("quiet", "stop"),
+                       help="ask a master (or single-process worker) to go quiet or stop, through Redis")
+    procs.add_argument("identity", nargs="?", metavar="IDENTITY")
 
     periodic = sub.add_parser("periodic", parents=parent, help="periodic entries: list, disable, enable, run-now")
     periodic.add_argument("action", choices=("list", "disable", "enable", "run-now"))
@@ -98,5 +102,7 @@ def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
             parser.error(f"{args.command} --all needs --from {'|'.join(SETS)}")
         if args.job_class and not args.all:
             parser.error(f"{args.command}: --class goes with --all")
+    if args.command == "processes" and args.action and not args.identity:
+        parser.error(f"processes {args.action} needs the IDENTITY of a master or single-process worker")
     if args.command == "periodic" and args.action != "list" and not args.name:
         parser.error(f"periodic {args.action} needs the entry's NAME")

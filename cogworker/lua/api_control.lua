@@ -9,7 +9,8 @@ local role = redis.call("HGET", KEYS[1], "role")
 if role ~= "master" and role ~= "worker" then
   return 0
 end
-if ARGV[1] == "quiet" and redis.call("GET", KEYS[2]) == "stop" then
+-- A control key of another type (not ours to keep) is overwritten by the SET below.
+if ARGV[1] == "quiet" and redis.pcall("GET", KEYS[2]) == "stop" then
   return 1
 end
 redis.call("SET", KEYS[2], ARGV[1], "EX", ARGV[2])
