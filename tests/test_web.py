@@ -19,6 +19,7 @@ from api_util import entry, failed, fill
 from prefork_harness import wait_for
 from redis_server import free_port
 
+import cogworker
 from cogworker import api
 
 pytest.importorskip("starlette")
@@ -319,3 +320,67 @@ def test_the_readmes_mount_examples_work(seeded):
     assert flask_client.get("/cogworker/queues").status_code == 401
     page = flask_client.get("/cogworker/queues", headers={"X-Admin": "1"})
     assert page.status_code == 200 and 'href="/cogworker/queues/default"' in page.get_data(as_text=True)
+
+
+def post(client: TestClient, path: str, **form: str):
+    return client.post(path, data={"csrf": client.cookies[CSRF_COOKIE], **form})
+
+
+def test_queue_clear_job_page_actions_and_periodic_enable_run_now(seeded, config):
+    from apps import cron_jobs
+
+    from cogworker import cron
+
+    cogworker.periodic("0 3 * * *", cron_jobs.tick, args=("n",), name="nightly", queue="cronq")
+    cron.Ticker(config, [cron.entries["nightly"]]).publish()
+    client = client_for(create_app(config=seeded))
+    token(client)
+    # /job/<jid>: retry a dead job from its page (as linked from /dead, and without the hint).
+    page = client.get("/job/d1")
+    assert "now in" in page.text and 'value="retry"' in page.text
+    entry_value = re.search(r'name="entry" value="([^"]+)"', page.text)[1]
+    response = post(client, "/job/d1/act", action="retry", source="dead", entry=entry_value)
+    assert response.status_code == 303 and api.DeadSet(seeded).find("d1") is None
+    assert api.locate("d1", seeded).source == "queue:default"
+    assert post(client, "/job/d1/act", action="retry", source="dead", entry=entry_value).status_code == 303
+    assert "not done" in client.get("/job/d1").text  # the flash: it had moved already
+    # Clear a queue (the page asks for a confirmation first: data-confirm, app.js).
+    assert "data-confirm=" in client.get("/queues/default").text
+    assert post(client, "/queues/default/clear").status_code == 303 and api.Queue("default", seeded).size() == 0
+    # Periodic: disable, enable, run now.
+    assert post(client, "/periodic/act", name="nightly", action="disable").status_code == 303
+    assert api.periodic_entry("nightly", seeded).disabled
+    assert post(client, "/periodic/act", name="nightly", action="enable").status_code == 303
+    assert not api.periodic_entry("nightly", seeded).disabled
+    post(client, "/periodic/act", name="nightly", action="run")
+    assert "nightly: enqueued" in client.get("/periodic").text and api.Queue("cronq", seeded).size() == 1
+    post(client, "/periodic/act", name="typo", action="disable")
+    assert "no periodic entry named &#39;typo&#39;" in client.get("/periodic").text
+
+
+def test_stop_a_master_from_busy(own_config, masters):
+    master = masters(module="apps.api_app", procs=1)
+    master.wait_children()
+    wait_for(lambda: any(p.kind == "master" for p in api.processes(own_config)), what="the master's record")
+    identity = next(p.identity for p in api.processes(own_config) if p.kind == "master")
+    client = client_for(create_app(config=own_config))
+    token(client, "/busy")
+    assert post(client, "/busy/control", identity=identity, action="stop").status_code == 303
+    assert master.wait_exit(30) == 0
+    assert post(client, "/busy/control", identity="nobody", action="quiet").status_code == 303
+    assert "no live master or worker: nothing sent" in client.get("/busy").text
+
+
+def test_bad_input_and_a_redis_outage_are_one_line_pages(own_config, own_redis):
+    client = client_for(create_app(config=own_config))
+    token(client)
+    for path, status in (("/dead?page=abc", 200), ("/dead?page=-5", 200), ("/queues/no%20such", 404),
+                         ("/queues/unknown", 404), ("/job/x?in=dead&at=nan-ish", 404), ("/nope", 404),
+                         ("/job/x?in=queue:bad%20name&pos=1", 404)):
+        assert client.get(path).status_code == status, path
+    own_config.redis().set(own_config.keys.dead, "a string")
+    wrong = client.get("/dead")
+    assert wrong.status_code == 409 and "not a sorted set" in wrong.text
+    own_redis.stop()
+    down = client.get("/")
+    assert down.status_code == 503 and "did not answer" in down.text and "Traceback" not in down.text
