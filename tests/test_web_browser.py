@@ -204,6 +204,15 @@ def test_a_post_without_the_csrf_token_is_refused(env, app):
     assert not api.Queue("slowq", env.config).paused()
     forged = env.page.request.post(env.url("/queues/slowq/pause"), form={"action": "pause", "csrf": "guess"})
     assert forged.status == 403 and not api.Queue("slowq", env.config).paused()
+    # A page of another origin posting to the UI: the browser sends the session cookie along
+    # (same site: 127.0.0.1), but the page can't know the token.
+    env.page.goto("about:blank")
+    env.page.set_content(f'<form method="post" action="{env.url("/queues/slowq/pause")}">'
+                         '<input name="action" value="pause"><input name="csrf" value="guess">'
+                         '<button id="go">go</button></form>')
+    with env.page.expect_response(lambda r: r.request.method == "POST") as info:
+        env.page.click("#go")
+    assert info.value.status == 403 and not api.Queue("slowq", env.config).paused()
 
 
 def test_every_page_under_the_prefix(env, app):
