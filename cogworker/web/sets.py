@@ -17,8 +17,8 @@ from .. import api
 from ..errors import BadPayload
 from .views import PER_PAGE, Page, Templates, action, config_of, entry_raw, page_number, redirect
 
-FILTER_LIMIT = 1000  # matches a filtered view sorts and pages through (the scan stops there)
-CHUNK = 500  # entries per round of a filtered "all matching" action
+CHUNK = 500  # entries per read of a filtered page, and per round of a filtered "all matching" action
+SCAN_BUDGET = 5000  # entries one filtered page reads at most: a click stays bounded however rare the matches
 
 
 @dataclass(frozen=True)
@@ -45,24 +45,52 @@ def filters_of(source: Any) -> dict[str, str | None]:
     return {name: (str(source.get(name) or "").strip() or None) for name in ("job_class", "error_class", "queue")}
 
 
+@dataclass
+class Scan:
+    """A filtered page: the matches from rank ``start`` in page order, and where the next
+    page starts (None: the end of the set was reached)."""
+
+    start: int
+    rows: list[api.JobRecord]
+    next_start: int | None
+
+
+def scan_page(jobset: api.JobSet, filters: dict[str, str | None], start: int) -> Scan:
+    """Reads the set in page order from ``start``, CHUNK entries at a time, until a page of
+    matches is found or SCAN_BUDGET entries were read: O(page / selectivity), bounded."""
+    rows: list[api.JobRecord] = []
+    rank = start
+    while rank - start < SCAN_BUDGET:
+        chunk = jobset.jobs(rank, CHUNK)
+        for i, record in enumerate(chunk):
+            if record.matches(filters["job_class"], filters["error_class"], filters["queue"]):
+                rows.append(record)
+                if len(rows) == PER_PAGE:
+                    return Scan(start, rows, rank + i + 1)
+        if len(chunk) < CHUNK:
+            return Scan(start, rows, None)
+        rank += len(chunk)
+    return Scan(start, rows, rank)
+
+
 def listing(view: SetView, templates: Templates) -> Callable[[Request], Response]:
     def endpoint(request: Request) -> Response:
         jobset = view.kind(config_of(request))
         filters = filters_of(request.query_params)
-        number = page_number(request)
-        capped = False
         if any(filters.values()):
-            matches = jobset.filter(**filters, limit=FILTER_LIMIT)
-            capped = len(matches) >= FILTER_LIMIT
-            page = Page(number, PER_PAGE, len(matches), False)
-            rows = matches[page.offset:page.offset + PER_PAGE]
-        else:
-            size = jobset.size()
-            page = Page(number, PER_PAGE, size, False)
-            rows = jobset.jobs(page.offset, PER_PAGE)
-        page.has_next = page.offset + PER_PAGE < (page.total or 0)
-        return templates.render(request, "set.html", view=view, rows=rows, page=page, filters=filters,
-                                capped=capped, filter_limit=FILTER_LIMIT)
+            try:
+                start = max(0, int(request.query_params.get("from", "0")))
+            except ValueError:
+                start = 0
+            scan = scan_page(jobset, filters, start)
+            return templates.render(request, "set.html", view=view, rows=scan.rows, scan=scan, page=None,
+                                    filters=filters, size=jobset.size())
+        size = jobset.size()
+        page = Page(page_number(request), PER_PAGE, size, False)
+        page.has_next = page.offset + PER_PAGE < size
+        rows = jobset.jobs(page.offset, PER_PAGE)
+        return templates.render(request, "set.html", view=view, rows=rows, page=page, scan=None, filters=filters,
+                                size=size)
 
     endpoint.__name__ = f"{view.path}_page"
     return endpoint
@@ -113,7 +141,8 @@ def bulk(view: SetView) -> Callable[[Request, FormData], Response]:
         gone = len(records) - done
         note = f"; {gone} gone meanwhile or not a job" if gone else ""
         return redirect(request, f"/{view.path}", f"{verb}: {done} of {len(records)} selected{note}",
-                        page=request.query_params.get("page"), **filters)
+                        page=request.query_params.get("page"), **{"from": request.query_params.get("from")},
+                        **filters)
 
     handler.__name__ = f"{view.path}_bulk"
     return handler
