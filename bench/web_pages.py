@@ -74,7 +74,7 @@ def pages(jids: dict[str, str], dead: int, queued: int) -> list[tuple[str, str]]
     last_dead, last_queue = -(-dead // 25), -(-queued // 25)
     fixed = ["/", "/stats.json", "/live.svg", "/busy", "/queues", "/queues/big", "/scheduled", "/retries", "/dead",
              "/periodic", "/metrics", "/unsettled", "/dead?job_class=app.jobs.Job3",
-             "/dead?error_class=KeyError&page=3"]
+             "/dead?error_class=KeyError&from=50000"]
     return [(p, p) for p in fixed] + [
         ("/queues/big?page=(middle)", f"/queues/big?page={last_queue // 2}"),
         ("/queues/big?page=(last)", f"/queues/big?page={last_queue}"),
