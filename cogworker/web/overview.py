@@ -25,6 +25,10 @@ def counters(stats: api.Stats) -> dict[str, int]:
 
 
 def routes(templates: Templates, sampler: Sampler) -> list[Route]:
+    return dashboard_routes(templates, sampler) + process_routes(templates)
+
+
+def dashboard_routes(templates: Templates, sampler: Sampler) -> list[Route]:
     def dashboard(request: Request) -> Response:
         config = config_of(request)
         stats = api.stats(config)
@@ -42,6 +46,20 @@ def routes(templates: Templates, sampler: Sampler) -> list[Route]:
         return Response(live_chart(sampler.rates()), media_type="image/svg+xml",
                         headers={"cache-control": "no-store"})
 
+    def metrics(request: Request) -> Response:
+        config = config_of(request)
+        rows = sorted(api.class_metrics(60, config), key=lambda m: (-m.processed, m.job_class))
+        return templates.render(request, "metrics.html", rows=rows)
+
+    return [
+        Route("/", dashboard, methods=["GET"]),
+        Route("/stats.json", stats_json, methods=["GET"]),
+        Route("/live.svg", live_svg, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+    ]
+
+
+def process_routes(templates: Templates) -> list[Route]:
     def busy(request: Request) -> Response:
         found = api.processes(config_of(request))
         found.sort(key=lambda p: (p.host, KIND_ORDER.get(p.kind, 3), p.pid))
@@ -60,11 +78,6 @@ def routes(templates: Templates, sampler: Sampler) -> list[Route]:
                 else f"{identity} is no live master or worker: nothing sent")
         return redirect(request, "/busy", note)
 
-    def metrics(request: Request) -> Response:
-        config = config_of(request)
-        rows = sorted(api.class_metrics(60, config), key=lambda m: (-m.processed, m.job_class))
-        return templates.render(request, "metrics.html", rows=rows)
-
     def unsettled(request: Request) -> Response:
         config = config_of(request)
         page = Page(page_number(request), PER_PAGE, api.stats(config).unsettled_size, False)
@@ -73,12 +86,8 @@ def routes(templates: Templates, sampler: Sampler) -> list[Route]:
         return templates.render(request, "unsettled.html", rows=rows, page=page)
 
     return [
-        Route("/", dashboard, methods=["GET"]),
-        Route("/stats.json", stats_json, methods=["GET"]),
-        Route("/live.svg", live_svg, methods=["GET"]),
         Route("/busy", busy, methods=["GET"]),
         Route("/busy/control", action(control), methods=["POST"]),
-        Route("/metrics", metrics, methods=["GET"]),
         Route("/unsettled", unsettled, methods=["GET"]),
     ]
 
