@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from ..commandline import OneLineParser, add_version, namespace_arg, redis_url_arg
+from . import web
 
 SETS = ("retry", "dead", "scheduled")
 DEFAULT_LIMIT = 25
@@ -77,6 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     periodic = sub.add_parser("periodic", parents=parent, help="periodic entries: list, disable, enable, run-now")
     periodic.add_argument("action", choices=("list", "disable", "enable", "run-now"))
     periodic.add_argument("name", nargs="?", metavar="NAME", help="the entry's name (pjid)")
+
+    server = OneLineParser(add_help=False)
+    server.add_argument("--redis-url", type=redis_url_arg,
+                        help="default: $COGWORKER_REDIS_URL, $REDIS_URL, redis://localhost:6379/0")
+    server.add_argument("--namespace", type=namespace_arg, help="Redis key prefix (default cogworker)")
+    web.add_parser(sub, server)
 
     # Listed for --help only: main() hands `worker ...` to the runner's own parser.
     sub.add_parser("worker", help="run the single-process worker: cogworker worker MODULE [options]",

@@ -1,0 +1,94 @@
+"""The dashboard (counters, the live and daily charts, Redis), ``/stats.json`` and
+``/live.svg`` that its script polls, ``/busy`` (processes, quiet/stop a master),
+``/metrics`` and ``/unsettled``."""
+
+from __future__ import annotations
+
+import time
+
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .. import api
+from .charts import Sampler, day_chart, live_chart
+from .views import PER_PAGE, Page, Templates, action, config_of, page_number, redirect
+
+KIND_ORDER = {"master": 0, "worker": 1, "child": 2}
+
+
+def counters(stats: api.Stats) -> dict[str, int]:
+    return {"processed": stats.processed, "failed": stats.failed, "busy": stats.busy, "enqueued": stats.enqueued,
+            "scheduled": stats.scheduled_size, "retries": stats.retry_size, "dead": stats.dead_size,
+            "unsettled": stats.unsettled_size, "processes": stats.processes}
+
+
+def routes(templates: Templates, sampler: Sampler) -> list[Route]:
+    return dashboard_routes(templates, sampler) + process_routes(templates)
+
+
+def dashboard_routes(templates: Templates, sampler: Sampler) -> list[Route]:
+    def dashboard(request: Request) -> Response:
+        config = config_of(request)
+        stats = api.stats(config)
+        sampler.add(stats.processed, stats.failed)
+        days = api.history_stats(30, config)
+        return templates.render(request, "dashboard.html", counters=counters(stats), redis=api.redis_info(config),
+                                week=day_chart(days[:7]), month=day_chart(days), latency=stats.default_latency)
+
+    def stats_json(request: Request) -> Response:
+        stats = api.stats(config_of(request))
+        sampler.add(stats.processed, stats.failed)
+        return JSONResponse({**counters(stats), "at": time.time()}, headers={"cache-control": "no-store"})
+
+    def live_svg(request: Request) -> Response:
+        return Response(live_chart(sampler.rates()), media_type="image/svg+xml",
+                        headers={"cache-control": "no-store"})
+
+    def metrics(request: Request) -> Response:
+        config = config_of(request)
+        rows = sorted(api.class_metrics(60, config), key=lambda m: (-m.processed, m.job_class))
+        return templates.render(request, "metrics.html", rows=rows)
+
+    return [
+        Route("/", dashboard, methods=["GET"]),
+        Route("/stats.json", stats_json, methods=["GET"]),
+        Route("/live.svg", live_svg, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+    ]
+
+
+def process_routes(templates: Templates) -> list[Route]:
+    def busy(request: Request) -> Response:
+        found = api.processes(config_of(request))
+        found.sort(key=lambda p: (p.host, KIND_ORDER.get(p.kind, 3), p.pid))
+        return templates.render(request, "busy.html", processes=found)
+
+    def control(request: Request, form: FormData) -> Response:
+        identity, verb = str(form.get("identity", "")), str(form.get("action", ""))
+        config = config_of(request)
+        if verb == "quiet":
+            done = api.quiet_process(identity, config)
+        elif verb == "stop":
+            done = api.stop_process(identity, config)
+        else:
+            return redirect(request, "/busy", f"unknown action {verb!r}")
+        note = (f"{verb} sent to {identity}: it acts on its next heartbeat" if done
+                else f"{identity} is no live master or worker: nothing sent")
+        return redirect(request, "/busy", note)
+
+    def unsettled(request: Request) -> Response:
+        config = config_of(request)
+        page = Page(page_number(request), PER_PAGE, api.stats(config).unsettled_size, False)
+        page.has_next = page.offset + PER_PAGE < (page.total or 0)
+        rows = api.unsettled(page.offset, PER_PAGE, config)
+        return templates.render(request, "unsettled.html", rows=rows, page=page)
+
+    return [
+        Route("/busy", busy, methods=["GET"]),
+        Route("/busy/control", action(control), methods=["POST"]),
+        Route("/unsettled", unsettled, methods=["GET"]),
+    ]
+
+

@@ -1,0 +1,92 @@
+// cogworker web UI: the only script the pages load (the Content-Security-Policy allows
+// no other). Confirmations, select-all, the dashboard's polling, /busy's auto-refresh.
+"use strict";
+
+document.addEventListener("submit", function (event) {
+  var form = event.target;
+  var message = form.getAttribute("data-confirm");
+  var submitter = event.submitter;
+  if (!message && form.hasAttribute("data-confirm-delete") && submitter &&
+      (submitter.value === "delete" || submitter.value === "kill")) {
+    message = form.getAttribute("data-confirm-delete");
+  }
+  if (message && !window.confirm(message)) {
+    event.preventDefault();
+  }
+});
+
+document.addEventListener("change", function (event) {
+  var box = event.target;
+  if (!box.hasAttribute || !box.hasAttribute("data-select-all")) {
+    return;
+  }
+  var form = box.form || box.closest("form");
+  form.querySelectorAll('input[type="checkbox"][name="entry"]').forEach(function (each) {
+    each.checked = box.checked;
+  });
+});
+
+function startPolling() {
+  var counters = document.getElementById("counters");
+  var chart = document.getElementById("live-chart");
+  var toggle = document.getElementById("live-toggle");
+  var state = document.getElementById("live-state");
+  if (!counters || !chart) {
+    return;
+  }
+  var paused = false;
+  function poll() {
+    if (paused) {
+      return;
+    }
+    fetch(counters.getAttribute("data-stats-url"), {credentials: "same-origin", cache: "no-store"})
+      .then(function (response) { return response.json(); })
+      .then(function (data) {
+        counters.querySelectorAll("[data-counter]").forEach(function (cell) {
+          var value = data[cell.getAttribute("data-counter")];
+          if (typeof value === "number") {
+            cell.textContent = value.toLocaleString("en-US");
+          }
+        });
+        chart.src = chart.getAttribute("data-src") + "?t=" + Date.now();
+        state.textContent = "polling every 2 s, last " + new Date().toLocaleTimeString();
+      })
+      .catch(function () { state.textContent = "not answering; retrying"; });
+  }
+  toggle.addEventListener("click", function () {
+    paused = !paused;
+    toggle.textContent = paused ? "Resume" : "Pause";
+    toggle.setAttribute("aria-pressed", paused ? "true" : "false");
+    state.textContent = paused ? "paused" : "polling every 2 s";
+    poll();
+  });
+  poll();
+  window.setInterval(poll, 2000);
+}
+
+function startAutoRefresh() {
+  var box = document.getElementById("auto-refresh");
+  if (!box) {
+    return;
+  }
+  var key = "cogworker-refresh:" + location.pathname;
+  box.checked = window.localStorage.getItem(key) === "on";
+  var timer = null;
+  function arm() {
+    window.clearTimeout(timer);
+    if (box.checked) {
+      timer = window.setTimeout(function () { location.reload(); },
+                                1000 * Number(box.getAttribute("data-seconds") || 5));
+    }
+  }
+  box.addEventListener("change", function () {
+    window.localStorage.setItem(key, box.checked ? "on" : "off");
+    arm();
+  });
+  arm();
+}
+
+document.addEventListener("DOMContentLoaded", function () {
+  startPolling();
+  startAutoRefresh();
+});
