@@ -1,15 +1,16 @@
 """Running one job: resolve its name, the server middleware around it, its soft timeout
-(SIGALRM), and what happened as a ``fate`` outcome. Nothing here writes to Redis: the
-worker settles the outcome."""
+(SIGALRM; for an async job, its loop's: ``aio.py``), and what happened as a ``fate``
+outcome. Nothing here writes to Redis: the worker settles the outcome."""
 
 from __future__ import annotations
 
+import inspect
 import signal
 import threading
 import time
 from typing import Any
 
-from . import fate, hooks
+from . import aio, fate, hooks
 from .config import Config, logger
 from .errors import JobTimeout
 from .middleware import server_middleware
@@ -49,15 +50,20 @@ def run_job(job: Any, payload: dict[str, Any], queue: str,
     A resolution failure is raised as the chain's innermost step, so every server
     middleware sees it like a perform-time error.
     """
+    timeout = payload.get("timeout")
+    timer = SoftTimeout(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
+
     def perform() -> Any:
         if resolution_error is not None:
             raise resolution_error
-        if isinstance(job, JobDef):
-            return job.refuse_awaitable(job.func(*payload.get("args") or [], **payload.get("kwargs") or {}))
-        return job(*payload.get("args") or [], **payload.get("kwargs") or {})
-
-    timeout = payload.get("timeout")
-    timer = SoftTimeout(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
+        func = job.func if isinstance(job, JobDef) else job
+        result = func(*payload.get("args") or [], **payload.get("kwargs") or {})
+        if inspect.isawaitable(result):
+            # An async job (or a sync one returning a coroutine): awaited here, inside
+            # the middleware chain, its soft timeout now the loop's (docs/architecture.md#async).
+            left = timer.disarm() if timer else None
+            return aio.run(result, left, getattr(job, "name", payload["class"]))
+        return job.refuse_awaitable(result) if isinstance(job, JobDef) else result
     try:
         if timer:
             timer.arm()
@@ -85,6 +91,7 @@ class SoftTimeout:
         self.seconds = float(seconds)
         self.usable = threading.current_thread() is threading.main_thread()
         self._previous: Any = None
+        self._armed = False
 
     def arm(self) -> None:
         if not self.usable:
@@ -96,9 +103,16 @@ class SoftTimeout:
 
         self._previous = signal.signal(signal.SIGALRM, expire)
         signal.setitimer(signal.ITIMER_REAL, seconds)
+        self._armed = True
 
-    def disarm(self) -> None:
+    def disarm(self) -> float | None:
+        """Stops the timer; returns the seconds it had left (None: it never ran here).
+        Twice is harmless."""
         if not self.usable:
-            return
-        signal.setitimer(signal.ITIMER_REAL, 0)
+            return self.seconds
+        if not self._armed:
+            return None
+        self._armed = False
+        left, _ = signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, self._previous or signal.SIG_DFL)
+        return max(left, 0.001)

@@ -132,11 +132,10 @@ def job(func: Callable[P, R] | None = None, /, **options: Any) -> Any:
     def wrap(f: Callable[P, R]) -> Job[P, R]:
         if not callable(f):
             raise TypeError(f"@job decorates a function, got {f!r}")
-        if (inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f)
-                or inspect.iscoroutinefunction(type(f).__call__)):
-            # A worker would call it, get a coroutine back, and count a job that never ran.
-            raise ConfigurationError(f"@job {getattr(f, '__qualname__', f)!r}: async jobs are not supported yet; "
-                                     f"make it a plain def (it may call asyncio.run(...))")
+        if inspect.isasyncgenfunction(f) or inspect.isasyncgenfunction(type(f).__call__):
+            # Nothing would iterate it: its body would never run.
+            raise ConfigurationError(f"@job {getattr(f, '__qualname__', f)!r} is an async generator: a job "
+                                     f"returns (make it an async def without yield)")
         made = Job(f, opts)
         register(made)
         return made
