@@ -90,5 +90,6 @@ def test_async_enqueue_runs_the_client_middleware_around_the_write(config):
     assert dropped is None and unique_again is None
     # Each middleware saw the write's real result: the jid, or None for the duplicate.
     assert seen == [("keep", kept), (1, unique_first), (1, None), ("m1", many[0]), ("m2", many[1])]
-    assert all(job["tenant"] == "acme" for job in queued(config.redis(), config) + queued(config.redis(), config, "critical"))
+    r = config.redis()
+    assert all(job["tenant"] == "acme" for job in queued(r, config) + queued(r, config, "critical"))
     assert {job["args"][0] for job in queued(config.redis(), config)} == {"keep", "m1", "m2"}
