@@ -99,3 +99,21 @@ def around(job, payload, queue, call_next):
         _r().rpush("test:mw", f"after:{payload['args'][0]}")
         return result
     return call_next()
+
+
+@cogworker.job
+async def tracked(tag, seconds):
+    """Records its start with the orphanings counted for it so far (the test maps tags to
+    jids in ``test:jids``), then its end."""
+    r = _r()
+    jid = r.hget("test:jids", tag)
+    count = r.get(get_config().keys.orphanings(jid.decode())) if jid else None
+    r.rpush("test:started", f"{tag}:{os.getpid()}:{time.time()}:{int(count or 0)}")
+    await asyncio.sleep(seconds)
+    done(tag)
+
+
+@cogworker.job(timeout=0.3, retry=0)
+def sync_stuck(tag):
+    started(tag)
+    time.sleep(60)
