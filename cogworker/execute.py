@@ -4,6 +4,7 @@ outcome. Nothing here writes to Redis: the worker settles the outcome."""
 
 from __future__ import annotations
 
+import ctypes
 import inspect
 import signal
 import threading
@@ -16,6 +17,14 @@ from .errors import JobTimeout
 from .middleware import server_middleware
 from .payload import default_backoff
 from .registry import JobDef, resolve
+
+_thread_kind = threading.local()
+
+
+def in_job_pool() -> None:
+    """Called in each thread of a worker's job pool (``--concurrency`` above 1): soft
+    timeouts there are ``ThreadTimeout``s (SIGALRM reaches the main thread only)."""
+    _thread_kind.pool = True
 
 
 class HardStop(BaseException):
@@ -51,7 +60,9 @@ def run_job(job: Any, payload: dict[str, Any], queue: str,
     middleware sees it like a perform-time error.
     """
     timeout = payload.get("timeout")
-    timer = SoftTimeout(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
+    timer: SoftTimeout | None = None
+    if isinstance(timeout, (int, float)) and timeout > 0:
+        timer = ThreadTimeout(timeout) if getattr(_thread_kind, "pool", False) else SoftTimeout(timeout)
 
     def perform() -> Any:
         if resolution_error is not None:
@@ -65,17 +76,19 @@ def run_job(job: Any, payload: dict[str, Any], queue: str,
             return aio.run(result, left, getattr(job, "name", payload["class"]))
         return job.refuse_awaitable(result) if isinstance(job, JobDef) else result
     try:
-        if timer:
-            timer.arm()
-        server_middleware.invoke((job if resolution_error is None else None, payload, queue), perform)
+        try:
+            if timer:
+                timer.arm()
+            server_middleware.invoke((job if resolution_error is None else None, payload, queue), perform)
+        finally:
+            # Inside the outer try: a timeout landing as it is disarmed is still the job's outcome.
+            if timer:
+                timer.disarm()
         return None
     except HardStop:
         raise
     except BaseException as exc:  # the job's own failure (even a SystemExit) is its outcome, not ours
         return exc
-    finally:
-        if timer:
-            timer.disarm()
 
 
 def deadline_of(payload: dict[str, Any]) -> float | None:
@@ -116,3 +129,43 @@ class SoftTimeout:
         left, _ = signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, self._previous or signal.SIG_DFL)
         return max(left, 0.001)
+
+
+class ThreadTimeout(SoftTimeout):
+    """Raises JobTimeout inside a job running in a pool thread, at its deadline, as an
+    asynchronous exception (``PyThreadState_SetAsyncExc``): it lands at the job's next
+    Python instruction, so a thread blocked in one long C call (a ``time.sleep``, a
+    socket read without a timeout) sees it only when that call returns; the master's
+    hard-timeout kill covers that case. A lock orders it with ``disarm``: once disarmed,
+    none can land (one pending is cleared)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(seconds)
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._thread_id = threading.get_ident()
+        self._fired = False
+        self._started = 0.0
+
+    def arm(self) -> None:
+        self._started = time.monotonic()
+        self._timer = threading.Timer(self.seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _expire(self) -> None:
+        with self._lock:
+            if self._timer is None:
+                return
+            self._fired = True
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), ctypes.py_object(JobTimeout))
+
+    def disarm(self) -> float | None:
+        with self._lock:
+            timer, self._timer = self._timer, None
+            if timer is None:
+                return None
+            timer.cancel()
+            if self._fired:  # not yet raised: cleared, so it can't land after the job
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), None)
+        return max(self.seconds - (time.monotonic() - self._started), 0.001)

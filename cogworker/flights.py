@@ -26,7 +26,7 @@ from typing import Any
 from . import aio, fate
 from .config import logger
 from .errors import Fenced
-from .execute import HardStop, deadline_of, execute
+from .execute import HardStop, deadline_of, execute, in_job_pool
 from .fetch import Work
 from .worker import Worker
 
@@ -54,7 +54,7 @@ class FlightWorker(Worker):
         self._status.start(self.config)
         self.loop_thread = aio.LoopThread()
         self.loop_thread.start()
-        self.pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="cogworker-job")
+        self.pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="cogworker-job", initializer=in_job_pool)
         self.fetch_pool = ThreadPoolExecutor(1, thread_name_prefix="cogworker-fetch")
         try:
             while True:

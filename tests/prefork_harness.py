@@ -49,9 +49,12 @@ class Master:
         live = []
         for child in found:  # one may exit while we look: skip it, don't lose the rest
             try:
-                if child.status() != psutil.STATUS_ZOMBIE:
+                # Only the master's children proper: the boot runs short-lived processes
+                # too (croniter's import runs `file` through platform.architecture()).
+                if child.status() != psutil.STATUS_ZOMBIE and child.cmdline()[:1] != ["file"] \
+                        and "[booting]" not in " ".join(child.cmdline()[:1]):
                     live.append(child)
-            except psutil.NoSuchProcess:
+            except (psutil.NoSuchProcess, psutil.AccessDenied, IndexError):
                 pass
         return live
 

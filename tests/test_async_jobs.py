@@ -108,3 +108,17 @@ def test_no_coroutine_left_unawaited(own_config, masters):
     wait_for(lambda: len(lrange(own_config, "test:done")) == 5, what="all done")
     time.sleep(0.2)
     assert "never awaited" not in m.output()
+
+
+@pytest.mark.parametrize("concurrency", CONCURRENCY)
+def test_sync_soft_timeout_lands_in_any_thread(own_config, masters, concurrency):
+    m = start(masters, concurrency)
+    pid = next(iter(m.child_pids()))
+    pf_async.sync_soft.enqueue("t1")
+    pf_async.sync_sleep.enqueue("neighbour", 1.0)  # no timeout of its own: untouched by the other's
+    wait_for(lambda: dead_entries(own_config), timeout=10, what="dead")
+    [dead] = dead_entries(own_config)
+    assert dead["error_class"] == "cogworker.JobTimeout" and dead["args"] == ["t1"]
+    assert lrange(own_config, "test:caught") == [f"t1:{pid}"]
+    wait_for(lambda: tags(own_config, "test:done") == ["neighbour"], what="the neighbour finished")
+    assert m.child_pids() == {pid}

@@ -117,3 +117,16 @@ async def tracked(tag, seconds):
 def sync_stuck(tag):
     started(tag)
     time.sleep(60)
+
+
+@cogworker.job(timeout=0.5, retry=0)
+def sync_soft(tag):
+    """A sync job in Python code (short sleeps): JobTimeout lands in it, in any thread."""
+    started(tag)
+    try:
+        for _ in range(400):
+            time.sleep(0.05)
+    except cogworker.JobTimeout:
+        _r().rpush("test:caught", f"{tag}:{os.getpid()}")
+        raise
+    done(tag)
