@@ -146,8 +146,9 @@ class Child:
 
     def beat_self(self) -> None:
         current = self.worker.current
+        flying = len(getattr(self.worker, "flying", ()))  # --concurrency above 1: jobs in flight
         record = heartbeat.ProcessRecord(self.identity, "child", os.getpid(), self.queues, self.started_at,
-                                         busy=int(current is not None),
+                                         busy=flying or int(current is not None),
                                          running={"jid": current.jid(), "queue": current.queue} if current else None)
         sent = clock()
         try:
