@@ -123,3 +123,33 @@ def test_a_stuck_sync_job_gets_its_child_killed_and_the_others_requeued(own_conf
     wait_for(lambda: sorted(tag for tag, *_ in starts(own_config) if tag != "stuck") == ["t0", "t0", "t1", "t1"],
              what="the other jobs started again")
     assert all(count == 0 for tag, _, _, count in starts(own_config) if tag != "stuck")
+
+
+def test_tstp_then_hup_with_jobs_in_flight(own_config, masters):
+    m = masters(procs=1, module="apps.pf_async", args=("--concurrency", "10", "--timeout", "15"))
+    [pid] = m.wait_children()
+    enqueue_tracked(own_config, 10, 1.0)
+    wait_for(lambda: len(starts(own_config)) == 10, what="10 in flight")
+    m.signal(signal.SIGTSTP)  # quiet: the running ones finish, nothing more is fetched
+    enqueue_tracked(own_config, 5, 0.01, prefix="q")
+    wait_for(lambda: len(dones(own_config)) == 10, what="the running ones finished")
+    assert queue_len(own_config) == 5 and len(starts(own_config)) == 10
+    m.signal(signal.SIGHUP)  # a fresh child (not quiet) picks the rest up
+    wait_for(lambda: len(dones(own_config)) == 15, timeout=20, what="the rest ran")
+    assert pid not in m.child_pids()
+    assert Counter(dones(own_config)) == Counter([f"t{i}" for i in range(10)] + [f"q{i}" for i in range(5)])
+    never_twice_at_once(own_config)
+
+
+def test_master_sigkill_children_finish_their_jobs_in_flight(own_config, masters):
+    m = masters(procs=1, module="apps.pf_async", args=("--concurrency", "20", "--timeout", "10"))
+    [pid] = m.wait_children()
+    enqueue_tracked(own_config, 30, 1.0)
+    wait_for(lambda: len(starts(own_config)) == 20, what="20 in flight")
+    os.kill(m.pid, signal.SIGKILL)
+    wait_for(lambda: len(dones(own_config)) == 20, timeout=15, what="the 20 finished")
+    import psutil
+    wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
+             timeout=15, what="the orphaned child left")
+    assert queue_len(own_config) == 10 and in_progress_total(own_config) == 0
+    assert Counter(dones(own_config)) == Counter(tag for tag, *_ in starts(own_config))
