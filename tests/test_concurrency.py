@@ -153,3 +153,21 @@ def test_master_sigkill_children_finish_their_jobs_in_flight(own_config, masters
              timeout=15, what="the orphaned child left")
     assert queue_len(own_config) == 10 and in_progress_total(own_config) == 0
     assert Counter(dones(own_config)) == Counter(tag for tag, *_ in starts(own_config))
+
+
+def test_sigkill_under_load_loses_nothing_and_reruns_only_what_the_dead_child_held(own_config, masters):
+    """Jobs start and finish all the time (acks in flight, places refilled) when the child
+    is killed: every job still finishes, and only jobs the dead child had started run again."""
+    m = masters(procs=1, module="apps.pf_async", args=("--concurrency", "50"))
+    [pid] = m.wait_children()
+    enqueue_tracked(own_config, 600, 0.05)
+    wait_for(lambda: len(dones(own_config)) >= 200, what="200 done")
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: len(set(dones(own_config))) == 600, timeout=30, what="all 600 done")
+    by_dead = {tag for tag, p, _, _ in starts(own_config) if p == pid}
+    started_twice = {tag for tag, n in Counter(tag for tag, *_ in starts(own_config)).items() if n > 1}
+    assert started_twice <= by_dead and len(started_twice) <= 50  # at most the places it had
+    assert all(n <= 2 for n in Counter(tag for tag, *_ in starts(own_config)).values())
+    never_twice_at_once(own_config)
+    wait_for(lambda: in_progress_total(own_config) == 0, what="all acked")
+    assert own_config.redis().zcard(own_config.keys.dead) == 0
