@@ -45,10 +45,18 @@ class LoopThread:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self._run, name="cogworker-loop", daemon=True)
+        self.stopping = False
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
+        while not self.stopping:
+            try:
+                self.loop.run_forever()
+            except BaseException:  # noqa: S112 (see below)
+                # A job raised SystemExit or KeyboardInterrupt: asyncio lets those out of
+                # the loop after setting them as the task's outcome (the job's failure, as
+                # for a sync job). The loop goes on for the other jobs.
+                continue
 
     def start(self) -> None:
         global _shared
@@ -61,6 +69,7 @@ class LoopThread:
         global _shared
         if _shared is self:
             _shared = None
+        self.stopping = True
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=1.0)
 

@@ -122,3 +122,16 @@ def test_sync_soft_timeout_lands_in_any_thread(own_config, masters, concurrency)
     assert lrange(own_config, "test:caught") == [f"t1:{pid}"]
     wait_for(lambda: tags(own_config, "test:done") == ["neighbour"], what="the neighbour finished")
     assert m.child_pids() == {pid}
+
+
+@pytest.mark.parametrize("concurrency", CONCURRENCY)
+def test_systemexit_in_an_async_job_fails_it_and_the_loop_goes_on(own_config, masters, concurrency):
+    m = start(masters, concurrency)
+    pid = next(iter(m.child_pids()))
+    pf_async.a_exits.enqueue("x1")
+    wait_for(lambda: dead_entries(own_config), timeout=10, what="dead")
+    [dead] = dead_entries(own_config)
+    assert dead["error_class"] == "SystemExit"
+    pf_async.a_sleep.enqueue("next", 0.01)
+    wait_for(lambda: tags(own_config, "test:done") == ["next"], what="the next async job")
+    assert m.child_pids() == {pid}

@@ -130,3 +130,11 @@ def sync_soft(tag):
         _r().rpush("test:caught", f"{tag}:{os.getpid()}")
         raise
     done(tag)
+
+
+@cogworker.job(retry=0)
+async def a_exits(tag):
+    """SystemExit inside a coroutine: asyncio lets it out of the loop; the job fails, the loop goes on."""
+    started(tag)
+    await asyncio.sleep(0.01)
+    raise SystemExit(3)
