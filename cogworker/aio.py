@@ -52,7 +52,7 @@ class LoopThread:
         while not self.stopping:
             try:
                 self.loop.run_forever()
-            except BaseException:  # noqa: S112 (see below)
+            except BaseException:
                 # A job raised SystemExit or KeyboardInterrupt: asyncio lets those out of
                 # the loop after setting them as the task's outcome (the job's failure, as
                 # for a sync job). The loop goes on for the other jobs.

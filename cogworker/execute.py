@@ -4,11 +4,14 @@ outcome. Nothing here writes to Redis: the worker settles the outcome."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import ctypes
 import inspect
 import signal
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from . import aio, fate, hooks
@@ -50,6 +53,42 @@ def execute(config: Config, identity: str, queue: str, payload: dict[str, Any]) 
         return fate.Succeeded(seconds)
     backoff = job.backoff_for if isinstance(job, JobDef) else default_backoff
     return fate.Raised(error, backoff, seconds)
+
+
+def launch_async(config: Config, identity: str, queue: str, payload: dict[str, Any],
+                 loop: asyncio.AbstractEventLoop, done: Callable[[fate.Succeeded | fate.Raised], None]) -> bool:
+    """``execute`` for an ``async def`` job when no server middleware is installed (a
+    worker with a loop thread): it starts as a task of ``loop`` from the caller's thread,
+    no pool thread waiting on it; ``done`` gets its outcome (called in the loop's thread).
+    False, having done nothing: not such a job (middleware needs a stack per job: the
+    caller runs ``execute`` in a pool thread)."""
+    if len(server_middleware):
+        return False
+    try:
+        job = resolve(payload["class"], config.import_prefixes)
+    except Exception:  # the pool's execute fails it as the job's own error, through the chain
+        return False
+    if not job.is_async:
+        return False
+    if hooks.wanted("started", payload):
+        hooks.fire("started", payload, queue=queue, identity=identity, config=config)
+    logger.debug("start: %s jid=%s", job.name, payload["jid"])
+    timeout = payload.get("timeout")
+    seconds = float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
+    args, kwargs = payload.get("args") or [], payload.get("kwargs") or {}
+
+    async def body() -> Any:
+        return await job.func(*args, **kwargs)  # called on the loop: a bad argument fails the job
+
+    started = time.perf_counter()
+
+    def finished(future: concurrent.futures.Future[Any]) -> None:
+        took = time.perf_counter() - started
+        error = asyncio.CancelledError() if future.cancelled() else future.exception()
+        done(fate.Succeeded(took) if error is None else fate.Raised(error, job.backoff_for, took))
+
+    asyncio.run_coroutine_threadsafe(aio.guarded(body(), seconds, job.name), loop).add_done_callback(finished)
+    return True
 
 
 def run_job(job: Any, payload: dict[str, Any], queue: str,

@@ -8,7 +8,9 @@ One identity, one in-progress list, three kinds of threads:
   starts each job, and settles each outcome: every write about a job, and every write
   of the shared-memory record the master reads, happens here, one at a time;
 - a pool of M threads runs ``execute`` (resolution, the server middleware chain, the
-  function): a sync job runs in its thread, an async job's body is awaited on
+  function): a sync job runs in its thread, an async job's body is awaited on (an
+  ``async def`` job with no server middleware installed skips the pool: it starts as a
+  task straight from the control thread, ``execute.launch_async``)
 - the process's one event loop, in a thread of its own (``aio.LoopThread``): M async
   jobs are M tasks of one loop.
 
@@ -26,7 +28,7 @@ from typing import Any
 from . import aio, fate
 from .config import logger
 from .errors import Fenced
-from .execute import HardStop, deadline_of, execute, in_job_pool
+from .execute import HardStop, deadline_of, execute, in_job_pool, launch_async
 from .fetch import Work
 from .worker import Worker
 
@@ -130,9 +132,17 @@ class FlightWorker(Worker):
         if not self._may_start(work):
             return
         assert self.pool is not None
+        assert self.loop_thread is not None
         self.flying[work.raw] = work
         self.reporter.started(work, payload, deadline_of(payload))
-        self.pool.submit(self._run_one, work, payload)
+        try:
+            launched = launch_async(self.config, self.identity, work.queue, payload, self.loop_thread.loop,
+                                    lambda outcome: self.events.put(("done", (work, payload, outcome))))
+        except Exception:  # a hook failed before the job started: the pool's path runs it as usual
+            logger.exception("couldn't start jid=%s as a task; running it from the pool", payload["jid"])
+            launched = False
+        if not launched:
+            self.pool.submit(self._run_one, work, payload)
 
     def _run_one(self, work: Work, payload: dict[str, Any]) -> None:
         """In a pool thread: the job's outcome goes back to the control thread, whatever happens."""

@@ -26,6 +26,8 @@ class JobDef:
         self.opts = opts
         self.name = name or f"{func.__module__}.{func.__qualname__}"
         self.signature: inspect.Signature | None = signature_of(func)
+        # An ``async def`` (or an object whose __call__ is one): may start as a task at once.
+        self.is_async = inspect.iscoroutinefunction(func if inspect.isroutine(func) else type(func).__call__)
 
     def check_arguments(self, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
         """TypeError now, in the caller, for arguments the function can't take."""

@@ -23,16 +23,16 @@ def dead_entries(config):
     return [json.loads(raw) for raw in config.redis().zrange(config.keys.dead, 0, -1)]
 
 
-def start(masters, concurrency, procs=1):
+def start(masters, concurrency, procs=1, middleware=False):
     m = masters(procs=procs, module="apps.pf_async", args=("--concurrency", str(concurrency)) if concurrency > 1
-                else ())
+                else (), env={"PF_ASYNC_MIDDLEWARE": "1"} if middleware else None)
     m.wait_children()
     return m
 
 
 @pytest.mark.parametrize("concurrency", CONCURRENCY)
 def test_async_job_runs_and_middleware_wraps_it(own_config, masters, concurrency):
-    start(masters, concurrency)
+    start(masters, concurrency, middleware=True)
     pf_async.a_sleep.enqueue("mw1", 0.05)
     pf_async.returns_coroutine.enqueue("coro1")
     wait_for(lambda: len(lrange(own_config, "test:done")) == 2, what="both done")
@@ -45,8 +45,9 @@ def test_async_job_runs_and_middleware_wraps_it(own_config, masters, concurrency
 
 
 @pytest.mark.parametrize("concurrency", CONCURRENCY)
-def test_async_failure_retries_then_dies(own_config, masters, concurrency):
-    start(masters, concurrency)
+@pytest.mark.parametrize("middleware", [False, True])
+def test_async_failure_retries_then_dies(own_config, masters, concurrency, middleware):
+    start(masters, concurrency, middleware=middleware)
     jid = pf_async.a_fail.enqueue("f1")
     wait_for(lambda: dead_entries(own_config), timeout=20, what="dead")
     [dead] = dead_entries(own_config)
@@ -55,8 +56,9 @@ def test_async_failure_retries_then_dies(own_config, masters, concurrency):
 
 
 @pytest.mark.parametrize("concurrency", CONCURRENCY)
-def test_soft_timeout_raises_jobtimeout_inside(own_config, masters, concurrency):
-    m = start(masters, concurrency)
+@pytest.mark.parametrize("middleware", [False, True])
+def test_soft_timeout_raises_jobtimeout_inside(own_config, masters, concurrency, middleware):
+    m = start(masters, concurrency, middleware=middleware)
     pid = next(iter(m.child_pids()))
     pf_async.a_soft.enqueue("s1")
     wait_for(lambda: dead_entries(own_config), timeout=10, what="dead")
