@@ -127,6 +127,9 @@ def run_job(job: Any, payload: dict[str, Any], queue: str,
     except HardStop:
         raise
     except BaseException as exc:  # the job's own failure (even a SystemExit) is its outcome, not ours
+        if isinstance(exc, JobTimeout) and not exc.args:
+            # Raised as a class in a pool thread (ThreadTimeout): given its message here.
+            return JobTimeout(f"job ran past its timeout of {timeout:g}s").with_traceback(exc.__traceback__)
         return exc
 
 

@@ -121,6 +121,7 @@ def test_sync_soft_timeout_lands_in_any_thread(own_config, masters, concurrency)
     wait_for(lambda: dead_entries(own_config), timeout=10, what="dead")
     [dead] = dead_entries(own_config)
     assert dead["error_class"] == "cogworker.JobTimeout" and dead["args"] == ["t1"]
+    assert dead["error_message"] == "job ran past its timeout of 0.5s"
     assert lrange(own_config, "test:caught") == [f"t1:{pid}"]
     wait_for(lambda: tags(own_config, "test:done") == ["neighbour"], what="the neighbour finished")
     assert m.child_pids() == {pid}
