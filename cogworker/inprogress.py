@@ -131,8 +131,8 @@ class InProgressList:
         declared dead meanwhile); "reclaim": for an owner known dead (a reaped child),
         fenced in the same step if anything was listed; "dead:<beat>": orphan recovery's,
         only if the beat is still ``<beat>`` and there is no process key.
-        ``count_orphanings``: one per job (True), or for the job of that jid only (the one
-        its owner ran), parking those past ``max_orphanings``.
+        ``count_orphanings``: one per job (True), or for the jobs of those jids only
+        (one a line: the ones its owner ran), parking those past ``max_orphanings``.
         ``drop``: jobs that finished but whose ack is missing (dropping them is the ack).
         ``keep``: jobs left on the list untouched.
         """

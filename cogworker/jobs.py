@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, ParamSpec, TypeVar
 
-from . import client
+from . import client, client_async
 from .errors import ConfigurationError
 from .payload import (  # noqa: F401 (re-exported: their home was this module)
     UNIQUE_UNTIL,
@@ -70,6 +70,21 @@ class Job(JobDef, Generic[P, R]):
                      ) -> list[str | None]:
         return BoundJob(self, self.opts).enqueue_many(calls)
 
+    # From asyncio code (FastAPI, aiohttp): the same payloads, written on redis.asyncio.
+
+    async def enqueue_async(self, *args: Any, **kwargs: Any) -> str | None:
+        return await BoundJob(self, self.opts).enqueue_async(*args, **kwargs)
+
+    async def enqueue_in_async(self, seconds: float, *args: Any, **kwargs: Any) -> str | None:
+        return await BoundJob(self, self.opts).enqueue_in_async(seconds, *args, **kwargs)
+
+    async def enqueue_at_async(self, when: datetime | float, *args: Any, **kwargs: Any) -> str | None:
+        return await BoundJob(self, self.opts).enqueue_at_async(when, *args, **kwargs)
+
+    async def enqueue_many_async(self, calls: Iterable[Sequence[Any] | tuple[Sequence[Any], dict[str, Any]]]
+                                 ) -> list[str | None]:
+        return await BoundJob(self, self.opts).enqueue_many_async(calls)
+
 
 @dataclass(frozen=True)
 class BoundJob:
@@ -111,6 +126,9 @@ class BoundJob:
     def enqueue_many(self, calls: Iterable[Sequence[Any] | tuple[Sequence[Any], dict[str, Any]]]
                      ) -> list[str | None]:
         """Bulk enqueue: each item is an args tuple/list, or ``(args, kwargs)``; pipelined."""
+        return client.push_many(self._many(calls))
+
+    def _many(self, calls: Iterable[Sequence[Any] | tuple[Sequence[Any], dict[str, Any]]]) -> list[dict[str, Any]]:
         now = time.time()
         payloads = []
         for call in calls:
@@ -122,7 +140,24 @@ class BoundJob:
             else:
                 raise TypeError(f"enqueue_many takes args tuples or (args, kwargs) pairs, got {call!r}")
             payloads.append(self.payload(args, kwargs, now))  # all checked before any is written
-        return client.push_many(payloads)
+        return payloads
+
+    async def enqueue_async(self, *args: Any, **kwargs: Any) -> str | None:
+        """``enqueue`` from asyncio code, on ``redis.asyncio`` (same payload, same middleware)."""
+        return await client_async.push(self.payload(args, kwargs))
+
+    async def enqueue_in_async(self, seconds: float, *args: Any, **kwargs: Any) -> str | None:
+        if not is_number(seconds):
+            raise TypeError(f"enqueue_in takes seconds as a number, got {seconds!r}")
+        return await self.enqueue_at_async(time.time() + seconds, *args, **kwargs)
+
+    async def enqueue_at_async(self, when: datetime | float, *args: Any, **kwargs: Any) -> str | None:
+        at = to_epoch(when)
+        return await client_async.push(self.payload(args, kwargs), at=at)
+
+    async def enqueue_many_async(self, calls: Iterable[Sequence[Any] | tuple[Sequence[Any], dict[str, Any]]]
+                                 ) -> list[str | None]:
+        return await client_async.push_many(self._many(calls))
 
 
 def job(func: Callable[P, R] | None = None, /, **options: Any) -> Any:
@@ -132,11 +167,10 @@ def job(func: Callable[P, R] | None = None, /, **options: Any) -> Any:
     def wrap(f: Callable[P, R]) -> Job[P, R]:
         if not callable(f):
             raise TypeError(f"@job decorates a function, got {f!r}")
-        if (inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f)
-                or inspect.iscoroutinefunction(type(f).__call__)):
-            # A worker would call it, get a coroutine back, and count a job that never ran.
-            raise ConfigurationError(f"@job {getattr(f, '__qualname__', f)!r}: async jobs are not supported yet; "
-                                     f"make it a plain def (it may call asyncio.run(...))")
+        if inspect.isasyncgenfunction(f) or inspect.isasyncgenfunction(type(f).__call__):
+            # Nothing would iterate it: its body would never run.
+            raise ConfigurationError(f"@job {getattr(f, '__qualname__', f)!r} is an async generator: a job "
+                                     f"returns (make it an async def without yield)")
         made = Job(f, opts)
         register(made)
         return made

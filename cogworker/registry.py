@@ -26,19 +26,20 @@ class JobDef:
         self.opts = opts
         self.name = name or f"{func.__module__}.{func.__qualname__}"
         self.signature: inspect.Signature | None = signature_of(func)
+        # An ``async def`` (or an object whose __call__ is one): may start as a task at once.
+        self.is_async = inspect.iscoroutinefunction(func if inspect.isroutine(func) else type(func).__call__)
 
     def check_arguments(self, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
         """TypeError now, in the caller, for arguments the function can't take."""
         bind_arguments(self.name, self.signature, args, kwargs)
 
     def refuse_awaitable(self, result: Any) -> Any:
-        """A job's return value, unless it is a coroutine or other awaitable: nothing
-        awaits it, so the job's body never ran, and that must fail, not count as success."""
-        if inspect.isawaitable(result) or inspect.isasyncgen(result):
-            if inspect.iscoroutine(result):
-                result.close()  # never awaited, on purpose: no RuntimeWarning
-            raise TypeError(f"job {self.name} returned {type(result).__name__}, not a result: async jobs "
-                            f"are not supported yet, so its body did not run")
+        """A job's return value, unless it is an async generator: nothing iterates it, so
+        the job's body never ran, and that must fail, not count as success. (An awaitable
+        is awaited before this: ``execute.run_job``.)"""
+        if inspect.isasyncgen(result):
+            raise TypeError(f"job {self.name} returned an async generator, not a result: its body did not run "
+                            f"(make it an async def that returns)")
         return result
 
     def backoff_for(self, count: int, error: BaseException) -> float:

@@ -34,6 +34,10 @@ class Reporter:
         """A job's run ended: ``Succeeded`` (its ack is due), ``Raised`` (filed, or
         being filed as an interruption) or anything else (it never ran: handed back)."""
 
+    def acked(self, work: Work) -> None:
+        """A success's ack was written (or is owed: ``pending`` said so); only a worker
+        with several jobs in flight acknowledges each at once and says so."""
+
     def pending(self, raw: bytes, how: fate.Decision) -> None:
         """A settlement could not be written; the worker keeps retrying it."""
 

@@ -182,15 +182,21 @@ class Settling(ABC):
         second look rules out a job caught between fetch and start). ``holding``: a job
         fetched ahead, about to start."""
         listed = self.fetcher.listed()
-        running = {w.raw for w in (self.current, holding) if w is not None}
-        if self.ack_due is not None:
-            running.add(self.ack_due)
+        running = self.running_raws(holding)
         self.settle_pending(set(listed))
         strays = {raw for raw in listed if raw not in running and raw not in self.pending}
         for raw in strays & self._strays:
             if self.fetcher.give_back(raw):
                 logger.warning("requeued stray in-progress job jid=%s", jid_of(raw))
         self._strays = strays - self._strays
+
+    def running_raws(self, holding: Work | None = None) -> set[bytes]:
+        """What this process holds that nothing should requeue: the job it runs, one
+        fetched ahead (``holding``), one whose ack is due."""
+        running = {w.raw for w in (self.current, holding) if w is not None}
+        if self.ack_due is not None:
+            running.add(self.ack_due)
+        return running
 
     def finish(self) -> None:
         """Leaving the loop: settle what is owed, hand over what can't be settled."""

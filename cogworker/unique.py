@@ -35,13 +35,20 @@ def prepare(payload: dict[str, Any]) -> None:
 
 
 def push(client: redis.Redis, payload: dict[str, Any], encoded: str, at: float | None) -> str | None:
+    keys, args = push_call(payload, encoded, at)
+    pushed = lua.run(client, "unique_push", keys, args)
+    return payload["jid"] if pushed == 1 else None
+
+
+def push_call(payload: dict[str, Any], encoded: str, at: float | None) -> tuple[list[Any], list[Any]]:
+    """The keys and arguments of ``unique_push.lua`` for this job (the sync and the
+    async client send the same)."""
     keys = get_config().keys
     scheduled = at is not None and at > time.time()
     target = keys.schedule if scheduled else keys.queue(payload["queue"])
     ttl = lock_ttl(payload, (at - time.time()) if scheduled and at else 0.0)
-    pushed = lua.run(client, "unique_push", [keys.unique(payload["unique_digest"]), target, keys.queues],
-                     [payload["jid"], ttl, encoded, repr(at) if scheduled else "", payload["queue"]])
-    return payload["jid"] if pushed == 1 else None
+    return ([keys.unique(payload["unique_digest"]), target, keys.queues],
+            [payload["jid"], ttl, encoded, repr(at) if scheduled else "", payload["queue"]])
 
 
 def holds(payload: dict[str, Any]) -> bool:

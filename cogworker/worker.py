@@ -187,6 +187,11 @@ class Worker(Settling):
         self._status.stop(self.config)
         self.fetcher.close()
 
+    def riding_acks(self) -> tuple[bytes | None, ...]:
+        """Acks that may or may not have landed (due, or riding on a fetch): what a
+        leaving process drops rather than requeues (``requeue_rest``)."""
+        return (self.ack_due, self.fetching.riding_ack())
+
     def _leave_fenced(self) -> None:
         """Declared dead: what this process holds was requeued elsewhere, so it settles
         nothing (an ack or a filing would now be about someone else's copy) and leaves."""

@@ -49,9 +49,15 @@ class Master:
         live = []
         for child in found:  # one may exit while we look: skip it, don't lose the rest
             try:
-                if child.status() != psutil.STATUS_ZOMBIE:
+                # Only the master's children proper: the boot runs a short-lived process
+                # too (croniter's import runs `file` through platform.architecture()),
+                # seen as the booting master's fork, with no command line while it execs,
+                # then as `file`.
+                title = child.cmdline()[:1]
+                if child.status() != psutil.STATUS_ZOMBIE and title and title != ["file"] \
+                        and "[booting]" not in title[0]:
                     live.append(child)
-            except psutil.NoSuchProcess:
+            except (psutil.NoSuchProcess, psutil.AccessDenied, IndexError):
                 pass
         return live
 

@@ -14,7 +14,7 @@ RUNNING = {"jid": "j1", "class": "app.slow", "queue": "default", "deadline": Non
 def test_a_child_dead_with_a_running_job_counts_an_orphaning_for_that_job_only():
     r = reaped.reap(dict(RUNNING), set(), {}, torn=False, stop_reason=None, crashed=True)
     assert r.count_orphanings == "j1"
-    assert r.decisions == {} and r.timed_out is None
+    assert r.decisions == {} and r.timed_out == []
 
 
 def test_a_looked_ahead_job_is_never_counted_and_finished_jobs_are_dropped():
@@ -34,13 +34,13 @@ def test_a_child_stopped_by_the_master_counts_nothing_and_files_what_it_owed():
     owes = {"j3": filing, "j4": fate.ACK}
     for reason in ("shutdown", "memory", "killed"):
         r = reaped.reap(dict(RUNNING), set(), owes, torn=False, stop_reason=reason, crashed=False)
-        assert r.count_orphanings is False and r.timed_out is None
+        assert r.count_orphanings is False and r.timed_out == []
         assert r.decisions == {"j3": filing, "j4": fate.DROP}
 
 
 def test_a_child_killed_for_its_timeout_files_that_job_as_failed(config):
     r = reaped.reap(dict(RUNNING), set(), {}, torn=False, stop_reason="timeout", crashed=False)
-    assert r.timed_out == RUNNING and r.count_orphanings is False
+    assert r.timed_out == [RUNNING] and r.count_orphanings is False
     raw = json.dumps({"jid": "j1", "class": "app.slow", "queue": "default", "retry": 0, "timeout": 1}).encode()
     config.redis().rpush(config.keys.in_progress("gone"), raw)
     drop, keep = reaped.apply(config, "gone", r, [raw])
@@ -55,3 +55,15 @@ def test_decisions_cross_the_pipe_unchanged():
     for decision in (fate.ACK, fate.GIVE_BACK, fate.DROP, fate.Park("{}"),
                      fate.File("cogworker:dead", 2.5, '{"jid": "x"}', False, 0.0, "interrupted")):
         assert fate.from_wire(decision.to_wire()) == decision
+
+
+def test_a_child_with_jobs_in_flight_counts_each_running_job_and_files_only_the_late_ones():
+    late = {**RUNNING, "jid": "late", "deadline": 100.0}
+    fine = {**RUNNING, "jid": "fine", "deadline": 200.0}
+    r = reaped.reap([late, fine], {"acked"}, {}, torn=False, stop_reason=None, crashed=True)
+    assert r.count_orphanings == "late\nfine" and r.decisions == {"acked": fate.DROP}
+    r = reaped.reap([late, fine], set(), {}, torn=False, stop_reason="timeout", crashed=False, now=110.0)
+    assert r.timed_out == [late] and r.count_orphanings is False
+    r = reaped.reap([late, {**fine, "jid": ""}], set(), {}, torn=False, stop_reason=None, crashed=True)
+    assert r.count_orphanings is True  # a jid it couldn't record: every job counts
+    assert reaped.reap([], set(), {}, torn=False, stop_reason=None, crashed=True).count_orphanings is False

@@ -85,3 +85,17 @@ def slow(token, seconds):
     _conn()["client"].rpush("bench:slow", f"{token} {os.getpid()} {time.time()!r}")
     time.sleep(seconds)
     _conn()["client"].rpush("bench:slow_done", token)
+
+
+def io(seconds):
+    """An I/O-bound job: waits (as on a slow HTTP call), then counts itself."""
+    time.sleep(seconds)
+    _done()
+
+
+async def aio(seconds):
+    """The same, as a coroutine (the count is the same one round trip, sync, as for every row)."""
+    import asyncio
+
+    await asyncio.sleep(seconds)
+    _done()

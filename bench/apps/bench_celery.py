@@ -39,3 +39,8 @@ def probe(token, t_enqueued):
 @app.task
 def slow(token, seconds):
     body.slow(token, seconds)
+
+
+@app.task
+def io(seconds):
+    body.io(seconds)

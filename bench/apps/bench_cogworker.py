@@ -34,3 +34,13 @@ def fail(payload=""):
     (bench.costs measures the dead set's trimming with it)."""
     body.noop(payload)
     raise RuntimeError("bench: this job fails on purpose")
+
+
+@cogworker.job
+async def aio(seconds):
+    await body.aio(seconds)
+
+
+@cogworker.job
+def io(seconds):
+    body.io(seconds)

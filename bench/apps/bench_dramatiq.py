@@ -26,3 +26,8 @@ def probe(token, t_enqueued):
 @dramatiq.actor
 def slow(token, seconds):
     body.slow(token, seconds)
+
+
+@dramatiq.actor
+def io(seconds):
+    body.io(seconds)

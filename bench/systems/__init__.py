@@ -42,8 +42,14 @@ def all_systems():
             *dramatiq_.SYSTEMS, *huey_.SYSTEMS]
 
 
+def io_systems():
+    """The extra rows of the I/O workload (bench.iobound): concurrency inside a process."""
+    from bench.systems import iobound_
+    return list(iobound_.SYSTEMS)
+
+
 def by_name(name):
-    for s in all_systems():
+    for s in [*all_systems(), *io_systems()]:
         if s.name == name:
             return s
     raise KeyError(name)

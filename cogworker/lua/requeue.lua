@@ -14,7 +14,8 @@
 -- ARGV[6] = the caller's clock (epoch s),
 -- ARGV[7] = orphan counter prefix, ARGV[8] = its TTL, ARGV[9] = max orphanings,
 -- ARGV[10] = "*" to count an orphaning per job, "j:<jid>" for that job only (the one
--- its owner ran: the others never started), "" for none; ARGV[11..] = "d:<job>" (finished, only
+-- its owner ran: the others never started; several jids, one a line, for an owner with
+-- several jobs in flight), "" for none; ARGV[11..] = "d:<job>" (finished, only
 -- the ack is missing: dropping it is the ack) or "k:<job>" (leave it on the list).
 -- Returns {moved, 1 if this fenced the owner (0 if it already was or it is "own"), {jobs
 -- filed raw in dead...}, {"c" or "u", job, ...}}, or {-1} if the owner turned out alive.
@@ -49,6 +50,10 @@ for i = 11, #ARGV do
   if mark == "d:" then finished[payload] = true else keep[payload] = true end
 end
 local moved, kept, buried, orphaned = 0, {}, {}, {}
+local counted = {} -- "j:<jid>\n<jid>...": the jobs its owner was running
+if string.sub(ARGV[10], 1, 2) == "j:" then
+  for jid in string.gmatch(string.sub(ARGV[10], 3), "[^\n]+") do counted[jid] = true end
+end
 -- One pass over the list as it stands, newest (the head) first: each goes to the fetch
 -- end of its queue, so the oldest lands last, nearest that end, and runs first. Each job is peeked, written where it goes, and only then removed: a script
 -- stopped by an error keeps the writes made before it, so popping first would lose the
@@ -70,7 +75,7 @@ for _ = 1, redis.call("LLEN", KEYS[1]) do
     if ARGV[10] ~= "" then
       local ok, decoded = pcall(cjson.decode, job)
       if ok and type(decoded) == "table" and type(decoded["jid"]) == "string"
-          and (ARGV[10] == "*" or ARGV[10] == "j:" .. decoded["jid"]) then
+          and (ARGV[10] == "*" or counted[decoded["jid"]]) then
         counter = ARGV[7] .. decoded["jid"]
         local current = redis.pcall("GET", counter)
         local count = type(current) == "string" and tonumber(current) or nil

@@ -25,6 +25,7 @@ from ..config import Config, logger
 from ..errors import Fenced
 from ..heartbeat import clock
 from ..worker import FENCED_EXIT, Worker
+from .flight_slots import FlightSlots
 from .pipe import PipeReporter
 from .siblings import Siblings
 from .slots import Slots
@@ -57,17 +58,26 @@ class TitledReporter(PipeReporter):
 class Child:
     def __init__(self, index: int, config: Config, conn: Connection, slots: Slots,
                  queues: list[tuple[str, int | None]], master_pid: int, timeout: float, max_jobs: int | None,
-                 identity: str, lookahead: bool = True) -> None:
+                 identity: str, lookahead: bool = True, flights: FlightSlots | None = None) -> None:
         self.index = index
         self.config = config
         self.conn = conn
         self.master_pid = master_pid
         self.timeout = timeout
         self.identity = identity
-        self.reporter = TitledReporter(config, conn, slots, index, lookahead)
+        self.reporter: TitledReporter
+        self.worker: Worker
+        if flights is None:
+            self.reporter = TitledReporter(config, conn, slots, index, lookahead)
+            self.worker = Worker(queues, config=config, identity=self.identity, reporter=self.reporter,
+                                 max_jobs=max_jobs)
+        else:  # --concurrency above 1 (imported here: that module builds on this one)
+            from .flight_child import FlightReporter, flight_worker
+
+            reporter = FlightReporter(config, conn, slots, index, flights, flights.per_child)
+            self.reporter = reporter
+            self.worker = flight_worker(queues, config, identity, reporter, max_jobs)
         self.reporter.slot.begin(identity)
-        self.worker = Worker(queues, config=config, identity=self.identity, reporter=self.reporter,
-                             max_jobs=max_jobs)
         self.queues = [q for q, _ in queues]
         self.started_at = time.time()
 
@@ -136,8 +146,9 @@ class Child:
 
     def beat_self(self) -> None:
         current = self.worker.current
+        flying = len(getattr(self.worker, "flying", ()))  # --concurrency above 1: jobs in flight
         record = heartbeat.ProcessRecord(self.identity, "child", os.getpid(), self.queues, self.started_at,
-                                         busy=int(current is not None),
+                                         busy=flying or int(current is not None),
                                          running={"jid": current.jid(), "queue": current.queue} if current else None)
         sent = clock()
         try:
@@ -162,7 +173,7 @@ class Child:
         worker = self.worker
         try:
             worker.park_owed()
-            moved = worker.requeue_rest(riding=(worker.ack_due, worker.fetching.riding_ack()))
+            moved = worker.requeue_rest(riding=worker.riding_acks())
             logger.error("child %d: handed back %d job(s) after the master died", self.index, moved)
             heartbeat.deregister(self.config, self.identity)
         except Fenced:
@@ -173,13 +184,14 @@ class Child:
 
 def child_main(index: int, config: Config, conn: Connection, slots: Slots,
                queues: list[tuple[str, int | None]], master_pid: int, timeout: float, max_jobs: int | None,
-               identity: str, lookahead: bool = True) -> None:
+               identity: str, lookahead: bool = True, flights: FlightSlots | None = None) -> None:
     """Runs in the forked process; never returns."""
     code = 1
     # A job that forks: its fork must not claim to be one of the master's children.
     os.register_at_fork(after_in_child=lambda: setproctitle(f"cogworker: child {index}'s fork (pid {os.getpid()})"))
     try:
-        child = Child(index, config, conn, slots, queues, master_pid, timeout, max_jobs, identity, lookahead)
+        child = Child(index, config, conn, slots, queues, master_pid, timeout, max_jobs, identity, lookahead,
+                      flights)
         code = child.run()
         if child.reporter.orphaned and code != FENCED_EXIT:
             # The master can't clean up after us: leave nothing behind.

@@ -18,7 +18,9 @@ from .. import fate, heartbeat, stats
 from ..config import Config, logger
 from ..errors import Fenced
 from ..inprogress import InProgressList
+from . import flight_slots
 from .child import child_main
+from .flight_slots import FlightSlots
 from .inbox import FORWARDED, SignalInbox
 from .pipe import make_pipe
 from .siblings import with_looked_ahead
@@ -39,6 +41,7 @@ class ChildState:
     started_at: float = field(default_factory=time.time)
     ready: bool = False
     running: dict[str, Any] | None = None  # jid, class, queue, deadline, run_at
+    flying: list[dict[str, Any]] = field(default_factory=list)  # --concurrency > 1: every job it runs
     acks: set[str] = field(default_factory=set)  # jids that ran; their ack is due or riding on a fetch
     torn: bool = False  # died mid-write of its slot: what it ran is unknown
     owes: dict[str, fate.Decision] = field(default_factory=dict)  # what it told us it still owes
@@ -67,6 +70,7 @@ class ChildrenMixin:
     next_fork_at: float
     selector: selectors.BaseSelector
     slots: Slots
+    flights: FlightSlots | None
     stats: stats.StatsBuffer
 
     if TYPE_CHECKING:  # the master's, or another mixin's (never shadow them at run time)
@@ -110,6 +114,8 @@ class ChildrenMixin:
             child.running = None
             child.acks = set()
             return False
+        if self.flights is not None:
+            return self.refresh_flights(child)
         if slot.state == RUNNING:
             child.running = {"jid": slot.jid, "class": slot.job_class, "queue": slot.queue,
                              "deadline": slot.deadline, "run_at": slot.started_at}
@@ -117,6 +123,26 @@ class ChildrenMixin:
             child.running = None
         child.acks = {jid for jid in (slot.ack_jid, slot.jid if slot.state == ACK_DUE else "") if jid}
         return True
+
+    def refresh_flights(self, child: ChildState) -> bool:
+        """``--concurrency`` above 1: every job the child has in flight, from its entries
+        (``running``: the first of them)."""
+        assert self.flights is not None
+        found = self.flights.read(child.index)
+        if found is None:
+            child.torn = True
+            child.running, child.flying, child.acks = None, [], set()
+            return False
+        child.flying = [{"jid": f.jid, "class": f.job_class, "queue": f.queue, "deadline": f.deadline,
+                         "run_at": f.started_at} for f in found if f.state == flight_slots.RUNNING]
+        child.running = child.flying[0] if child.flying else None
+        child.acks = {f.jid for f in found if f.state == flight_slots.ACK_DUE and f.jid}
+        return True
+
+    def reset_slot(self, index: int) -> None:
+        self.slots.reset(index)
+        if self.flights is not None:
+            self.flights.reset(index)
 
     def count_jobs(self, child: ChildState, counts: tuple[int, int]) -> None:
         """What the child processed and failed since the last look, into the totals."""
@@ -165,7 +191,7 @@ class ChildrenMixin:
 
     def fork_child(self) -> None:
         index = self.free_indexes.pop(0) if self.free_indexes else self._new_index()
-        self.slots.reset(index)
+        self.reset_slot(index)
         reader, writer = make_pipe()
         nonce = os.urandom(4).hex()
         # Signals stay blocked across fork until the child has its own handlers: a TERM
@@ -182,7 +208,7 @@ class ChildrenMixin:
             finally:
                 child_main(index, self.child_config, writer, self.slots, self.s.queues,
                            os.getppid(), self.s.timeout,
-                           self.s.max_jobs, child_identity(os.getpid(), nonce), self.s.lookahead)
+                           self.s.max_jobs, child_identity(os.getpid(), nonce), self.s.lookahead, self.flights)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
         writer.close()
         child = ChildState(index, pid, child_identity(pid, nonce), reader)

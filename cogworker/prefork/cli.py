@@ -18,6 +18,7 @@ from .inbox import BootInterrupted, SignalInbox
 from .slots import MAX_SLOTS
 
 PROG = "cogworker-prefork"
+MAX_CONCURRENCY = 256  # jobs in flight per child: threads and shared memory grow with it
 
 
 class Parser(argparse.ArgumentParser):
@@ -76,6 +77,9 @@ def build_parser() -> Parser:
                         help="periodic jobs: don't fire a slot missed while down")
     parser.add_argument("--no-lookahead", action="store_true",
                         help="fetch each job only when the last is done (for long, uneven jobs shared between hosts)")
+    parser.add_argument("--concurrency", type=positive_int, default=1, metavar="M",
+                        help="jobs each child runs at once: async jobs as tasks of its event loop, sync "
+                             "jobs in a thread pool of M (default 1: one at a time)")
     parser.add_argument("--verbose", "-v", action="store_true")
     return parser
 
@@ -101,6 +105,8 @@ def main(argv: list[str] | None = None) -> None:
         procs = args.procs or default_procs()
         if procs > MAX_SLOTS:
             raise ConfigurationError(f"--procs {procs}: at most {MAX_SLOTS} children")
+        if args.concurrency > MAX_CONCURRENCY:
+            raise ConfigurationError(f"--concurrency {args.concurrency}: at most {MAX_CONCURRENCY} jobs per child")
         preload(args.module, inbox)
         queues = app_queues(args.queues)
         if args.redis_url or args.namespace:
@@ -120,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
         stopped_during_boot(stop)
     settings = Settings(module=args.module, procs=procs, queues=queues, timeout=args.timeout,
                         max_memory_mb=args.max_memory, max_jobs=args.max_jobs, catch_up=not args.no_catch_up,
-                        lookahead=not args.no_lookahead)
+                        lookahead=not args.no_lookahead, concurrency=args.concurrency)
     try:
         sys.exit(Master(settings, config, inbox).run())
     except RedisVersionError as exc:  # checked at boot, before any child is forked

@@ -30,6 +30,7 @@ from ..policy import Breaker
 from ..worker import FENCED_EXIT, new_identity
 from . import reaped
 from .children import ChildrenMixin, ChildState, child_identity
+from .flight_slots import FlightSlots
 from .inbox import SignalInbox
 from .signals import SignalsMixin
 from .slots import Slots
@@ -59,6 +60,7 @@ class Settings:
     max_jobs: int | None = None
     catch_up: bool = True
     lookahead: bool = True
+    concurrency: int = 1  # jobs in flight per child (docs/architecture.md#concurrency)
 
 
 class Master(SignalsMixin, ChildrenMixin, WatchMixin):
@@ -95,6 +97,8 @@ class Master(SignalsMixin, ChildrenMixin, WatchMixin):
         self.next_memory = 0.0
         self.selector = selectors.DefaultSelector()
         self.slots = Slots()
+        # M entries per child when children run M jobs at once; None keeps the one-job path as it was.
+        self.flights = FlightSlots(settings.concurrency, self.slots.count) if settings.concurrency > 1 else None
         self.housekeeping: Housekeeping | None = None  # made in run(): the app is loaded by then
         self.on_signal = self.signal_handlers()
 
@@ -217,7 +221,7 @@ class Master(SignalsMixin, ChildrenMixin, WatchMixin):
             # replaces it.
             logger.warning("master: child %d (pid %d) left: it was declared dead (fenced); replacing it",
                            child.index, child.pid)
-            self.slots.reset(child.index)
+            self.reset_slot(child.index)
             return
         if not self.refresh(child):
             logger.error("master: child %d died mid-update: its jobs are requeued as unknown", child.index)
@@ -240,13 +244,14 @@ class Master(SignalsMixin, ChildrenMixin, WatchMixin):
             self.next_fork_at = time.monotonic() + delay
             logger.error("master: children die before their first fetch (%s); next fork in %.1fs", how, delay)
         self.settle_child(child, crashed)
-        self.slots.reset(child.index)  # a stale WAITING would keep its siblings from looking ahead
+        self.reset_slot(child.index)  # a stale WAITING would keep its siblings from looking ahead
 
     def settle_child(self, child: ChildState, crashed: bool) -> None:
         """What a gone child owed Redis: its hard-timed-out job filed as failed, pending
         failures filed (or parked in unsettled), pending acks dropped, the rest requeued
         at once, an orphaning counted for the job it ran when it died on its own."""
-        self.unrecovered[child.identity] = reaped.reap(child.running, child.acks, child.owes, child.torn,
+        running = child.flying if self.flights is not None else child.running
+        self.unrecovered[child.identity] = reaped.reap(running, child.acks, child.owes, child.torn,
                                                        child.stop_reason, crashed)
         self.recover_identity(child.identity)
 

@@ -24,33 +24,41 @@ class Reaped:
     """What a gone child still owed Redis, kept until Redis takes it."""
 
     decisions: dict[str, Decision]  # jid -> Drop (ran, only the ack is missing) or File
-    timed_out: dict[str, Any] | None  # the job the master killed it for (filed once listed)
-    # died on its own: an orphaning is counted for the job it ran (a jid), or for every
-    # job (True) if that is unknown; False: none
+    timed_out: list[dict[str, Any]]  # the jobs the master killed it for (each filed once listed)
+    # died on its own: an orphaning is counted for the jobs it ran (their jids, one a
+    # line), or for every job (True) if that is unknown; False: none
     count_orphanings: bool | str
     stats: list[tuple[str, float]] = field(default_factory=list)  # (class, ms) failures to count
 
 
-def reap(running: dict[str, Any] | None, acks: set[str], owes: dict[str, Decision], torn: bool,
-         stop_reason: str | None, crashed: bool) -> Reaped:
-    """A dead child's record -> its decisions. ``running``: the job its slot said it ran;
-    ``acks``: jids that ran, their ack due or riding on a fetch; ``owes``: what it told
-    the master it still owed; ``torn``: it died mid-write of its slot (what it ran is
-    unknown); ``crashed``: it died on its own (not stopped or killed by the master)."""
+def reap(running: dict[str, Any] | list[dict[str, Any]] | None, acks: set[str], owes: dict[str, Decision],
+         torn: bool, stop_reason: str | None, crashed: bool, now: float | None = None) -> Reaped:
+    """A dead child's record -> its decisions. ``running``: the job its slot said it ran
+    (or, ``--concurrency`` above 1, every job it had in flight); ``acks``: jids that ran,
+    their ack due or riding on a fetch; ``owes``: what it told the master it still owed;
+    ``torn``: it died mid-write of its record (what it ran is unknown); ``crashed``: it
+    died on its own (not stopped or killed by the master)."""
     decisions: dict[str, Decision] = {jid: how for jid, how in owes.items() if isinstance(how, File)}
     for jid, how in owes.items():
         if isinstance(how, (fate.Ack, Drop)):
             decisions[jid] = fate.DROP
     for jid in acks:
         decisions[jid] = fate.DROP
-    timed_out = running if stop_reason == "timeout" else None
-    # Only the job it ran can have killed it: a job fetched ahead never started. If
-    # which job that was is unknown, every job counts (none escapes the limit).
+    jobs = running if isinstance(running, list) else [running] if running else []
+    timed_out: list[dict[str, Any]] = []
+    if stop_reason == "timeout":
+        # The job(s) it was killed for: past their deadline and its grace. The others
+        # it had in flight are requeued, uncounted (killed by us, not by themselves).
+        at = time.time() if now is None else now
+        timed_out = [job for job in jobs if len(jobs) == 1
+                     or (job.get("deadline") and at > job["deadline"] + TIMEOUT_GRACE)]
+    # Only a job it ran can have killed it: a job fetched but not started never did. If
+    # which jobs those were is unknown, every job counts (none escapes the limit).
     count: bool | str = False
-    if crashed and (torn or (running and not running["jid"])):
+    if crashed and (torn or any(not job["jid"] for job in jobs)):
         count = True
-    elif crashed and running:
-        count = running["jid"]
+    elif crashed and jobs:
+        count = "\n".join(job["jid"] for job in jobs)
     return Reaped(decisions, timed_out, count)
 
 
@@ -73,15 +81,15 @@ def apply(config: Config, identity: str, owed: Reaped, listed: list[bytes]) -> t
     entries to keep listed: neither filing nor parking worked). Raises ``Fenced`` if the
     identity was declared dead elsewhere first."""
     by_jid = {jid_of(raw): raw for raw in listed}
-    if owed.timed_out is not None:
-        raw = by_jid.get(owed.timed_out["jid"])
-        filing = timed_out_decision(config, raw, owed.timed_out) if raw is not None else None
+    for running in owed.timed_out:
+        raw = by_jid.get(running["jid"])
+        filing = timed_out_decision(config, raw, running) if raw is not None else None
         if filing is not None:
             # The child was killed before it could count this failure: counted here.
-            run_at = owed.timed_out.get("run_at", time.time())
-            owed.stats.append((owed.timed_out.get("class") or "?", (time.time() - run_at) * 1000))
-            owed.decisions[owed.timed_out["jid"]] = filing
-        owed.timed_out = None
+            run_at = running.get("run_at", time.time())
+            owed.stats.append((running.get("class") or "?", (time.time() - run_at) * 1000))
+            owed.decisions[running["jid"]] = filing
+    owed.timed_out = []
     lst = InProgressList(config, identity, beats=False)
     keep: list[bytes] = []
     for jid, decision in list(owed.decisions.items()):

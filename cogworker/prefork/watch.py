@@ -74,7 +74,8 @@ class WatchMixin:
         if child.running:
             running = {k: v for k, v in child.running.items() if k != "deadline"}
         return heartbeat.ProcessRecord(child.identity, "child", child.pid, [q for q, _ in self.s.queues],
-                                       child.started_at, busy=int(bool(child.running)), rss=child.rss,
+                                       child.started_at, busy=len(child.flying) or int(bool(child.running)),
+                                       rss=child.rss,
                                        running=running)
 
     def check_memory(self) -> None:
@@ -93,9 +94,11 @@ class WatchMixin:
         now = time.time()
         for child in self.children.values():
             self.refresh(child)
-            running = child.running
-            if running and running.get("deadline") and now > running["deadline"] + TIMEOUT_GRACE \
-                    and child.stop_reason != "timeout":
-                logger.error("master: jid=%s ran %.0fs past its timeout: killing child %d", running["jid"],
-                             now - running["deadline"], child.index)
-                self.kill_child(child, "timeout")
+            # Several in flight (--concurrency): an async job past its timeout is
+            # cancelled by its child before this; one still here blocks the child.
+            for running in child.flying or ([child.running] if child.running else []):
+                if running.get("deadline") and now > running["deadline"] + TIMEOUT_GRACE \
+                        and child.stop_reason != "timeout":
+                    logger.error("master: jid=%s ran %.0fs past its timeout: killing child %d", running["jid"],
+                                 now - running["deadline"], child.index)
+                    self.kill_child(child, "timeout")
