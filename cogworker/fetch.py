@@ -314,6 +314,10 @@ class Fetcher(InProgressList):
             self.fenced = True
             raise
 
+    def drop_mark(self) -> None:
+        """A mark left on the list (a fast fetch whose script never ran): not a job."""
+        self.client.execute_command("LREM", self.in_progress, 0, MARK)
+
     def close(self) -> None:
         if self._ahead_conn is not None:
             self._ahead_conn.disconnect()

@@ -189,7 +189,7 @@ class Settling(ABC):
         strays = {raw for raw in listed if raw not in running and raw not in self.pending}
         for raw in strays & self._strays:
             if raw == MARK:  # a fast fetch's mark its script never removed (NOSCRIPT, then Redis away)
-                self.fetcher.client.lrem(self.fetcher.in_progress, 0, MARK)
+                self.fetcher.drop_mark()
                 continue
             if self.fetcher.give_back(raw):
                 logger.warning("requeued stray in-progress job jid=%s", jid_of(raw))
