@@ -147,7 +147,7 @@ class Fetcher(InProgressList):
         a job from elsewhere when every queue is empty, before blocking.
         """
         order = self.order()
-        # Every idle worker blocks on the wake stream (every push XADDs it), never on a
+        # Every idle worker blocks on the wake stream (pushes filling a queue XADD it), never on a
         # queue: a BLMOVE would take a job without reading the paused set.
         blocking = self.block_timeout > 0
         wake = self.keys.wake if blocking else ""
