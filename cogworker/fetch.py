@@ -31,11 +31,23 @@ MARK = b"\x00cogworker:fetch-mark"
 
 
 def _packed(conn: Any, commands: list[tuple[Any, ...]]) -> list[bytes]:
-    """The commands as one buffer: one send, not one system call per command (a copy of
-    the payload costs less than the calls)."""
-    if _pack is not None:
-        return [b"".join([_pack(c) for c in commands])]
-    return [b"".join(chunk for c in commands for chunk in conn.pack_command(*c))]
+    """The commands in as few sends as possible: small ones joined into one buffer (one
+    system call, not one per command), a large one (a big ack) sent as it is (no copy)."""
+    chunks = [_pack(c) for c in commands] if _pack is not None else [
+        b"".join(conn.pack_command(*c)) for c in commands]
+    out: list[bytes] = []
+    small: list[bytes] = []
+    for chunk in chunks:
+        if len(chunk) > 16384:
+            if small:
+                out.append(b"".join(small))
+                small = []
+            out.append(chunk)
+        else:
+            small.append(chunk)
+    if small:
+        out.append(b"".join(small))
+    return out
 
 
 @dataclass(frozen=True)
