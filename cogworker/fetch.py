@@ -140,7 +140,9 @@ class Fetcher(InProgressList):
         self._fetch_sha = ""
         self._moved_sha = ""
         self._queue_keys = {name: self.keys.queue(name) for name in self.queues}
-        self._hint = self.queues[0] if self.queues else ""  # where the last job came from: the guess
+        # The fast fetch's guess: the first queue of this fetch's order that gave the last
+        # job it was asked for (queues found empty before it since are dropped).
+        self._busy: set[str] = set(self.queues[:1])
 
     def order(self) -> list[str]:
         if not self.weighted:
@@ -247,7 +249,7 @@ class Fetcher(InProgressList):
         the last job came from, then fetch_moved.lua, in one MULTI: no payload enters Lua."""
         keys = [self.in_progress, self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"),
                 self.fence_key, self.keys.last_beat, *(self._queue_keys[q] for q in order)]
-        guess = order.index(self._hint) if self._hint in order else 0
+        guess = next((i for i, q in enumerate(order) if q in self._busy), 0)
         args = ["1" if ack else "", wake, *ahead, self.beat_as, self.keys.paused, self.keys.queue_prefix,
                 MARK, guess + 5]
         commands: list[tuple[Any, ...]] = [("MULTI",)]
@@ -316,8 +318,10 @@ class Fetcher(InProgressList):
             self._bad_keys(reply[3:], fetched=bool(index))
         if not index:
             return None
-        self._hint = order[index - 1]
-        return Work(reply[1] or moved, self._hint)
+        # Every queue tried before this one was empty (or paused) just now.
+        self._busy.difference_update(order[:index - 1])
+        self._busy.add(order[index - 1])
+        return Work(reply[1] or moved, order[index - 1])
 
     def _raise_fenced(self, exc: redis.ResponseError) -> None:
         try:

@@ -147,3 +147,23 @@ def test_an_idle_worker_of_several_queues_picks_up_a_push_at_once(config):
         work = f.fetch()
     assert work is not None and work.queue == "default"
     assert time.monotonic() - started < 1.5  # woken by the push, not at the end of a 2.5 s block
+
+
+def test_weighted_queues_with_jobs_on_both_take_from_the_first_of_each_order(config):
+    """The guess is the first queue of this fetch's order that last gave a job: with
+    both queues busy no move is undone, and each fetch still follows its random order."""
+    r, k = config.redis(), config.keys
+    f = Fetcher(config, "host:1:fast", [("a", 3), ("b", 1)], block_timeout=0)
+    r.lpush(k.queue("a"), *[job(f"a{i}") for i in range(40)])
+    r.lpush(k.queue("b"), *[job(f"b{i}", "b") for i in range(40)])
+    orders = []
+    real = f.order
+
+    def spy():
+        orders.append(real())
+        return orders[-1]
+
+    f.order = spy
+    got = [f.fetch().queue for _ in range(40)]
+    assert got == [o[0] for o in orders]  # always the first queue of that fetch's order
+    assert 0 < got.count("b") < got.count("a")
