@@ -25,6 +25,39 @@ except ImportError:  # pragma: no cover (a dependency: redis[hiredis])
 _pack: Callable[..., bytes] | None = _hiredis_pack
 
 MIN_REDIS_VERSION = (6, 2)
+# Pushed on the list just before the fast fetch's LMOVE and removed by its script in the
+# same MULTI: where the script finds it says whether the LMOVE moved a job.
+MARK = b"\x00cogworker:fetch-mark"
+
+
+def _packed(conn: Any, commands: list[tuple[Any, ...]]) -> list[bytes]:
+    """The commands in as few sends as possible: small ones joined into one buffer (one
+    system call, not one per command), a large one (a big ack) sent as it is (no copy)."""
+    chunks = [_pack(c) for c in commands] if _pack is not None else [
+        b"".join(conn.pack_command(*c)) for c in commands]
+    out: list[bytes] = []
+    small: list[bytes] = []
+    for chunk in chunks:
+        if len(chunk) > 16384:
+            if small:
+                out.append(b"".join(small))
+                small = []
+            out.append(chunk)
+        else:
+            small.append(chunk)
+    if small:
+        out.append(b"".join(small))
+    return out
+
+
+@dataclass(frozen=True)
+class Fast:
+    """A fast fetch sent (docs/architecture.md#fetch): how many commands were queued
+    in its MULTI, and its script's keys and arguments (to run it again after NOSCRIPT)."""
+
+    queued: int
+    keys: list[Any]
+    args: list[Any]
 
 
 @dataclass
@@ -37,6 +70,7 @@ class Ahead:
     order: list[str]
     ack: bytes | None  # the previous job's ack, riding along: unknown whether it landed until read
     sent_at: float = 0.0  # clock() when sent: a reply proves this identity was alive then
+    fast: Fast | None = None  # sent as a fast fetch
 
 
 @dataclass(frozen=True)
@@ -104,7 +138,11 @@ class Fetcher(InProgressList):
         self._ahead_conn: Any = None
         self._ahead_pid = 0
         self._fetch_sha = ""
+        self._moved_sha = ""
         self._queue_keys = {name: self.keys.queue(name) for name in self.queues}
+        # The fast fetch's guess: the first queue of this fetch's order that gave the last
+        # job it was asked for (queues found empty before it since are dropped).
+        self._busy: set[str] = set(self.queues[:1])
 
     def order(self) -> list[str]:
         if not self.weighted:
@@ -123,20 +161,22 @@ class Fetcher(InProgressList):
         a job from elsewhere when every queue is empty, before blocking.
         """
         order = self.order()
-        keys = [self.in_progress, self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"),
-                self.fence_key, self.keys.last_beat]
-        keys.extend(self.keys.queue(q) for q in order)
-        # Every idle worker blocks on the wake stream (every push XADDs it), never on a
+        # Every idle worker blocks on the wake stream (pushes filling a queue XADD it), never on a
         # queue: a BLMOVE would take a job without reading the paused set.
         blocking = self.block_timeout > 0
-        reply = self._run("fetch", keys, [ack or b"", self.keys.wake if blocking else "", "", "", "",
-                                          self.beat_as, self.keys.paused, self.keys.queue_prefix],
-                          beats=True)
-        index, raw, wake_id = int(reply[0]), reply[1], reply[2]
-        if len(reply) > 3:
-            self._bad_keys(reply[3:], fetched=bool(index))
-        if index:
-            return Work(raw, order[index - 1])
+        wake = self.keys.wake if blocking else ""
+        if self._fast_allowed(ack):
+            work, wake_id = self._fetch_fast(order, ack, ack_jid, wake)
+        else:
+            keys = [self.in_progress, self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"),
+                    self.fence_key, self.keys.last_beat]
+            keys.extend(self.keys.queue(q) for q in order)
+            reply = self._run("fetch", keys, [ack or b"", wake, "", "", "",
+                                              self.beat_as, self.keys.paused, self.keys.queue_prefix],
+                              beats=True)
+            work, wake_id = self._work_of(reply, order), reply[2]
+        if work is not None:
+            return work
         if not blocking:
             return None
         if on_empty is not None:
@@ -165,37 +205,134 @@ class Fetcher(InProgressList):
             conn = self._ahead_conn = client.connection_pool.make_connection()
             self._ahead_pid = os.getpid()
             self._fetch_sha = lua.script(client, "fetch").sha
-        keys = [self._queue_keys[q] for q in order]
-        args = ("EVALSHA", self._fetch_sha, 4 + len(keys), self.in_progress,
-                self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"), self.fence_key,
-                self.keys.last_beat, *keys, ack or b"", "", self.keys.ahead, self.identity, number, self.beat_as,
-                self.keys.paused, self.keys.queue_prefix)
+            self._moved_sha = lua.script(client, "fetch_moved").sha
         sent = clock()
+        fast = None
+        if self._fast_allowed(ack):
+            fast, commands = self._fast_commands(order, ack, ack_jid, "", (self.keys.ahead, self.identity, number))
+        else:
+            keys = [self._queue_keys[q] for q in order]
+            commands = [("EVALSHA", self._fetch_sha, 4 + len(keys), self.in_progress,
+                         self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"), self.fence_key,
+                         self.keys.last_beat, *keys, ack or b"", "", self.keys.ahead, self.identity, number,
+                         self.beat_as, self.keys.paused, self.keys.queue_prefix)]
         try:
-            packed = [_pack(args)] if _pack is not None else conn.pack_command(*args)
-            conn.send_packed_command(packed, check_health=False)
+            conn.send_packed_command(_packed(conn, commands), check_health=False)
         except BaseException:
             conn.disconnect()
             raise
-        return Ahead(conn, order, ack, sent)
+        return Ahead(conn, order, ack, sent, fast)
 
     def read_ahead(self, ahead: Ahead) -> Work | None:
         """The look-ahead's job, or None if every queue was empty. Raises what the fetch
         raised: ``redis.exceptions.NoScriptError`` means it did not run at all."""
+        if ahead.fast is not None:
+            work, _ = self._read_fast(ahead.conn, ahead.fast, ahead.order, ahead.sent_at)
+            return work
         try:
             reply = ahead.conn.read_response()
         except redis.ResponseError as exc:
-            try:
-                lua.raise_if_fenced(exc)
-            except Fenced:
-                self.fenced = True
-                raise
+            self._raise_fenced(exc)
             raise
         self.vouch(ahead.sent_at)
-        index, raw = int(reply[0]), reply[1]
+        return self._work_of(reply, ahead.order)
+
+    def _fast_allowed(self, ack: bytes | None) -> bool:
+        """The fast fetch's ack is a plain LREM, in front of the fence check: sent only
+        while the lease holds, when nobody can have fenced this identity yet
+        (docs/architecture.md#lease). Otherwise fetch.lua carries the ack behind its check."""
+        return ack is None or self.lease_left() > 0
+
+    def _fast_commands(self, order: list[str], ack: bytes | None, ack_jid: str | None, wake: str,
+                       ahead: tuple[Any, ...]) -> tuple[Fast, list[tuple[Any, ...]]]:
+        """The fast fetch: a plain LREM of the ack, the mark, a plain LMOVE from the queue
+        the last job came from, then fetch_moved.lua, in one MULTI: no payload enters Lua."""
+        keys = [self.in_progress, self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"),
+                self.fence_key, self.keys.last_beat, *(self._queue_keys[q] for q in order)]
+        guess = next((i for i, q in enumerate(order) if q in self._busy), 0)
+        args = ["1" if ack else "", wake, *ahead, self.beat_as, self.keys.paused, self.keys.queue_prefix,
+                MARK, guess + 5]
+        commands: list[tuple[Any, ...]] = [("MULTI",)]
+        if ack is not None:
+            commands.append(("LREM", self.in_progress, -1, ack))  # the ack is near the tail
+        commands += [("LPUSH", self.in_progress, MARK), ("LMOVE", keys[guess + 4], self.in_progress, "RIGHT", "LEFT"),
+                     ("EVALSHA", self._sha_moved(), len(keys), *keys, *args), ("EXEC",)]
+        return Fast(len(commands) - 2, keys, args), commands
+
+    def _sha_moved(self) -> str:
+        if not self._moved_sha:
+            self._moved_sha = lua.script(self.client, "fetch_moved").sha
+        return self._moved_sha
+
+    def _fetch_fast(self, order: list[str], ack: bytes | None, ack_jid: str | None,
+                    wake: str) -> tuple[Work | None, Any]:
+        fast, commands = self._fast_commands(order, ack, ack_jid, wake, ("", "", ""))
+        pool = self.client.connection_pool
+        conn = pool.get_connection()
+        try:
+            sent = clock()
+            conn.send_packed_command(_packed(conn, commands))
+            replies = self._replies(conn, fast)
+        except BaseException:
+            conn.disconnect()  # replies may be left unread: never reused
+            raise
+        finally:
+            pool.release(conn)
+        return self._settle_fast(replies, fast, order, sent)
+
+    def _read_fast(self, conn: Any, fast: Fast, order: list[str], sent: float) -> tuple[Work | None, Any]:
+        return self._settle_fast(self._replies(conn, fast), fast, order, sent)
+
+    @staticmethod
+    def _replies(conn: Any, fast: Fast) -> list[Any]:
+        """A fast fetch's replies: MULTI's, one per queued command, then EXEC's. A command
+        refused as it was queued (OOM, READONLY) made EXEC discard everything: raised."""
+        refused: redis.ResponseError | None = None
+        for _ in range(fast.queued + 1):
+            try:
+                conn.read_response()
+            except redis.ResponseError as exc:
+                refused = refused or exc
+        try:
+            return list(conn.read_response())
+        except redis.ResponseError as exc:
+            raise (refused or exc) from None
+
+    def _settle_fast(self, replies: list[Any], fast: Fast, order: list[str], sent: float) -> tuple[Work | None, Any]:
+        """The script's reply decides; the job is the LMOVE's reply when the move stood."""
+        reply = replies[-1]
+        if isinstance(reply, redis.ResponseError):
+            if not isinstance(reply, redis.exceptions.NoScriptError) and not str(reply).startswith("NOSCRIPT"):
+                self._raise_fenced(reply)
+                raise reply
+            # Scripts flushed: the plain commands ran, the script did not. It runs now on
+            # what they left (nothing else touches this list's head meanwhile), and loads.
+            reply = self._run("fetch_moved", fast.keys, fast.args)
+        self.vouch(sent)
+        work = self._work_of(reply, order, moved=replies[-2])
+        return work, reply[2]
+
+    def _work_of(self, reply: list[Any], order: list[str], moved: Any = None) -> Work | None:
+        index = int(reply[0])
         if len(reply) > 3:
             self._bad_keys(reply[3:], fetched=bool(index))
-        return Work(raw, ahead.order[index - 1]) if index else None
+        if not index:
+            return None
+        # Every queue tried before this one was empty (or paused) just now.
+        self._busy.difference_update(order[:index - 1])
+        self._busy.add(order[index - 1])
+        return Work(reply[1] or moved, order[index - 1])
+
+    def _raise_fenced(self, exc: redis.ResponseError) -> None:
+        try:
+            lua.raise_if_fenced(exc)
+        except Fenced:
+            self.fenced = True
+            raise
+
+    def drop_mark(self) -> None:
+        """A mark left on the list (a fast fetch whose script never ran): not a job."""
+        self.client.execute_command("LREM", self.in_progress, 0, MARK)
 
     def close(self) -> None:
         if self._ahead_conn is not None:

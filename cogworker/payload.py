@@ -116,10 +116,14 @@ def normalize_retry(retry: Any) -> int:
     raise ConfigurationError(f"retry must be an int >= 0 or False, got {retry!r}")
 
 
+# Built once: json.dumps with options builds an encoder per call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def dumps(value: Any) -> str:
     """Compact JSON; refuses anything JSON can't carry with a TypeError (nothing written)."""
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"job arguments must be JSON-serializable: {exc}") from None
 
@@ -137,10 +141,20 @@ def bind_arguments(name: str, signature: inspect.Signature | None, args: Sequenc
     enqueued with them would only fail later, in a worker, and retry for weeks."""
     if signature is None:
         return
+    # Whether arguments bind depends only on how many are positional and the keywords'
+    # names, never on their values: checked once per shape (a failure is not kept).
+    shape = (id(signature), len(args), tuple(kwargs))
+    if _bound.get(shape) is signature:
+        return
     try:
         signature.bind(*args, **kwargs)
     except TypeError as exc:
         raise TypeError(f"{name}{signature} can't take these arguments: {exc}") from None
+    if len(_bound) < 4096:
+        _bound[shape] = signature  # kept alive with it, so its id is never reused meanwhile
+
+
+_bound: dict[tuple[int, int, tuple[str, ...]], inspect.Signature] = {}
 
 
 def build_payload(name: str, args: Sequence[Any], kwargs: dict[str, Any], opts: JobOptions,

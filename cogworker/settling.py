@@ -15,7 +15,7 @@ import redis
 from . import fate, hooks, policy, settlement, stats
 from .config import logger
 from .errors import Fenced
-from .fetch import Work, jid_of
+from .fetch import MARK, Work, jid_of
 
 if TYPE_CHECKING:
     from .fetch import Fetcher
@@ -186,6 +186,9 @@ class Settling(ABC):
         self.settle_pending(set(listed))
         strays = {raw for raw in listed if raw not in running and raw not in self.pending}
         for raw in strays & self._strays:
+            if raw == MARK:  # a fast fetch's mark its script never removed (NOSCRIPT, then Redis away)
+                self.fetcher.drop_mark()
+                continue
             if self.fetcher.give_back(raw):
                 logger.warning("requeued stray in-progress job jid=%s", jid_of(raw))
         self._strays = strays - self._strays

@@ -1,0 +1,14 @@
+--! include _wake
+-- A single enqueue of a small job (docs/architecture.md#enqueue), in one command: the
+-- push, the known-queues set, and the wake stream only when this push made the queue
+-- non-empty. A worker blocks on the stream only after a fetch found every queue of it
+-- empty, reading the stream's newest ID in that same step; so the push that then makes
+-- one of them non-empty wakes it, and later pushes find it awake (or fetching).
+-- KEYS[1] = the queue, KEYS[2] = the known-queues set, KEYS[3] = the wake stream;
+-- ARGV[1] = the job, ARGV[2] = the queue's name. Returns the queue's length.
+-- Best-effort side writes (pcall), as in the client's pipeline: a key of the wrong type
+-- there must not make a written job look unwritten.
+local n = redis.call("LPUSH", KEYS[1], ARGV[1])
+redis.pcall("SADD", KEYS[2], ARGV[2])
+if n == 1 then wake(KEYS[3]) end
+return n
