@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 import redis
 from setproctitle import setproctitle
 
-from .. import heartbeat
+from .. import heartbeat, logsetup
 from ..config import Config, logger
 from ..errors import Fenced
 from ..heartbeat import clock
@@ -176,6 +176,7 @@ def child_main(index: int, config: Config, conn: Connection, slots: Slots,
                identity: str, lookahead: bool = True) -> None:
     """Runs in the forked process; never returns."""
     code = 1
+    logsetup.set_process(f"child {index}")  # its log lines say which child (docs/architecture.md#logs)
     # A job that forks: its fork must not claim to be one of the master's children.
     os.register_at_fork(after_in_child=lambda: setproctitle(f"cogworker: child {index}'s fork (pid {os.getpid()})"))
     try:

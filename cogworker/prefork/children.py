@@ -68,6 +68,7 @@ class ChildrenMixin:
     selector: selectors.BaseSelector
     slots: Slots
     stats: stats.StatsBuffer
+    metrics: Any  # MasterMetrics | None
 
     if TYPE_CHECKING:  # the master's, or another mixin's (never shadow them at run time)
         client: Any
@@ -99,6 +100,9 @@ class ChildrenMixin:
             # The totals come from the child's slot (see count_jobs); the per-minute,
             # per-class figures from here.
             self.stats.merge({**msg[1], "processed": 0, "failed": 0})
+        elif kind == "metrics":
+            if self.metrics is not None:
+                self.metrics.merge(msg[1])
 
     def refresh(self, child: ChildState) -> bool:
         """What the child runs now, from its slot. False if the slot is torn (the child

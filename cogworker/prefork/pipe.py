@@ -8,7 +8,9 @@ Redis, so a child's death can be settled exactly:
   (an ack, or a failure record to file) as ``Decision.to_wire()`` gives it;
 - ``("settled", jid)``: a pending settlement went through;
 - ``("stats", snapshot)``: batched counters, at most once a second (the master takes
-  the processed/failed totals from the child's slot instead, which survive its death).
+  the processed/failed totals from the child's slot instead, which survive its death);
+- ``("metrics", snapshot)``: with ``--metrics-port``, the job counts and durations the
+  child counted since its last batch (``jobmetrics``), sent right after its stats.
 
 What a child runs now (started; finished, with its ack due or not) is not sent: it is
 written to the child's shared-memory slot (``slots.py``), which costs the hot path no
@@ -21,7 +23,7 @@ import time
 from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
-from .. import fate
+from .. import fate, jobmetrics
 from ..fetch import Fetcher, Work, jid_of
 from ..worker import Reporter
 from .siblings import Siblings
@@ -105,3 +107,6 @@ class PipeReporter(Reporter):
     def stats(self, snap: dict[str, Any]) -> None:
         if not self._send(("stats", snap)):
             super().stats(snap)  # the master is gone: write them ourselves
+        counted = jobmetrics.take()  # None unless --metrics-port: then batched like the stats
+        if counted is not None:
+            self._send(("metrics", counted))
