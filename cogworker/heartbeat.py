@@ -28,11 +28,14 @@ class ProcessRecord:
     # What it runs now (the UI's workers view): {"jid", "class", "queue", "run_at", "payload"}
     running: dict[str, Any] | None = None
     owns_list: bool = True
+    # More fields of the record: a master's ``procs`` (its target) and ``children`` (live
+    # ones), for ``cogworker health``.
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def fields(self) -> dict[str, Any]:
         return {"host": socket.gethostname(), "pid": self.pid, "role": self.role,
                 "queues": ",".join(self.queues), "busy": self.busy, "rss": self.rss,
-                "started_at": self.started_at, "beat_at": time.time()}
+                "started_at": self.started_at, "beat_at": time.time(), **self.extra}
 
 
 def process_ttl(config: Config) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from ..commandline import OneLineParser, add_version, namespace_arg, redis_url_arg
+from . import health
 
 SETS = ("retry", "dead", "scheduled")
 DEFAULT_LIMIT = 25
@@ -73,6 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     periodic = sub.add_parser("periodic", parents=parent, help="periodic entries: list, disable, enable, run-now")
     periodic.add_argument("action", choices=("list", "disable", "enable", "run-now"))
     periodic.add_argument("name", nargs="?", metavar="NAME", help="the entry's name (pjid)")
+
+    health.add_parser(sub, parent)
 
     # Listed for --help only: main() hands `worker ...` to the runner's own parser.
     sub.add_parser("worker", help="run the single-process worker: cogworker worker MODULE [options]",

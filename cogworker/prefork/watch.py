@@ -26,6 +26,7 @@ class WatchMixin:
     started_at: float
     children: dict[int, ChildState]
     slots: Slots
+    target: int
 
     if TYPE_CHECKING:  # the master's, or another mixin's (never shadow them at run time)
         client: Any
@@ -37,11 +38,12 @@ class WatchMixin:
     def beat(self) -> None:
         for child in self.children.values():
             self.refresh(child)
+        live = [child for child in self.children.values() if child.fenced_at is None]
         records = [heartbeat.ProcessRecord(self.identity, "master", os.getpid(),
                                            [q for q, _ in self.s.queues], self.started_at,
                                            busy=sum(1 for c in self.children.values() if c.running),
-                                           rss=heartbeat.rss_of(), owns_list=False)]
-        live = [child for child in self.children.values() if child.fenced_at is None]
+                                           rss=heartbeat.rss_of(), owns_list=False,
+                                           extra={"procs": self.target, "children": len(live)})]
         records.extend(self.child_record(child) for child in live)
         sent = heartbeat.clock()
         refused = set(heartbeat.beat(self.config, records, client=self.client))
