@@ -64,7 +64,7 @@ class JobMetrics:
         return bool(self.counts or self.fires or self.orphans_requeued)
 
     def _class(self, name: str) -> str:
-        if name in self.classes:
+        if name in self.classes or name == OTHER:  # a child's "other" takes no place of a class
             return name
         if len(self.classes) >= self.max_classes:
             return OTHER

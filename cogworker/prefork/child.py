@@ -30,6 +30,7 @@ from .siblings import Siblings
 from .slots import Slots
 
 WATCH_INTERVAL = 0.2
+METRICS_INTERVAL = 1.0
 
 
 class TitledReporter(PipeReporter):
@@ -105,7 +106,7 @@ class Child:
 
     def watch_master(self) -> None:
         hb = self.config.heartbeat_interval
-        next_beat = 0.0
+        next_beat = next_metrics = 0.0
         while os.getppid() == self.master_pid:
             if self.reporter.told_fenced():
                 self.leave_fenced()
@@ -115,6 +116,9 @@ class Child:
             if now - self.reporter.vouched_at() > 2 * hb and now >= next_beat:
                 next_beat = now + hb
                 self.beat_self()
+            if now >= next_metrics:  # --metrics-port: this child's counts, batched (docs/architecture.md#metrics)
+                next_metrics = now + METRICS_INTERVAL
+                self.reporter.ship_metrics()
             time.sleep(WATCH_INTERVAL)
         logger.error("child %d: master %d is gone; finishing up within %.0fs", self.index, self.master_pid,
                      self.timeout)
