@@ -29,7 +29,7 @@ class ProcessRecord:
     running: dict[str, Any] | None = None
     owns_list: bool = True
     # More fields of the record: a master's ``procs`` (its target) and ``children`` (live
-    # ones), for ``cogworker health``.
+    # ones, booted: their first fetch made), for ``cogworker health``.
     extra: dict[str, Any] = field(default_factory=dict)
 
     def fields(self) -> dict[str, Any]:

@@ -43,7 +43,8 @@ class WatchMixin:
                                            [q for q, _ in self.s.queues], self.started_at,
                                            busy=sum(1 for c in self.children.values() if c.running),
                                            rss=heartbeat.rss_of(), owns_list=False,
-                                           extra={"procs": self.target, "children": len(live)})]
+                                           extra={"procs": self.target,
+                                                  "children": sum(1 for c in live if c.ready)})]
         records.extend(self.child_record(child) for child in live)
         sent = heartbeat.clock()
         refused = set(heartbeat.beat(self.config, records, client=self.client))
