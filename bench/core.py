@@ -81,9 +81,10 @@ class Env:
     def __exit__(self, *exc: object) -> None:
         self.server.stop()
 
-    def prefork(self, procs: int) -> subprocess.Popen[bytes]:
+    def prefork(self, procs: int, extra: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
         env = {**os.environ, "PYTHONPATH": self.app_path, "COGWORKER_REDIS_URL": self.server.url}
-        return subprocess.Popen([sys.executable, "-m", "cogworker.prefork.cli", "--procs", str(procs), "core_app"],
+        return subprocess.Popen([sys.executable, "-m", "cogworker.prefork.cli", "--procs", str(procs), *extra,
+                                 "core_app"],
                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True)
 
@@ -160,6 +161,67 @@ def prefork_throughput(procs: int, n: int) -> float:
             stop(proc)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of the master and its live children."""
+    import psutil
+
+    master = psutil.Process(pid)
+    total = 0.0
+    for proc in [master, *master.children()]:
+        try:
+            times = proc.cpu_times()
+            total += times.user + times.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def exporter_run(procs: int, n: int, metrics: bool) -> tuple[float, float]:
+    """prefork no-op throughput (jobs/s, steady state as above) and CPU microseconds per
+    job of the master and its children over the same stretch; ``metrics``: with
+    --metrics-port, scraped once a second meanwhile (as a Prometheus would, only faster)."""
+    import urllib.request
+
+    from bench.redis_server import free_port
+
+    port = free_port()
+    with Env() as env:
+        env.app.noop.enqueue_many([(i,) for i in range(n)])
+        r = env.config.redis()
+        queue = env.config.keys.queue("default")
+        proc = env.prefork(procs, ("--metrics-port", str(port)) if metrics else ())
+        try:
+            while r.llen(queue) > n * 0.95:
+                time.sleep(0.001)
+            start_left, started, cpu0 = r.llen(queue), time.perf_counter(), cpu_seconds(proc.pid)
+            next_scrape = started
+            while r.llen(queue) > 0:
+                if metrics and time.perf_counter() >= next_scrape:
+                    next_scrape += 1.0
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+                time.sleep(0.002)
+            elapsed, cpu = time.perf_counter() - started, cpu_seconds(proc.pid) - cpu0
+            return start_left / elapsed, cpu / start_left * 1e6
+        finally:
+            stop(proc)
+
+
+def exporter_cost(reps: int, n: int) -> None:
+    """``--exporter``: --metrics-port on vs off, alternating runs (off, on, off, on, ...)."""
+    for procs in (1, 2):
+        off: list[tuple[float, float]] = []
+        on: list[tuple[float, float]] = []
+        for _ in range(reps):
+            off.append(exporter_run(procs, n, False))
+            on.append(exporter_run(procs, n, True))
+        tp_off, tp_on = statistics.median(x for x, _ in off), statistics.median(x for x, _ in on)
+        cpu_off, cpu_on = statistics.median(c for _, c in off), statistics.median(c for _, c in on)
+        print(f"prefork --procs {procs}, {reps} alternating runs of {n} no-op jobs, median [min-max]:")
+        print(f"  exporter off: {summary([x for x, _ in off])} jobs/s, {summary([c for _, c in off])} CPU us/job")
+        print(f"  exporter on:  {summary([x for x, _ in on])} jobs/s, {summary([c for _, c in on])} CPU us/job")
+        print(f"  on/off: throughput {tp_on / tp_off:.3f}, CPU per job {cpu_on / cpu_off:.3f}")
+
+
 def recovery(reps: int) -> list[float]:
     """SIGKILL the child running a 1 s job; milliseconds until the job starts again."""
     results = []
@@ -203,7 +265,12 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.core", description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--jobs", type=int, default=20_000)
+    ap.add_argument("--exporter", action="store_true",
+                    help="only the cost of --metrics-port: prefork no-op throughput and CPU per job, on vs off")
     args = ap.parse_args(argv)
+    if args.exporter:
+        exporter_cost(args.reps, args.jobs)
+        return
     results: dict[str, object] = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cpus": os.cpu_count(),
                                   "redis": redis_version(), "python": sys.version.split()[0], "reps": args.reps}
     rows = []

@@ -72,19 +72,19 @@ class JobMetrics:
         return name
 
     def count(self, queue: str, job_class: str, outcome: str, duration: float | None = None) -> None:
+        # On every job's path (the hook below): kept to a few dict operations.
         with self.lock:
-            job_class = self._class(job_class)
+            if job_class not in self.classes:
+                job_class = self._class(job_class)
+            counts = self.counts
             key = (queue, job_class, outcome)
-            self.counts[key] = self.counts.get(key, 0) + 1
+            counts[key] = counts.get(key, 0) + 1
             if duration is not None:
-                self._observe((queue, job_class), duration, 1)
-
-    def _observe(self, key: tuple[str, str], seconds: float, times: int) -> None:
-        buckets = self.durations.get(key)
-        if buckets is None:
-            buckets = self.durations[key] = [0.0] * (len(BUCKETS) + 2)
-        buckets[bisect.bisect_left(BUCKETS, seconds)] += times
-        buckets[-1] += seconds * times
+                buckets = self.durations.get((queue, job_class))
+                if buckets is None:
+                    buckets = self.durations[(queue, job_class)] = [0.0] * (len(BUCKETS) + 2)
+                buckets[bisect.bisect_left(BUCKETS, duration)] += 1
+                buckets[-1] += duration
 
     def fired(self, entry: str) -> None:
         with self.lock:
@@ -168,9 +168,11 @@ def outcome_of(event: hooks.JobEvent) -> str:
 
 
 def _on_run(event: hooks.JobEvent) -> None:
-    if local is not None:
-        local.count(event.queue or event.payload.get("queue") or "?", event.payload.get("class") or "?",
-                    outcome_of(event), event.duration)
+    counts = local
+    if counts is not None:
+        payload = event.payload
+        counts.count(event.queue or payload.get("queue") or "?", payload.get("class") or "?",
+                      "succeeded" if event.name == "succeeded" else outcome_of(event), event.duration)
 
 
 def _on_orphaned(event: hooks.JobEvent) -> None:
