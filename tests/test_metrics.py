@@ -223,3 +223,14 @@ def test_job_classes_past_the_cap_are_other():
     assert snap["counts"][("q", "e", "dead")] == 1 and snap["counts"][("q", "other", "dead")] == 1
     assert snap["durations"][("q", "other")][-1] == pytest.approx(0.002 * 2 + 0.5)
     assert not counts and counts.copy()["counts"] == {}
+
+
+def test_periodic_fires_are_counted(own_config, masters):
+    port = free_port()
+    m = masters(procs=1, module="apps.obs_cron", args=["--metrics-port", str(port)])
+    m.wait_children()
+    s = until(port, lambda s: (value(s, "cogworker_periodic_fires_total", entry="every-second") or 0) >= 2, 15,
+              what="two fires")
+    fires = value(s, "cogworker_periodic_fires_total", entry="every-second")
+    runs = own_config.redis().lrange("test:ran", 0, -1).count(b"cron")
+    assert runs - 1 <= fires <= runs + 2  # one may be on its way to run, or ran since the scrape
