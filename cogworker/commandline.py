@@ -120,6 +120,16 @@ def port_arg(text: str) -> int:
     return port
 
 
+def max_classes_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def add_monitoring(parser: argparse.ArgumentParser) -> None:
     from . import logsetup
 
@@ -127,7 +137,7 @@ def add_monitoring(parser: argparse.ArgumentParser) -> None:
                         help="serve Prometheus metrics on http://HOST:PORT/metrics (needs cogworker[metrics])")
     parser.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
                         help="the address /metrics listens on (default 127.0.0.1; 0.0.0.0 for every interface)")
-    parser.add_argument("--metrics-max-classes", type=int, default=500, metavar="N",
+    parser.add_argument("--metrics-max-classes", type=max_classes_arg, default=500, metavar="N",
                         help="distinct job_class labels kept; the rest are counted as 'other' (default 500)")
     logsetup.add_arguments(parser)
 

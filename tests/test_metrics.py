@@ -235,3 +235,37 @@ def test_periodic_fires_are_counted(own_config, masters):
     fires = value(s, "cogworker_periodic_fires_total", entry="every-second")
     runs = own_config.redis().lrange("test:ran", 0, -1).count(b"cron")
     assert runs - 1 <= fires <= runs + 2  # one may be on its way to run, or ran since the scrape
+
+
+def test_child_exit_reasons(own_config, masters):
+    port = free_port()
+    m = masters(procs=1, module="apps.obs_app", args=["--metrics-port", str(port), "--max-jobs", "2"])
+    m.wait_children()
+    obs_app.ok.enqueue_many([(i,) for i in range(4)])
+    s = until(port, lambda s: value(s, "cogworker_child_exits_total", reason="max_jobs") == 2
+              and value(s, "cogworker_children") == 1, what="two children replaced after 2 jobs each")
+    assert jobs(s, "ok", "succeeded") == 4
+    m.signal(signal.SIGHUP)
+    until(port, lambda s: value(s, "cogworker_child_exits_total", reason="restart") == 1, what="a HUP restart")
+
+
+def test_children_dont_keep_the_port(own_config, masters):
+    port = free_port()
+    m = masters(procs=2, module="apps.obs_app", args=["--metrics-port", str(port)])
+    m.wait_children()
+    until(port, lambda s: True, what="listening")
+    children = m.child_pids()
+    obs_app.hang.enqueue("h")  # one child stays busy after its master is gone
+    wait_for(lambda: lrange(own_config, "test:started"), what="hang started")
+    os.kill(m.pid, signal.SIGKILL)
+    m.proc.wait(5)
+    assert any(pid_alive(pid) for pid in children)
+    socket.create_server(("127.0.0.1", port)).close()  # free at once: no child holds the listening socket
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False

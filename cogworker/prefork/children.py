@@ -192,6 +192,7 @@ class ChildrenMixin:
         child = ChildState(index, pid, child_identity(pid, nonce), reader)
         self.children[pid] = child
         self.selector.register(reader, selectors.EVENT_READ, child)
+        logger.info("master: child %d (pid %d) started", index, pid)
         self.redis_step("registering a child", heartbeat.beat, self.config,
                         [self.child_record(child)], self.client)
 
