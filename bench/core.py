@@ -161,24 +161,24 @@ def prefork_throughput(procs: int, n: int) -> float:
             stop(proc)
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of the master and its live children."""
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """User + system CPU of the master, and of its live children."""
     import psutil
 
-    master = psutil.Process(pid)
-    total = 0.0
-    for proc in [master, *master.children()]:
+    def of(proc: psutil.Process) -> float:
         try:
             times = proc.cpu_times()
-            total += times.user + times.system
+            return times.user + times.system
         except psutil.Error:
-            pass
-    return total
+            return 0.0
+
+    master = psutil.Process(pid)
+    return of(master), sum(of(child) for child in master.children())
 
 
-def exporter_run(procs: int, n: int, metrics: bool) -> tuple[float, float]:
+def exporter_run(procs: int, n: int, metrics: bool) -> tuple[float, float, float]:
     """prefork no-op throughput (jobs/s, steady state as above) and CPU microseconds per
-    job of the master and its children over the same stretch; ``metrics``: with
+    job of the master and of its children over the same stretch; ``metrics``: with
     --metrics-port, scraped once a second meanwhile (as a Prometheus would, only faster)."""
     import urllib.request
 
@@ -193,33 +193,63 @@ def exporter_run(procs: int, n: int, metrics: bool) -> tuple[float, float]:
         try:
             while r.llen(queue) > n * 0.95:
                 time.sleep(0.001)
-            start_left, started, cpu0 = r.llen(queue), time.perf_counter(), cpu_seconds(proc.pid)
+            start_left, started, (master0, children0) = r.llen(queue), time.perf_counter(), cpu_seconds(proc.pid)
             next_scrape = started
             while r.llen(queue) > 0:
                 if metrics and time.perf_counter() >= next_scrape:
                     next_scrape += 1.0
                     urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
                 time.sleep(0.002)
-            elapsed, cpu = time.perf_counter() - started, cpu_seconds(proc.pid) - cpu0
-            return start_left / elapsed, cpu / start_left * 1e6
+            elapsed, (master1, children1) = time.perf_counter() - started, cpu_seconds(proc.pid)
+            per_job = 1e6 / start_left
+            return start_left / elapsed, (master1 - master0) * per_job, (children1 - children0) * per_job
         finally:
             stop(proc)
 
 
+def loop_cpu(n: int, counting: bool) -> float:
+    """CPU microseconds per no-op job of the worker loop in this process (what a prefork
+    child runs), with the job-metrics hook subscribed or not: the exporter's only per-job
+    cost. Redis runs in its own process, so it is not in this figure (it is unchanged:
+    the exporter adds no Redis call per job)."""
+    from cogworker import hooks, jobmetrics
+    from cogworker.worker import Worker
+
+    jobmetrics.enable()
+    names = ("succeeded", "retrying", "dead")
+    if counting:
+        hooks.subscribe(names, jobmetrics._on_run)
+    else:
+        hooks.unsubscribe(names, jobmetrics._on_run)
+    with Env() as env:
+        env.app.noop.enqueue_many([(i,) for i in range(n)])
+        worker = Worker([("default", None)], block_timeout=0.05, max_jobs=n)
+        started = time.process_time()
+        worker.run()
+        return (time.process_time() - started) / n * 1e6
+
+
 def exporter_cost(reps: int, n: int) -> None:
     """``--exporter``: --metrics-port on vs off, alternating runs (off, on, off, on, ...)."""
+    off_cpu, on_cpu = [], []
+    for _ in range(reps * 2):
+        off_cpu.append(loop_cpu(n // 2, False))
+        on_cpu.append(loop_cpu(n // 2, True))
+    print(f"worker loop (a child's), {reps * 2} alternating runs of {n // 2} no-op jobs, CPU us/job of the loop:")
+    print(f"  job metrics off: {summary(off_cpu)}; on: {summary(on_cpu)}; "
+          f"on/off {statistics.median(on_cpu) / statistics.median(off_cpu):.3f}")
     for procs in (1, 2):
-        off: list[tuple[float, float]] = []
-        on: list[tuple[float, float]] = []
+        off: list[tuple[float, float, float]] = []
+        on: list[tuple[float, float, float]] = []
         for _ in range(reps):
             off.append(exporter_run(procs, n, False))
             on.append(exporter_run(procs, n, True))
-        tp_off, tp_on = statistics.median(x for x, _ in off), statistics.median(x for x, _ in on)
-        cpu_off, cpu_on = statistics.median(c for _, c in off), statistics.median(c for _, c in on)
         print(f"prefork --procs {procs}, {reps} alternating runs of {n} no-op jobs, median [min-max]:")
-        print(f"  exporter off: {summary([x for x, _ in off])} jobs/s, {summary([c for _, c in off])} CPU us/job")
-        print(f"  exporter on:  {summary([x for x, _ in on])} jobs/s, {summary([c for _, c in on])} CPU us/job")
-        print(f"  on/off: throughput {tp_on / tp_off:.3f}, CPU per job {cpu_on / cpu_off:.3f}")
+        for name, runs in (("off", off), ("on ", on)):
+            print(f"  exporter {name}: {summary([x[0] for x in runs])} jobs/s; CPU us/job: master "
+                  f"{summary([x[1] for x in runs])}, children {summary([x[2] for x in runs])}")
+        ratio = [statistics.median(x[i] for x in on) / statistics.median(x[i] for x in off) for i in range(3)]
+        print(f"  on/off: throughput {ratio[0]:.3f}, master CPU/job {ratio[1]:.3f}, children CPU/job {ratio[2]:.3f}")
 
 
 def recovery(reps: int) -> list[float]:

@@ -19,8 +19,6 @@ from redis_server import free_port
 
 from cogworker import jobmetrics
 
-pytest.importorskip("prometheus_client")
-
 
 def scraped(port):
     """A scrape, or None while the master is still booting."""
