@@ -40,90 +40,110 @@ MAX_CLASSES = 500
 _BY_REASON = {"timed_out": "timed_out", "interrupted": "interrupted", "bad_payload": "failed",
               "process_died": "failed"}
 
-Counts = dict[tuple[str, str, str], int]  # (queue, job_class, outcome) -> count
+Counts = dict[tuple[str, str, str], float]  # (queue, job_class, outcome) -> count
 # (queue, job_class) -> [count per bucket (not cumulative; the last one is +Inf)..., sum of seconds]
 Durations = dict[tuple[str, str], list[float]]
+Cells = dict[tuple[str, str], list[float]]
+
+_OUTCOME_AT = {name: i for i, name in enumerate(OUTCOMES)}
+_BUCKETS_AT = len(OUTCOMES)
+# A cell, per (queue, job class): a count per outcome, a count per bucket (+Inf last), the sum.
+CELL = len(OUTCOMES) + len(BUCKETS) + 2
 
 
 class JobMetrics:
     """Counts per (queue, job class, outcome), duration histograms per (queue, job class),
     periodic fires per entry and requeued orphans. At most ``max_classes`` distinct job
     classes: the rest are counted as ``other`` (a label per class never grows unbounded).
-    Thread-safe (the single-process runner scrapes from another thread)."""
+
+    Only ever added to, by one thread (the one running jobs), with no lock: other threads
+    only read (``copy``, and ``delta``: what changed since the last delta, the batch a
+    child ships from its watchdog thread). Counts are monotonic, so the deltas add up to
+    the totals exactly even when a read lands between two fields of one job."""
 
     def __init__(self, max_classes: int = MAX_CLASSES) -> None:
         self.max_classes = max_classes
-        self.lock = threading.Lock()
         self.classes: set[str] = set()
-        self.counts: Counts = {}
-        self.durations: Durations = {}
+        self.cells: Cells = {}  # by (queue, class label)
+        self.alias: Cells = {}  # by (queue, class as given): the same lists, past the cap "other"'s
         self.fires: dict[str, int] = {}
         self.orphans_requeued = 0
+        self.ship_lock = threading.Lock()  # between the readers that ship (never on the count path)
+        self.shipped: dict[str, Any] = {"cells": {}, "fires": {}, "orphans_requeued": 0}
 
-    def __bool__(self) -> bool:
-        return bool(self.counts or self.fires or self.orphans_requeued)
-
-    def _class(self, name: str) -> str:
-        if name in self.classes or name == OTHER:  # a child's "other" takes no place of a class
-            return name
-        if len(self.classes) >= self.max_classes:
-            return OTHER
-        self.classes.add(name)
-        return name
+    def _cell(self, queue: str, job_class: str) -> list[float]:
+        """A new (queue, class) pair: its cell, the class admitted under the cap or "other"."""
+        label = job_class
+        if job_class not in self.classes and job_class != OTHER:  # a child's "other" takes no place
+            if len(self.classes) >= self.max_classes:
+                label = OTHER
+            else:
+                self.classes.add(job_class)
+        cell = self.cells.get((queue, label))
+        if cell is None:
+            cell = self.cells[(queue, label)] = [0.0] * CELL
+        self.alias[(queue, job_class)] = cell
+        return cell
 
     def count(self, queue: str, job_class: str, outcome: str, duration: float | None = None) -> None:
-        # On every job's path (the hook below): kept to a few dict operations.
-        with self.lock:
-            if job_class not in self.classes:
-                job_class = self._class(job_class)
-            counts = self.counts
-            key = (queue, job_class, outcome)
-            counts[key] = counts.get(key, 0) + 1
-            if duration is not None:
-                buckets = self.durations.get((queue, job_class))
-                if buckets is None:
-                    buckets = self.durations[(queue, job_class)] = [0.0] * (len(BUCKETS) + 2)
-                buckets[bisect.bisect_left(BUCKETS, duration)] += 1
-                buckets[-1] += duration
+        # On every job's path (the hook below): one dict lookup, three list increments.
+        cell = self.alias.get((queue, job_class)) or self._cell(queue, job_class)
+        cell[_OUTCOME_AT[outcome]] += 1
+        if duration is not None:
+            cell[_BUCKETS_AT + bisect.bisect_left(BUCKETS, duration)] += 1
+            cell[-1] += duration
 
     def fired(self, entry: str) -> None:
-        with self.lock:
-            self.fires[entry] = self.fires.get(entry, 0) + 1
+        self.fires[entry] = self.fires.get(entry, 0) + 1
 
     def requeued_orphan(self) -> None:
-        with self.lock:
-            self.orphans_requeued += 1
+        self.orphans_requeued += 1
 
-    def take(self) -> dict[str, Any]:
-        """A plain, picklable snapshot (for the pipe to the master); clears this one."""
-        with self.lock:
-            snap = {"counts": self.counts, "durations": self.durations, "fires": self.fires,
-                    "orphans_requeued": self.orphans_requeued}
-            self.counts, self.durations, self.fires, self.orphans_requeued = {}, {}, {}, 0
-            return snap
+    def snapshot(self) -> dict[str, Any]:
+        """The totals, copied (each copy is one atomic step for another thread)."""
+        return {"cells": {key: list(cell) for key, cell in dict(self.cells).items()}, "fires": dict(self.fires),
+                "orphans_requeued": self.orphans_requeued}
 
-    def merge(self, snap: dict[str, Any]) -> None:
-        """Adds a snapshot (another process's ``take()``), re-applying this one's class cap."""
-        with self.lock:
-            for (queue, job_class, outcome), n in snap["counts"].items():
-                key = (queue, self._class(job_class), outcome)
-                self.counts[key] = self.counts.get(key, 0) + n
-            for (queue, job_class), theirs in snap["durations"].items():
-                dkey = (queue, self._class(job_class))
-                mine = self.durations.get(dkey)
-                if mine is None:
-                    mine = self.durations[dkey] = [0.0] * (len(BUCKETS) + 2)
-                for i, value in enumerate(theirs):
-                    mine[i] += value
-            for entry, n in snap["fires"].items():
-                self.fires[entry] = self.fires.get(entry, 0) + n
-            self.orphans_requeued += snap["orphans_requeued"]
+    def delta(self) -> dict[str, Any] | None:
+        """What was counted since the last call (a picklable batch), or None."""
+        with self.ship_lock:
+            now, last = self.snapshot(), self.shipped
+            cells = {}
+            for key, cell in now["cells"].items():
+                before = last["cells"].get(key)
+                if cell != before:
+                    cells[key] = [a - b for a, b in zip(cell, before or [0.0] * CELL, strict=True)]
+            fires = {e: n - last["fires"].get(e, 0) for e, n in now["fires"].items() if n != last["fires"].get(e)}
+            orphans = now["orphans_requeued"] - last["orphans_requeued"]
+            self.shipped = now
+        if not (cells or fires or orphans):
+            return None
+        return {"cells": cells, "fires": fires, "orphans_requeued": orphans}
+
+    def merge(self, batch: dict[str, Any]) -> None:
+        """Adds another process's batch (``delta()``), under this one's class cap."""
+        for (queue, job_class), theirs in batch["cells"].items():
+            mine = self.alias.get((queue, job_class)) or self._cell(queue, job_class)
+            for i, value in enumerate(theirs):
+                mine[i] += value
+        for entry, n in batch["fires"].items():
+            self.fires[entry] = self.fires.get(entry, 0) + n
+        self.orphans_requeued += batch["orphans_requeued"]
 
     def copy(self) -> dict[str, Any]:
-        """A consistent snapshot, leaving this one as it is (for a scrape)."""
-        with self.lock:
-            return {"counts": dict(self.counts), "durations": {k: list(v) for k, v in self.durations.items()},
-                    "fires": dict(self.fires), "orphans_requeued": self.orphans_requeued}
+        """For a scrape: ``counts`` per (queue, class, outcome), ``durations`` per (queue,
+        class) as bucket counts then the sum, ``fires``, ``orphans_requeued``."""
+        snap = self.snapshot()
+        counts: Counts = {}
+        durations: Durations = {}
+        for (queue, job_class), cell in snap["cells"].items():
+            for outcome, i in _OUTCOME_AT.items():
+                if cell[i]:
+                    counts[(queue, job_class, outcome)] = cell[i]
+            if any(cell[_BUCKETS_AT:-1]):
+                durations[(queue, job_class)] = cell[_BUCKETS_AT:]
+        return {"counts": counts, "durations": durations, "fires": snap["fires"],
+                "orphans_requeued": snap["orphans_requeued"]}
 
 
 # -- this process's counter, fed by the hooks --------------------------------------------------
@@ -146,14 +166,13 @@ def enable(max_classes: int = MAX_CLASSES) -> JobMetrics:
 
 def take() -> dict[str, Any] | None:
     """What this process counted since the last call, or None (nothing, or not enabled)."""
-    if local is None or not local:
-        return None
-    return local.take()
+    return None if local is None else local.delta()
 
 
 def _forked() -> None:
+    global local
     if local is not None:
-        local.take()  # the parent's counts are the parent's
+        local = JobMetrics(local.max_classes)  # the parent's counts are the parent's
 
 
 def outcome_of(event: hooks.JobEvent) -> str:

@@ -213,15 +213,21 @@ def test_job_classes_past_the_cap_are_other():
     assert counts.copy()["counts"] == {("q", "a", "succeeded"): 2, ("q", "b", "succeeded"): 1,
                                        ("q", "other", "succeeded"): 2}
     master = jobmetrics.JobMetrics(max_classes=3)
-    master.merge(counts.take())
+    master.merge(counts.delta())
     other = jobmetrics.JobMetrics(max_classes=2)
     other.count("q", "e", "dead", 0.5)
     other.count("q", "f", "dead", 0.5)
-    master.merge(other.take())  # e is the master's third class; f is past its cap
+    master.merge(other.delta())  # e is the master's third class; f is past its cap
     snap = master.copy()
     assert snap["counts"][("q", "e", "dead")] == 1 and snap["counts"][("q", "other", "dead")] == 1
     assert snap["durations"][("q", "other")][-1] == pytest.approx(0.002 * 2 + 0.5)
-    assert not counts and counts.copy()["counts"] == {}
+    assert counts.delta() is None  # nothing new since
+    counts.count("q", "a", "dead", 0.1)
+    [(key, cell)] = counts.delta()["cells"].items()
+    outcomes = dict(zip(jobmetrics.OUTCOMES, cell, strict=False))
+    assert key == ("q", "a") and outcomes.pop("dead") == 1 and not any(outcomes.values())
+    buckets = cell[len(jobmetrics.OUTCOMES):-1]
+    assert buckets[jobmetrics.BUCKETS.index(0.1)] == 1 and sum(buckets) == 1 and cell[-1] == pytest.approx(0.1)
 
 
 def test_periodic_fires_are_counted(own_config, masters):

@@ -49,6 +49,7 @@ class ChildState:
     counted: tuple[int, int] = (0, 0)  # its slot's processed, failed counters, as last read
     rss: int = 0
     fenced_at: float | None = None  # when a beat found it declared dead (it leaves on its own)
+    exit_why: str | None = None  # why the master first wanted it gone (restart, memory, ...), for /metrics
 
 class ChildrenMixin:
     # The master's state this part reads and writes (set in Master.__init__).
@@ -213,6 +214,7 @@ class ChildrenMixin:
         if child.stop_sent:
             return
         child.stop_reason = reason
+        child.exit_why = child.exit_why or reason
         child.stop_sent = True
         child.leave_by = time.monotonic() + self.s.timeout
         self.signal_child(child, signal.SIGTERM)
@@ -221,6 +223,7 @@ class ChildrenMixin:
     def kill_child(self, child: ChildState, reason: str) -> None:
         """``timeout``: its job is filed as failed; anything else: requeued, uncounted."""
         child.stop_reason = "timeout" if reason == "timeout" else "killed"
+        child.exit_why = "timeout" if reason == "timeout" else child.exit_why or reason
         child.stop_sent = True
         self.signal_child(child, signal.SIGKILL)
 

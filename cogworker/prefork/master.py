@@ -259,13 +259,14 @@ class Master(SignalsMixin, ChildrenMixin, WatchMixin):
             delay = min(0.5 * 2 ** (self.boot_failures - 1), MAX_BOOT_BACKOFF)
             self.next_fork_at = time.monotonic() + delay
             logger.error("master: children die before their first fetch (%s); next fork in %.1fs", how, delay)
-        self.count_exit("crash" if crashed else child.stop_reason or "max_jobs")
+        self.count_exit("crash" if crashed else child.exit_why or "max_jobs")
         self.settle_child(child, crashed)
         self.slots.reset(child.index)  # a stale WAITING would keep its siblings from looking ahead
 
     def count_exit(self, reason: str) -> None:
         """For cogworker_child_exits_total: crash, timeout, memory, max_jobs (left on its
-        own), restart (HUP), shutdown, scale-down, killed (past --timeout), fenced."""
+        own), restart (HUP), shutdown, scale-down, fenced (why the master first wanted it
+        gone, even if it then had to kill it)."""
         if self.metrics is not None:
             self.metrics.child_left(reason)
 
