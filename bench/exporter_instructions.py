@@ -11,7 +11,14 @@ the difference of two N (e.g. 500 and 1500) cancels the start-up, so
     per job = (I(1500) - I(500)) / 1000.
 
 Redis runs in its own process (valgrind does not follow it): the exporter adds no
-Redis call per job.
+Redis call per job. The loop's count varies by several thousand instructions a job from
+run to run (blocking fetches, wake-ups), more than the exporter's cost, so
+
+    ... -m bench.exporter_instructions hook N on|off
+
+counts only what the exporter adds: N ``succeeded`` hook firings as the loop makes them
+(the stats counter subscribed, as always), with the job-metrics subscriber or without;
+deterministic, so two N give the added instructions per job exactly.
 """
 
 from __future__ import annotations
@@ -21,7 +28,21 @@ import sys
 from bench.core import Env
 
 
+def hook(n: int, mode: str) -> None:
+    from cogworker import hooks, jobmetrics, stats
+
+    counting = stats.counting("bench")  # noqa: F841 (held: the stats subscriber counts into it)
+    payload = {"jid": "0" * 24, "class": "core_app.noop", "queue": "default", "args": [1]}
+    if mode == "on":
+        jobmetrics.enable()
+    for _ in range(n):
+        hooks.fire("succeeded", payload, queue="default", identity="bench", duration=0.0003)
+
+
 def main() -> None:
+    if sys.argv[1] == "hook":
+        hook(int(sys.argv[2]), sys.argv[3])
+        return
     n, mode = int(sys.argv[1]), sys.argv[2]
     from cogworker import jobmetrics
     from cogworker.worker import Worker
