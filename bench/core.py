@@ -81,9 +81,10 @@ class Env:
     def __exit__(self, *exc: object) -> None:
         self.server.stop()
 
-    def prefork(self, procs: int) -> subprocess.Popen[bytes]:
+    def prefork(self, procs: int, extra: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
         env = {**os.environ, "PYTHONPATH": self.app_path, "COGWORKER_REDIS_URL": self.server.url}
-        return subprocess.Popen([sys.executable, "-m", "cogworker.prefork.cli", "--procs", str(procs), "core_app"],
+        return subprocess.Popen([sys.executable, "-m", "cogworker.prefork.cli", "--procs", str(procs), *extra,
+                                 "core_app"],
                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True)
 
@@ -160,6 +161,99 @@ def prefork_throughput(procs: int, n: int) -> float:
             stop(proc)
 
 
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """User + system CPU of the master, and of its live children."""
+    import psutil
+
+    def of(proc: psutil.Process) -> float:
+        try:
+            times = proc.cpu_times()
+            return times.user + times.system
+        except psutil.Error:
+            return 0.0
+
+    master = psutil.Process(pid)
+    return of(master), sum(of(child) for child in master.children())
+
+
+def exporter_run(procs: int, n: int, metrics: bool) -> tuple[float, float, float]:
+    """prefork no-op throughput (jobs/s, steady state as above) and CPU microseconds per
+    job of the master and of its children over the same stretch; ``metrics``: with
+    --metrics-port, scraped once a second meanwhile (as a Prometheus would, only faster)."""
+    import urllib.request
+
+    from bench.redis_server import free_port
+
+    port = free_port()
+    with Env() as env:
+        env.app.noop.enqueue_many([(i,) for i in range(n)])
+        r = env.config.redis()
+        queue = env.config.keys.queue("default")
+        proc = env.prefork(procs, ("--metrics-port", str(port)) if metrics else ())
+        try:
+            while r.llen(queue) > n * 0.95:
+                time.sleep(0.001)
+            start_left, started, (master0, children0) = r.llen(queue), time.perf_counter(), cpu_seconds(proc.pid)
+            next_scrape = started
+            while r.llen(queue) > 0:
+                if metrics and time.perf_counter() >= next_scrape:
+                    next_scrape += 1.0
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+                time.sleep(0.002)
+            elapsed, (master1, children1) = time.perf_counter() - started, cpu_seconds(proc.pid)
+            per_job = 1e6 / start_left
+            return start_left / elapsed, (master1 - master0) * per_job, (children1 - children0) * per_job
+        finally:
+            stop(proc)
+
+
+def loop_cpu(n: int, counting: bool) -> float:
+    """CPU microseconds per no-op job of the worker loop in this process (what a prefork
+    child runs), with the job-metrics hook subscribed or not: the exporter's only per-job
+    cost. Redis runs in its own process, so it is not in this figure (it is unchanged:
+    the exporter adds no Redis call per job)."""
+    from cogworker import hooks, jobmetrics
+    from cogworker.worker import Worker
+
+    jobmetrics.enable()
+    names = ("succeeded", "retrying", "dead")
+    if counting:
+        hooks.subscribe(names, jobmetrics._on_run)
+    else:
+        hooks.unsubscribe(names, jobmetrics._on_run)
+    with Env() as env:
+        env.app.noop.enqueue_many([(i,) for i in range(n)])
+        worker = Worker([("default", None)], block_timeout=0.05, max_jobs=n)
+        started = time.process_time()
+        worker.run()
+        return (time.process_time() - started) / n * 1e6
+
+
+def exporter_cost(reps: int, n: int) -> None:
+    """``--exporter``: --metrics-port on vs off, alternating runs (off, on, off, on, ...)."""
+    off_cpu, on_cpu = [], []
+    for _ in range(reps * 2):
+        off_cpu.append(loop_cpu(n // 2, False))
+        on_cpu.append(loop_cpu(n // 2, True))
+    print(f"worker loop (a child's), {reps * 2} alternating runs of {n // 2} no-op jobs, CPU us/job of the loop:")
+    print(f"  job metrics off: {summary(off_cpu)}; on: {summary(on_cpu)}; "
+          f"on/off {statistics.median(on_cpu) / statistics.median(off_cpu):.3f}")
+    for procs in (1, 2):
+        off: list[tuple[float, float, float]] = []
+        on: list[tuple[float, float, float]] = []
+        for _ in range(reps):
+            off.append(exporter_run(procs, n, False))
+            on.append(exporter_run(procs, n, True))
+        print(f"prefork --procs {procs}, {reps} alternating runs of {n} no-op jobs, median [min-max]:")
+        for name, runs in (("off", off), ("on ", on)):
+            print(f"  exporter {name}: {summary([x[0] for x in runs])} jobs/s; CPU us/job: master "
+                  f"{summary([x[1] for x in runs])}, children {summary([x[2] for x in runs])}")
+        # The master's CPU per job is near psutil's 10 ms resolution over a run: a ratio only if it shows.
+        ratio = [f"{statistics.median(x[i] for x in on) / base:.3f}" if (base := statistics.median(x[i] for x in off))
+                 else "n/a" for i in range(3)]
+        print(f"  on/off: throughput {ratio[0]}, master CPU/job {ratio[1]}, children CPU/job {ratio[2]}")
+
+
 def recovery(reps: int) -> list[float]:
     """SIGKILL the child running a 1 s job; milliseconds until the job starts again."""
     results = []
@@ -203,7 +297,12 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.core", description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--jobs", type=int, default=20_000)
+    ap.add_argument("--exporter", action="store_true",
+                    help="only the cost of --metrics-port: prefork no-op throughput and CPU per job, on vs off")
     args = ap.parse_args(argv)
+    if args.exporter:
+        exporter_cost(args.reps, args.jobs)
+        return
     results: dict[str, object] = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cpus": os.cpu_count(),
                                   "redis": redis_version(), "python": sys.version.split()[0], "reps": args.reps}
     rows = []

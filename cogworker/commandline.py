@@ -106,3 +106,51 @@ def check_tls(config: Config) -> None:
             "(encrypted, but the server unverified), or give its CA with ?ssl_ca_certs=/path/to/ca.pem") from None
     except redis.RedisError:
         return
+
+
+# -- what both commands add for monitoring (docs/architecture.md#metrics, #logs) ------------------
+
+def port_arg(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0-65535, got {port}")
+    return port
+
+
+def max_classes_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def add_monitoring(parser: argparse.ArgumentParser) -> None:
+    from . import logsetup
+
+    parser.add_argument("--metrics-port", type=port_arg, metavar="PORT",
+                        help="serve Prometheus metrics on http://HOST:PORT/metrics (needs cogworker[metrics])")
+    parser.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
+                        help="the address /metrics listens on (default 127.0.0.1; 0.0.0.0 for every interface)")
+    parser.add_argument("--metrics-max-classes", type=max_classes_arg, default=500, metavar="N",
+                        help="distinct job_class labels kept; the rest are counted as 'other' (default 500)")
+    logsetup.add_arguments(parser)
+
+
+def setup_logging(args: argparse.Namespace, process: str) -> None:
+    """After the app module was imported: our logging unless the app set up its own.
+    A bad $COGWORKER_LOG_LEVEL/FORMAT is a ConfigurationError (one line)."""
+    from . import joblog, logsetup
+
+    logsetup.set_process(process)
+    try:
+        level, fmt = logsetup.chosen(args.log_level, args.log_format, getattr(args, "verbose", False))
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
+    logsetup.setup(level, fmt)
+    joblog.enable()

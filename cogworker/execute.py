@@ -8,6 +8,7 @@ import asyncio
 import concurrent.futures
 import ctypes
 import inspect
+import logging
 import signal
 import threading
 import time
@@ -45,7 +46,9 @@ def execute(config: Config, identity: str, queue: str, payload: dict[str, Any]) 
         resolution_error = exc
     if hooks.wanted("started", payload):
         hooks.fire("started", payload, queue=queue, identity=identity, config=config)
-    logger.debug("start: %s jid=%s", name, payload["jid"])
+    if logger.isEnabledFor(logging.DEBUG):  # cached: no cost per job at INFO
+        logger.debug("start: %s jid=%s", name, payload["jid"],
+                     extra={"event": "job_started", "jid": payload["jid"], "job_class": name, "queue": queue})
     started = time.perf_counter()
     error = run_job(job, payload, queue, resolution_error)
     seconds = time.perf_counter() - started

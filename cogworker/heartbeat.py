@@ -31,11 +31,14 @@ class ProcessRecord:
     running: dict[str, Any] | None = None
     owns_list: bool = True
     state: str = ""  # "", "quiet" or "stopping" (masters and single-process workers)
+    # More fields of the record: a master's ``procs`` (its target) and ``children`` (live
+    # ones, booted: their first fetch made), for ``cogworker health``.
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def fields(self) -> dict[str, Any]:
         return {"host": socket.gethostname(), "pid": self.pid, "role": self.role,
                 "queues": ",".join(self.queues), "busy": self.busy, "rss": self.rss,
-                "started_at": self.started_at, "beat_at": time.time(), "state": self.state}
+                "started_at": self.started_at, "beat_at": time.time(), "state": self.state, **self.extra}
 
 
 def process_ttl(config: Config) -> int:

@@ -5,7 +5,6 @@ schedule/retry, recovers orphans and ticks cron."""
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import sys
@@ -19,11 +18,13 @@ from .boot import import_app
 from .commandline import (
     QUEUE_HELP,
     OneLineParser,
+    add_monitoring,
     add_version,
     app_queues,
     check_tls,
     namespace_arg,
     redis_url_arg,
+    setup_logging,
 )
 from .config import configure, get_config, logger, redact_url, validate_redis_url
 from .errors import ConfigurationError, Fenced, RedisVersionError
@@ -100,7 +101,8 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                         help="default: $COGWORKER_REDIS_URL, $REDIS_URL, redis://localhost:6379/0")
     parser.add_argument("--namespace", type=namespace_arg, help="Redis key prefix (default cogworker)")
     parser.add_argument("--no-cron", action="store_true", help="don't run periodic jobs")
-    parser.add_argument("--verbose", "-v", action="store_true")
+    parser.add_argument("--verbose", "-v", action="store_true", help="the same as --log-level DEBUG")
+    add_monitoring(parser)
     return parser
 
 
@@ -110,24 +112,23 @@ def parse_args(argv: list[str] | None, prog: str | None = None) -> argparse.Name
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     args = parse_args(argv, prog)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(process)d %(levelname)s %(message)s")
     try:
         if args.redis_url:
             validate_redis_url(args.redis_url)
         queues = parse_queues(args.queues)
         import_app(args.module)
+        setup_logging(args, "worker")  # after the app: its own logging config, if any, is kept
         queues = app_queues(args.queues)
         if args.redis_url or args.namespace:
             current = get_config()
             configure(redis_url=args.redis_url or current.redis_url,
                       namespace=args.namespace or current.namespace)
         check_tls(get_config())  # a bad $REDIS_URL: this one line, not a traceback from Worker()
+        worker = Worker(queues, lookahead=False)  # no siblings to hand a job fetched ahead to
+        keeper = Housekeeper(worker, [q for q, _ in queues], cron=not args.no_cron)
+        exporter = start_metrics(args, keeper, [q for q, _ in queues])
     except ConfigurationError as exc:
         sys.exit(f"cogworker: {exc}")
-
-    worker = Worker(queues, lookahead=False)  # no siblings to hand a job fetched ahead to
-    keeper = Housekeeper(worker, [q for q, _ in queues], cron=not args.no_cron)
     signals = {"count": 0}
 
     def on_stop(signum: int, frame: Any) -> None:
@@ -149,6 +150,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     finally:
         keeper.stop()
         keeper.join(timeout=5)
+        if exporter is not None:
+            exporter.stop()
         if not worker.fenced:
             clean_up(worker)
     if worker.fenced:
@@ -166,3 +169,14 @@ def clean_up(worker: Worker) -> None:
         worker.declare_fenced()  # declared dead as it stopped: what it held runs elsewhere
     except redis.RedisError as exc:
         logger.error("couldn't clean up on exit (orphan recovery will): %s", exc)
+
+
+def start_metrics(args: argparse.Namespace, keeper: Housekeeper, queues: list[str]) -> Any:
+    """``--metrics-port``: /metrics on a thread of its own (``runner_metrics``), or None."""
+    if args.metrics_port is None:
+        return None
+    from .runner_metrics import RunnerMetrics
+
+    worker = keeper.worker
+    return RunnerMetrics(worker.config, queues, lambda: worker.busy, args.metrics_host, args.metrics_port,
+                         args.metrics_max_classes)

@@ -5,6 +5,7 @@ it leaves. A mixin of ``Worker``, which holds the state it works on."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -24,16 +25,21 @@ if TYPE_CHECKING:
 ACK_ATTEMPTS = 3
 
 
-def log_failure(payload: dict[str, Any], decision: fate.File) -> None:
+def log_failure(payload: dict[str, Any], decision: fate.File, queue: str | None = None,
+                duration: float | None = None) -> None:
     """One line (then its traceback) for a failed run: where it went, ``retry in 45s
-    (attempt 3/25)`` or ``dead``."""
+    (attempt 3/25)`` at WARNING, or ``dead`` at ERROR (docs/architecture.md#logs)."""
     if decision.retrying:
         where = f"retry in {decision.delay:.0f}s (attempt {payload.get('retry_count')}/{fate.max_retries(payload)})"
     else:
         where = "dead"
     trace = payload.get("error_traceback")
-    logger.warning("fail: %s jid=%s: %s: %s; %s%s", payload.get("class"), payload.get("jid"),
-                   payload.get("error_class"), payload.get("error_message"), where, "\n" + trace if trace else "")
+    extra = {"event": "job_failed", "jid": payload.get("jid"), "job_class": payload.get("class"),
+             "queue": queue or payload.get("queue"), "outcome": "retried" if decision.retrying else "dead",
+             "duration_ms": None if duration is None else round(duration * 1000, 3), "traceback": trace}
+    logger.log(logging.WARNING if decision.retrying else logging.ERROR, "fail: %s jid=%s: %s: %s; %s%s",
+               payload.get("class"), payload.get("jid"), payload.get("error_class"), payload.get("error_message"),
+               where, "\n" + trace if trace else "", extra=extra)
 
 
 class Settling(ABC):
@@ -92,7 +98,7 @@ class Settling(ABC):
         try:
             decision = fate.decide(self.config, payload, outcome)
             assert isinstance(decision, fate.File)
-            log_failure(payload, decision)
+            log_failure(payload, decision, work.queue, outcome.duration)
             filed = settlement.apply(self.fetcher, work.raw, decision, payload, queue=work.queue, error=error,
                                      duration=outcome.duration)
         except Fenced:

@@ -151,7 +151,7 @@ def test_single_process_runner_declared_dead_exits_nonzero_with_one_error_line(o
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
     env.pop("COGWORKER_REDIS_URL", None)
     proc = subprocess.Popen([sys.executable, "-m", "cogworker.worker", "apps.fence_app", "--redis-url",
-                             own_redis.url], cwd=str(TESTS), env=env, stderr=subprocess.PIPE, text=True)
+                             own_redis.url], cwd=str(TESTS), env=env, stdout=subprocess.PIPE, text=True)
     try:
         fence_app.work.enqueue("busy", 30)
         wait_for(lambda: r.smembers(own_config.keys.in_progress_identities), 15, what="registered")
@@ -161,7 +161,7 @@ def test_single_process_runner_declared_dead_exits_nonzero_with_one_error_line(o
         r.set(own_config.keys.fenced(identity), 1)
         code = proc.wait(10)
         assert time.time() - fenced_at < 3  # at once, not after the job
-        stderr = proc.stderr.read()
+        stderr = proc.stdout.read()  # the log goes to stdout
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -110,9 +110,9 @@ def dispatch(args: argparse.Namespace) -> int:
 
 
 def handlers() -> dict[str, Callable[[argparse.Namespace], int]]:
-    from . import commands, periodic, web
+    from . import commands, health, periodic, web
 
-    return {"periodic": periodic.run, "web": web.run, **commands.HANDLERS}
+    return {"periodic": periodic.run, "web": web.run, "health": health.run, **commands.HANDLERS}
 
 
 def fail(message: str, code: int) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from ..commandline import OneLineParser, add_version, namespace_arg, redis_url_arg
-from . import web
+from . import health, web
 
 SETS = ("retry", "dead", "scheduled")
 DEFAULT_LIMIT = 25
@@ -84,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="default: $COGWORKER_REDIS_URL, $REDIS_URL, redis://localhost:6379/0")
     server.add_argument("--namespace", type=namespace_arg, help="Redis key prefix (default cogworker)")
     web.add_parser(sub, server)
+    health.add_parser(sub, parent)
 
     # Listed for --help only: main() hands `worker ...` to the runner's own parser.
     sub.add_parser("worker", help="run the single-process worker: cogworker worker MODULE [options]",

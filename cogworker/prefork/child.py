@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 import redis
 from setproctitle import setproctitle
 
-from .. import heartbeat
+from .. import heartbeat, logsetup
 from ..config import Config, logger
 from ..errors import Fenced
 from ..heartbeat import clock
@@ -31,6 +31,7 @@ from .siblings import Siblings
 from .slots import Slots
 
 WATCH_INTERVAL = 0.2
+METRICS_INTERVAL = 1.0
 
 
 class TitledReporter(PipeReporter):
@@ -115,7 +116,7 @@ class Child:
 
     def watch_master(self) -> None:
         hb = self.config.heartbeat_interval
-        next_beat = 0.0
+        next_beat = next_metrics = 0.0
         while os.getppid() == self.master_pid:
             if self.reporter.told_fenced():
                 self.leave_fenced()
@@ -125,6 +126,9 @@ class Child:
             if now - self.reporter.vouched_at() > 2 * hb and now >= next_beat:
                 next_beat = now + hb
                 self.beat_self()
+            if now >= next_metrics:  # --metrics-port: this child's counts, batched (docs/architecture.md#metrics)
+                next_metrics = now + METRICS_INTERVAL
+                self.reporter.ship_metrics()
             time.sleep(WATCH_INTERVAL)
         logger.error("child %d: master %d is gone; finishing up within %.0fs", self.index, self.master_pid,
                      self.timeout)
@@ -187,6 +191,7 @@ def child_main(index: int, config: Config, conn: Connection, slots: Slots,
                identity: str, lookahead: bool = True, flights: FlightSlots | None = None) -> None:
     """Runs in the forked process; never returns."""
     code = 1
+    logsetup.set_process(f"child {index}")  # its log lines say which child (docs/architecture.md#logs)
     # A job that forks: its fork must not claim to be one of the master's children.
     os.register_at_fork(after_in_child=lambda: setproctitle(f"cogworker: child {index}'s fork (pid {os.getpid()})"))
     try:

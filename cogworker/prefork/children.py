@@ -52,6 +52,7 @@ class ChildState:
     counted: tuple[int, int] = (0, 0)  # its slot's processed, failed counters, as last read
     rss: int = 0
     fenced_at: float | None = None  # when a beat found it declared dead (it leaves on its own)
+    exit_why: str | None = None  # why the master first wanted it gone (restart, memory, ...), for /metrics
 
 class ChildrenMixin:
     # The master's state this part reads and writes (set in Master.__init__).
@@ -72,6 +73,7 @@ class ChildrenMixin:
     slots: Slots
     flights: FlightSlots | None
     stats: stats.StatsBuffer
+    metrics: Any  # MasterMetrics | None
 
     if TYPE_CHECKING:  # the master's, or another mixin's (never shadow them at run time)
         client: Any
@@ -103,6 +105,9 @@ class ChildrenMixin:
             # The totals come from the child's slot (see count_jobs); the per-minute,
             # per-class figures from here.
             self.stats.merge({**msg[1], "processed": 0, "failed": 0})
+        elif kind == "metrics":
+            if self.metrics is not None:
+                self.metrics.merge(msg[1])
 
     def refresh(self, child: ChildState) -> bool:
         """What the child runs now, from its slot. False if the slot is torn (the child
@@ -214,6 +219,7 @@ class ChildrenMixin:
         child = ChildState(index, pid, child_identity(pid, nonce), reader)
         self.children[pid] = child
         self.selector.register(reader, selectors.EVENT_READ, child)
+        logger.info("master: child %d (pid %d) started", index, pid)
         self.redis_step("registering a child", heartbeat.beat, self.config,
                         [self.child_record(child)], self.client)
 
@@ -234,6 +240,7 @@ class ChildrenMixin:
         if child.stop_sent:
             return
         child.stop_reason = reason
+        child.exit_why = child.exit_why or reason
         child.stop_sent = True
         child.leave_by = time.monotonic() + self.s.timeout
         self.signal_child(child, signal.SIGTERM)
@@ -242,6 +249,7 @@ class ChildrenMixin:
     def kill_child(self, child: ChildState, reason: str) -> None:
         """``timeout``: its job is filed as failed; anything else: requeued, uncounted."""
         child.stop_reason = "timeout" if reason == "timeout" else "killed"
+        child.exit_why = "timeout" if reason == "timeout" else child.exit_why or reason
         child.stop_sent = True
         self.signal_child(child, signal.SIGKILL)
 

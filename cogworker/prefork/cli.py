@@ -4,7 +4,6 @@ non-zero exit, never a traceback."""
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from typing import NoReturn
@@ -57,7 +56,7 @@ def default_procs() -> int:
 
 
 def build_parser() -> Parser:
-    from ..commandline import QUEUE_HELP, add_version, namespace_arg, redis_url_arg
+    from ..commandline import QUEUE_HELP, add_monitoring, add_version, namespace_arg, redis_url_arg
 
     parser = Parser(prog=PROG, description="Run cogworker jobs in N forked, shared-nothing children.")
     add_version(parser)
@@ -80,7 +79,8 @@ def build_parser() -> Parser:
     parser.add_argument("--concurrency", type=positive_int, default=1, metavar="M",
                         help="jobs each child runs at once: async jobs as tasks of its event loop, sync "
                              "jobs in a thread pool of M (default 1: one at a time)")
-    parser.add_argument("--verbose", "-v", action="store_true")
+    parser.add_argument("--verbose", "-v", action="store_true", help="the same as --log-level DEBUG")
+    add_monitoring(parser)
     return parser
 
 
@@ -91,13 +91,11 @@ def main(argv: list[str] | None = None) -> None:
     inbox = SignalInbox()
     args = build_parser().parse_args(argv)
     setproctitle(f"cogworker: master {args.module} [booting]")
-    from ..commandline import app_queues, check_tls
+    from ..commandline import app_queues, check_tls, setup_logging
     from ..config import configure, get_config, logger, validate_redis_url
     from ..errors import RedisVersionError
     from ..fetch import parse_queues
 
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(process)d %(levelname)s %(message)s", stream=sys.stderr)
     try:
         if args.redis_url:
             validate_redis_url(args.redis_url)
@@ -108,6 +106,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.concurrency > MAX_CONCURRENCY:
             raise ConfigurationError(f"--concurrency {args.concurrency}: at most {MAX_CONCURRENCY} jobs per child")
         preload(args.module, inbox)
+        setup_logging(args, "master")  # after the app: its own logging config, if any, is kept
         queues = app_queues(args.queues)
         if args.redis_url or args.namespace:
             current = get_config()
@@ -126,10 +125,12 @@ def main(argv: list[str] | None = None) -> None:
         stopped_during_boot(stop)
     settings = Settings(module=args.module, procs=procs, queues=queues, timeout=args.timeout,
                         max_memory_mb=args.max_memory, max_jobs=args.max_jobs, catch_up=not args.no_catch_up,
-                        lookahead=not args.no_lookahead, concurrency=args.concurrency)
+                        lookahead=not args.no_lookahead, concurrency=args.concurrency,
+                        metrics_port=args.metrics_port, metrics_host=args.metrics_host,
+                        metrics_max_classes=args.metrics_max_classes)
     try:
         sys.exit(Master(settings, config, inbox).run())
-    except RedisVersionError as exc:  # checked at boot, before any child is forked
+    except (RedisVersionError, ConfigurationError) as exc:  # checked at boot, before any child is forked
         sys.exit(f"{PROG}: {exc}")
 
 
@@ -145,8 +146,11 @@ def preload(module: str, inbox: SignalInbox) -> None:
 
 
 def stopped_during_boot(signal_name: str) -> NoReturn:
+    from .. import logsetup
     from ..config import logger
 
+    if not logsetup.user_configured():  # interrupted before the logging was set up
+        logsetup.setup("INFO", "text")
     logger.info("master: %s during boot: stopped before starting any child", signal_name)
     sys.exit(0)
 

@@ -31,6 +31,7 @@ from ..worker import FENCED_EXIT, new_identity
 from . import reaped
 from .children import ChildrenMixin, ChildState, child_identity
 from .flight_slots import FlightSlots
+from .exporting import MasterMetrics
 from .inbox import SignalInbox
 from .signals import SignalsMixin
 from .slots import Slots
@@ -61,6 +62,9 @@ class Settings:
     catch_up: bool = True
     lookahead: bool = True
     concurrency: int = 1  # jobs in flight per child (docs/architecture.md#concurrency)
+    metrics_port: int | None = None  # /metrics from this loop (docs/architecture.md#metrics)
+    metrics_host: str = "127.0.0.1"
+    metrics_max_classes: int = 500
 
 
 class Master(SignalsMixin, ChildrenMixin, WatchMixin):
@@ -100,6 +104,11 @@ class Master(SignalsMixin, ChildrenMixin, WatchMixin):
         # M entries per child when children run M jobs at once; None keeps the one-job path as it was.
         self.flights = FlightSlots(settings.concurrency, self.slots.count) if settings.concurrency > 1 else None
         self.housekeeping: Housekeeping | None = None  # made in run(): the app is loaded by then
+        self.metrics: MasterMetrics | None = None
+        if settings.metrics_port is not None:  # bound now: a port in use is a one-line error at boot
+            self.metrics = MasterMetrics(self.config, [q for q, _ in settings.queues], self.breaker.step,
+                                         self.busy_counts, settings.metrics_host, settings.metrics_port,
+                                         settings.metrics_max_classes)
         self.on_signal = self.signal_handlers()
 
     # -- Redis, through the one error policy, with its circuit breaker ----------------------
@@ -139,6 +148,8 @@ class Master(SignalsMixin, ChildrenMixin, WatchMixin):
             self.inbox = SignalInbox()
         self.signals = self.inbox.pending  # what arrived during boot is handled first
         self.selector.register(self.inbox.wakeup_r, selectors.EVENT_READ, None)
+        if self.metrics is not None:
+            self.metrics.attach(self.selector)
         self.boot_checks()
         self.housekeeping = Housekeeping(
             self.config, self.breaker, beat=self.beat, catch_up=self.s.catch_up, counters=self.stats,
@@ -187,9 +198,11 @@ class Master(SignalsMixin, ChildrenMixin, WatchMixin):
             timeout = min(timeout, 0.5)  # slots are polled: hard timeouts are checked twice a second
         if self.stopping or len(self.children) < self.target or self.unrecovered:
             timeout = min(timeout, 0.1)
-        for key, _ in self.selector.select(max(0.0, timeout)):
+        for key, mask in self.selector.select(max(0.0, timeout)):
             if key.data is None:
                 self.inbox.drain_wakeup()  # type: ignore[union-attr]
+            elif callable(key.data):  # the metrics server's sockets (non-blocking)
+                key.data(mask)
             else:
                 self.read_child(key.data)
 
@@ -206,6 +219,12 @@ class Master(SignalsMixin, ChildrenMixin, WatchMixin):
         self.check_fenced()
         assert self.housekeeping is not None
         self.housekeeping.run_due(stopping=self.stopping, quiet=self.quiet)
+        if self.metrics is not None:
+            self.metrics.tick(self.client)
+
+    def busy_counts(self) -> tuple[int, int]:
+        """Live children, and those running a job (for /metrics)."""
+        return len(self.children), sum(1 for c in self.children.values() if c.running)
 
     def refresh_all(self) -> None:
         for child in self.children.values():
@@ -222,6 +241,7 @@ class Master(SignalsMixin, ChildrenMixin, WatchMixin):
             logger.warning("master: child %d (pid %d) left: it was declared dead (fenced); replacing it",
                            child.index, child.pid)
             self.reset_slot(child.index)
+            self.count_exit("fenced")
             return
         if not self.refresh(child):
             logger.error("master: child %d died mid-update: its jobs are requeued as unknown", child.index)
@@ -243,8 +263,16 @@ class Master(SignalsMixin, ChildrenMixin, WatchMixin):
             delay = min(0.5 * 2 ** (self.boot_failures - 1), MAX_BOOT_BACKOFF)
             self.next_fork_at = time.monotonic() + delay
             logger.error("master: children die before their first fetch (%s); next fork in %.1fs", how, delay)
+        self.count_exit("crash" if crashed else child.exit_why or "max_jobs")
         self.settle_child(child, crashed)
         self.reset_slot(child.index)  # a stale WAITING would keep its siblings from looking ahead
+
+    def count_exit(self, reason: str) -> None:
+        """For cogworker_child_exits_total: crash, timeout, memory, max_jobs (left on its
+        own), restart (HUP), shutdown, scale-down, fenced (why the master first wanted it
+        gone, even if it then had to kill it)."""
+        if self.metrics is not None:
+            self.metrics.child_left(reason)
 
     def settle_child(self, child: ChildState, crashed: bool) -> None:
         """What a gone child owed Redis: its hard-timed-out job filed as failed, pending
@@ -305,6 +333,8 @@ class Master(SignalsMixin, ChildrenMixin, WatchMixin):
                          ", ".join(self.unrecovered))
         if not self.redis_away():
             self.redis_step("deregistering", heartbeat.deregister, self.config, self.identity, self.client)
+        if self.metrics is not None:
+            self.metrics.close()
         logger.info("master: stopped")
 
     def flush_stats(self) -> None:

@@ -8,7 +8,10 @@ Redis, so a child's death can be settled exactly:
   (an ack, or a failure record to file) as ``Decision.to_wire()`` gives it;
 - ``("settled", jid)``: a pending settlement went through;
 - ``("stats", snapshot)``: batched counters, at most once a second (the master takes
-  the processed/failed totals from the child's slot instead, which survive its death).
+  the processed/failed totals from the child's slot instead, which survive its death);
+- ``("metrics", snapshot)``: with ``--metrics-port``, the job counts and durations the
+  child counted since its last batch (``jobmetrics``), sent right after its stats and
+  by its watchdog thread at most once a second.
 
 What a child runs now (started; finished, with its ack due or not) is not sent: it is
 written to the child's shared-memory slot (``slots.py``), which costs the hot path no
@@ -17,11 +20,12 @@ system call and wakes nobody. Jobs are named by jid, never sent whole.
 
 from __future__ import annotations
 
+import threading
 import time
 from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
-from .. import fate
+from .. import fate, jobmetrics
 from ..fetch import Fetcher, Work, jid_of
 from ..worker import Reporter
 from .siblings import Siblings
@@ -49,16 +53,27 @@ class PipeReporter(Reporter):
         self.slot = slot
         self.siblings = siblings  # None: no look-ahead
         self.orphaned = False
+        # The watchdog thread sends the metrics batch too: one message at a time on the pipe.
+        self.send_lock = threading.Lock()
 
     def _send(self, message: Message) -> bool:
         if self.orphaned:
             return False
         try:
-            self.conn.send(message)
+            with self.send_lock:
+                self.conn.send(message)
             return True
         except (OSError, EOFError, ValueError):
             self.orphaned = True
             return False
+
+    def ship_metrics(self) -> None:
+        """The job counts since the last batch (``jobmetrics``), if any: from the stats
+        flush, and from the watchdog once a second (so a long job, or a kill, holds back
+        at most a second of them)."""
+        counted = jobmetrics.take()  # None unless --metrics-port
+        if counted is not None:
+            self._send(("metrics", counted))
 
     def ready(self) -> None:
         self._send(("ready",))
@@ -105,3 +120,4 @@ class PipeReporter(Reporter):
     def stats(self, snap: dict[str, Any]) -> None:
         if not self._send(("stats", snap)):
             super().stats(snap)  # the master is gone: write them ourselves
+        self.ship_metrics()

@@ -28,6 +28,7 @@ class WatchMixin:
     slots: Slots
     quiet: bool
     stopping: bool
+    target: int
 
     if TYPE_CHECKING:  # the master's, or another mixin's (never shadow them at run time)
         client: Any
@@ -42,12 +43,14 @@ class WatchMixin:
         self.on_control(heartbeat.take_control(self.config, self.identity, self.client))
         for child in self.children.values():
             self.refresh(child)
+        live = [child for child in self.children.values() if child.fenced_at is None]
         records = [heartbeat.ProcessRecord(self.identity, "master", os.getpid(),
                                            [q for q, _ in self.s.queues], self.started_at,
                                            busy=sum(1 for c in self.children.values() if c.running),
                                            rss=heartbeat.rss_of(), owns_list=False,
-                                           state="stopping" if self.stopping else "quiet" if self.quiet else "")]
-        live = [child for child in self.children.values() if child.fenced_at is None]
+                                           state="stopping" if self.stopping else "quiet" if self.quiet else "",
+                                           extra={"procs": self.target,
+                                                  "children": sum(1 for c in live if c.ready)})]
         records.extend(self.child_record(child) for child in live)
         sent = heartbeat.clock()
         refused = set(heartbeat.beat(self.config, records, client=self.client))

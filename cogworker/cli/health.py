@@ -1,0 +1,85 @@
+"""``cogworker health [--max-age 30] [--identity ID]``: for a container's liveness probe
+(docs/architecture.md#health). Exit 0 when a master on this host (or the process
+``--identity``) has beaten within ``--max-age`` seconds and has all its children; else
+exit 1 with a one-line reason (Redis unreachable included: the probe can't tell)."""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+
+from ..config import as_text, get_config
+
+
+def add_parser(sub: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
+    health = sub.add_parser("health", parents=parents,
+                            help="exit 0 if this host's master beats and has all its children, else 1")
+    health.add_argument("--max-age", type=_seconds, default=30.0, metavar="SECONDS",
+                        help="its last beat at most this old (default 30)")
+    health.add_argument("--identity", metavar="ID", help="this process (a master or a worker), not this host's master")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--max-age must be a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"--max-age must be more than 0, got {text}")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        ok, reason = check(args.max_age, args.identity)
+    except redis.RedisError as exc:
+        ok, reason = False, f"Redis unreachable: {type(exc).__name__}"
+    if args.json:
+        import json
+
+        sys.stdout.write(json.dumps({"healthy": ok, "reason": reason}) + "\n")
+    elif ok:
+        sys.stdout.write(f"ok: {reason}\n")
+    else:
+        sys.stderr.write(f"cogworker: unhealthy: {reason}\n")
+    return 0 if ok else 1
+
+
+def check(max_age: float, identity: str | None) -> tuple[bool, str]:
+    """(healthy, why): the freshest matching process decides."""
+    candidates = records(identity)
+    if not candidates:
+        what = f"process {identity}" if identity else f"master on host {socket.gethostname()}"
+        return False, f"no {what} is registered (not running, or its record expired)"
+    ident, rec = max(candidates, key=lambda pair: float(pair[1].get("beat_at") or 0))
+    age = time.time() - float(rec.get("beat_at") or 0)
+    if age > max_age:
+        return False, f"{rec.get('role')} {ident} last beat {age:.0f}s ago (--max-age {max_age:g})"
+    if "procs" in rec and int(rec.get("children") or 0) < int(rec["procs"]):
+        return False, f"master {ident} has {rec.get('children')} of its {rec['procs']} children"
+    children = f", {rec['children']}/{rec['procs']} children" if "procs" in rec else ""
+    return True, f"{rec.get('role')} {ident} beat {age:.1f}s ago{children}"
+
+
+def records(identity: str | None) -> list[tuple[str, dict[str, str]]]:
+    config = get_config()
+    client, keys = config.redis(), config.keys
+    names = [identity] if identity else sorted(as_text(i) for i in client.smembers(keys.processes))
+    pipe = client.pipeline(transaction=False)
+    for name in names:
+        pipe.hgetall(keys.process(name))
+    host = socket.gethostname()
+    found = []
+    for name, raw in zip(names, pipe.execute(raise_on_error=False), strict=True):
+        if not isinstance(raw, dict) or not raw:
+            continue
+        rec = {as_text(k): as_text(v) for k, v in raw.items()}
+        if identity or (rec.get("role") == "master" and rec.get("host") == host):
+            found.append((name, rec))
+    return found

@@ -1,0 +1,123 @@
+"""The worker commands' logging (docs/architecture.md#logs): ``--log-level``,
+``--log-format text|json`` (or ``COGWORKER_LOG_LEVEL``/``COGWORKER_LOG_FORMAT``), to
+stdout, unbuffered, each line one ``write`` so that no line interleaves with another
+process's. Set up only if the app module configured no logging of its own.
+
+JSON lines carry ``ts``, ``level``, ``process`` (``master``, ``child N`` or ``worker``),
+``pid``, ``event``, ``message``; job lines add ``jid``, ``job_class``, ``queue``,
+``duration_ms`` and ``outcome`` (given as ``extra=`` by the code that logs them), and a
+failure its ``traceback``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from typing import Any
+
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+FORMATS = ("text", "json")
+JOB_FIELDS = ("jid", "job_class", "queue", "duration_ms", "outcome")
+TEXT_FORMAT = "%(asctime)s %(process)d %(levelname)s %(message)s"
+
+process_name = "worker"  # set by the prefork master ("master") and each child ("child N")
+
+
+def set_process(name: str) -> None:
+    global process_name
+    process_name = name
+
+
+def level_arg(text: str) -> str:
+    import argparse
+
+    level = text.upper()
+    if level not in LEVELS:
+        raise argparse.ArgumentTypeError(f"must be one of {', '.join(LEVELS)}, got {text!r}")
+    return level
+
+
+def format_arg(text: str) -> str:
+    import argparse
+
+    if text not in FORMATS:
+        raise argparse.ArgumentTypeError(f"must be text or json, got {text!r}")
+    return text
+
+
+def add_arguments(parser: Any) -> None:
+    parser.add_argument("--log-level", type=level_arg, metavar="LEVEL",
+                        help="DEBUG, INFO, WARNING, ERROR (default: $COGWORKER_LOG_LEVEL, else INFO)")
+    parser.add_argument("--log-format", type=format_arg, metavar="FORMAT",
+                        help="text or json, one object per line (default: $COGWORKER_LOG_FORMAT, else text)")
+
+
+def chosen(level: str | None, fmt: str | None, verbose: bool = False) -> tuple[str, str]:
+    """The level and format: the flag, else the environment, else INFO and text. A bad
+    environment value raises ``ValueError`` (the caller makes it one line)."""
+    level = level or ("DEBUG" if verbose else None) or os.environ.get("COGWORKER_LOG_LEVEL") or "INFO"
+    fmt = fmt or os.environ.get("COGWORKER_LOG_FORMAT") or "text"
+    if level.upper() not in LEVELS:
+        raise ValueError(f"COGWORKER_LOG_LEVEL: must be one of {', '.join(LEVELS)}, got {level!r}")
+    if fmt not in FORMATS:
+        raise ValueError(f"COGWORKER_LOG_FORMAT: must be text or json, got {fmt!r}")
+    return level.upper(), fmt
+
+
+def user_configured() -> bool:
+    """The app set up logging itself (``basicConfig``, ``dictConfig``, a handler on the
+    ``cogworker`` logger): then it is left alone."""
+    return bool(logging.getLogger().handlers or logging.getLogger("cogworker").handlers)
+
+
+def setup(level: str, fmt: str) -> bool:
+    """Our handler on the root logger, unless the app configured logging; True if set."""
+    if user_configured():
+        return False
+    handler = LineHandler(1)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(level)
+    return True
+
+
+class LineHandler(logging.Handler):
+    """Each record is one ``os.write`` of one whole line to ``fd``: no buffer to flush,
+    and no line split by, or interleaved with, another process's (for lines up to the
+    pipe's atomic size; a JSON line's traceback stays inside its one line)."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self.fd = fd
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            data = (self.format(record) + "\n").encode("utf-8", "replace")
+            while data:
+                written = os.write(self.fd, data)
+                data = data[written:]
+        except Exception:
+            self.handleError(record)
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        line: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname, "process": process_name, "pid": record.process,
+            "event": getattr(record, "event", None) or message.split("\n", 1)[0], "message": message}
+        for name in JOB_FIELDS:
+            value = getattr(record, name, None)
+            if value is not None:
+                line[name] = value
+        if record.exc_info:
+            line["traceback"] = self.formatException(record.exc_info)
+        elif getattr(record, "traceback", None):
+            line["traceback"] = record.traceback  # type: ignore[attr-defined]
+        if "traceback" in line:  # the text format prints it after the line; here it has its own field
+            line["message"] = message.split("\n", 1)[0]
+        return json.dumps(line, default=str)
