@@ -51,6 +51,9 @@ class NeverStarted:
     """Fetched, not run: a stop, quiet, a look-ahead returned, a stop-now before it ran."""
 
 
+NEVER_STARTED = NeverStarted()  # fieldless: one instance serves (the worker's default outcome, per job)
+
+
 @dataclass(frozen=True)
 class Abandoned:
     """A stop-now during its run: handed back, not failed."""

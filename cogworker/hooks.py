@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
+from dataclasses import fields as dataclass_fields
 from typing import Any
 
 from .config import logger
@@ -95,7 +96,27 @@ def wanted(name: str, payload: dict[str, Any] | None = None) -> bool:
     then skip building the event."""
     if payload is None:
         return bool(_subscribers[name])
-    return any(when is None or when(payload) for _, when in _subscribers[name])
+    for _, when in _subscribers[name]:  # a loop, not any(genexpr): asked per job
+        if when is None or when(payload):
+            return True
+    return False
+
+
+_DEFAULTS = {f.name: f.default for f in dataclass_fields(JobEvent) if f.default is not MISSING}
+_OPTIONAL = _DEFAULTS.keys()
+_JobEvent = JobEvent
+
+
+def _event(name: str, payload: dict[str, Any], given: dict[str, Any]) -> JobEvent:
+    """``JobEvent(name, payload, **given)`` without the frozen dataclass's one
+    ``object.__setattr__`` per field (13): events are built per job, on the hot path.
+    The instance is the same: its fields are its ``__dict__``."""
+    if JobEvent is not _JobEvent or not given.keys() <= _OPTIONAL:
+        # An unknown field gets the TypeError it deserves; a replaced JobEvent is called as is.
+        return JobEvent(name, payload, **given)
+    event = object.__new__(_JobEvent)
+    object.__setattr__(event, "__dict__", {**_DEFAULTS, **given, "name": name, "payload": payload})
+    return event
 
 
 def fire(name: str, payload: dict[str, Any], **fields: Any) -> None:
@@ -108,7 +129,7 @@ def fire(name: str, payload: dict[str, Any], **fields: Any) -> None:
     if error is not None and "error_class" not in fields:
         fields["error_class"] = error_class_name(error)
         fields["error_message"] = error_message(error)
-    event = JobEvent(name, payload, **fields)
+    event = _event(name, payload, fields)
     for hook in subscribers:
         try:
             hook(event)

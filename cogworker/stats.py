@@ -199,7 +199,9 @@ def attempts(config: Config, jid: str) -> list[dict[str, Any]]:
 
 # -- the counters, as a hook subscriber: each worker counts its own runs ----------------------
 
-_counting: weakref.WeakValueDictionary[str, StatsBuffer] = weakref.WeakValueDictionary()
+# identity -> a weak reference to its buffer (a plain dict: ``_count`` looks it up per job,
+# and WeakValueDictionary.get is Python code).
+_counting: dict[str, weakref.ref[StatsBuffer]] = {}
 
 
 def counting(identity: str) -> StatsBuffer:
@@ -207,16 +209,24 @@ def counting(identity: str) -> StatsBuffer:
     processed, a ``retrying``/``dead`` of a run (its event has the run's duration) as
     failed. Held by the worker; forgotten with it (two workers of one identity in one
     process share it: each run is still counted once)."""
-    buffer = _counting.get(identity)
+    ref = _counting.get(identity)
+    buffer = ref() if ref is not None else None
     if buffer is None:
-        buffer = _counting[identity] = StatsBuffer()
+        buffer = StatsBuffer()
+        _counting[identity] = weakref.ref(buffer, lambda gone, key=identity: _forget(key, gone))
     return buffer
+
+
+def _forget(identity: str, gone: weakref.ref[StatsBuffer]) -> None:
+    if _counting.get(identity) is gone:  # not a newer buffer of the same identity
+        _counting.pop(identity, None)
 
 
 def _count(event: hooks.JobEvent) -> None:
     if event.duration is None or event.identity is None:
         return  # not a run of this process's (a burial, a requeue, a filing for a gone process)
-    buffer = _counting.get(event.identity)
+    ref = _counting.get(event.identity)
+    buffer = ref() if ref is not None else None
     if buffer is not None:
         buffer.record(event.payload.get("class") or "?", event.name == "succeeded", event.duration * 1000)
 

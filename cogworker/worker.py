@@ -279,7 +279,7 @@ class Worker(Settling):
         # What a failure around the run leaves: before the job ran, a hand-back; once it
         # ran, whatever its outcome dictates, so a bug in the bookkeeping can't re-queue
         # a job that already ran.
-        outcome: fate.Outcome = fate.NeverStarted()
+        outcome: fate.Outcome = fate.NEVER_STARTED
         self.reporter.started(work, payload, deadline_of(payload))
         try:
             outcome = execute(self.config, self.identity, work.queue, payload)
