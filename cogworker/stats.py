@@ -7,6 +7,7 @@ children's buffers over their pipes, or by a single-process worker itself).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -213,7 +214,7 @@ def counting(identity: str) -> StatsBuffer:
     buffer = ref() if ref is not None else None
     if buffer is None:
         buffer = StatsBuffer()
-        _counting[identity] = weakref.ref(buffer, lambda gone, key=identity: _forget(key, gone))
+        _counting[identity] = weakref.ref(buffer, functools.partial(_forget, identity))
     return buffer
 
 
