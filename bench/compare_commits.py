@@ -1,0 +1,225 @@
+"""`python -m bench.compare_commits OLD NEW`: the worker's hot path, two checkouts side by side.
+
+Each checkout runs from its own `.venv` (OLD/.venv/bin/python, NEW/.venv/bin/python) and
+its own source tree, against a fresh private redis-server per measurement.
+
+- **instructions per job** (the primary, deterministic figure): the single-process worker
+  loop (`Worker`, plain fetch: what `python -m cogworker.worker` runs) draining N no-op
+  jobs under `valgrind --tool=callgrind`, at two sizes; (Ir(N2) - Ir(N1)) / (N2 - N1)
+  cancels the interpreter's start-up and imports. Jobs are enqueued beforehand by an
+  unmeasured process. Instruction counts don't change with the machine's load.
+- **Redis per job**: commands per job (`INFO commandstats`, Lua's calls included) and
+  Redis's CPU per job (`used_cpu_user+sys`), over the worker's drain only.
+- **wall clock** (secondary: noisy on a shared machine): single-process no-op jobs/s,
+  prefork `--procs 2` jobs/s, single `enqueue` calls/s; OLD and NEW alternate, `--reps`
+  times, medians and NEW/OLD ratios printed.
+
+`COGWORKER_BENCH_STATUS=0|1` (or `--status on|off|default`) sets job status/history in
+the checkout that knows them (`configure(status=, history=)`); the other ignores it.
+Run from the repository root: `.venv/bin/python -m bench.compare_commits /work/wt/pre .`
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+from bench.redis_server import RedisServer
+
+# Run by each checkout's own interpreter (cwd = the checkout): stdlib + that cogworker only.
+CHILD = textwrap.dedent('''
+    import inspect, os, sys, time
+    mode, url, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    sys.path.insert(0, sys.argv[4])
+    import cogworker
+    kwargs = {"redis_url": url}
+    switch = os.environ.get("COGWORKER_BENCH_STATUS")
+    if switch in ("0", "1") and "status" in inspect.signature(cogworker.configure).parameters:
+        kwargs.update(status=switch == "1", history=switch == "1")
+    config = cogworker.configure(**kwargs)
+    import cmp_app
+    if mode == "enqueue":
+        for start in range(0, n, 1000):
+            cmp_app.noop.enqueue_many([(i,) for i in range(start, min(n, start + 1000))])
+    elif mode == "enqueue_single":
+        started = time.perf_counter()
+        for i in range(n):
+            cmp_app.noop.enqueue(i)
+        print(n / (time.perf_counter() - started))
+    elif mode == "work":
+        from cogworker.worker import Worker
+        extra = {"lookahead": False} if "lookahead" in inspect.signature(Worker).parameters else {}
+        worker = Worker([("default", None)], block_timeout=0.05, max_jobs=n, **extra)
+        cpu, started = time.process_time(), time.perf_counter()
+        worker.run()
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+        print(n / wall, cpu / n)
+''')
+
+APP = textwrap.dedent('''
+    import cogworker
+
+    @cogworker.job
+    def noop(i):
+        pass
+''')
+
+
+def app_dir() -> str:
+    path = Path(tempfile.mkdtemp(prefix="cogbench-cmp-"))
+    (path / "cmp_app.py").write_text(APP)
+    return str(path)
+
+
+APP_PATH = app_dir()
+
+
+def child(checkout: str, mode: str, url: str, n: int, prefix: list[str] | None = None) -> str:
+    python = str(Path(checkout, ".venv", "bin", "python"))
+    cmd = [*(prefix or []), python, "-c", CHILD, mode, url, str(n), APP_PATH]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(cmd, cwd=checkout, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{checkout} {mode} failed:\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+def redis_cpu(r) -> float:  # type: ignore[no-untyped-def]
+    info = r.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def instructions(checkout: str, n: int) -> tuple[int, dict[str, float], float]:
+    """Ir of the worker process draining n jobs; Redis's commands and CPU over that drain."""
+    import redis
+
+    with RedisServer() as server:
+        child(checkout, "enqueue", server.url, n)
+        r = redis.Redis.from_url(server.url)
+        r.config_resetstat()
+        cpu = redis_cpu(r)
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "cg.out")
+            child(checkout, "work", server.url, n,
+                  ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no"])
+            ir = _total_ir(out)
+        cpu = redis_cpu(r) - cpu
+        calls = {name.removeprefix("cmdstat_"): float(v["calls"])
+                 for name, v in r.info("commandstats").items() if name.startswith("cmdstat_")}
+        r.close()
+    return ir, calls, cpu
+
+
+def _total_ir(path: str) -> int:
+    text = Path(path).read_text()
+    found = re.search(r"^(?:summary|totals):\s+(\d+)", text, re.M)
+    if not found:
+        raise RuntimeError(f"no totals in {path}")
+    return int(found.group(1))
+
+
+def per_job(checkout: str, n1: int, n2: int) -> dict[str, object]:
+    ir1, _, _ = instructions(checkout, n1)
+    ir2, calls, cpu = instructions(checkout, n2)
+    skip = {"info", "config|resetstat", "config", "client|setinfo", "client", "hello", "script|load", "script"}
+    commands = {k: round(v / n2, 3) for k, v in sorted(calls.items()) if k not in skip and v / n2 >= 0.001}
+    return {"ir_per_job": (ir2 - ir1) / (n2 - n1), "commands_per_job": commands,
+            "redis_calls_per_job": round(sum(commands.values()), 3)}
+
+
+def single(checkout: str, n: int) -> tuple[float, float]:
+    with RedisServer() as server:
+        child(checkout, "enqueue", server.url, n)
+        rate, cpu = child(checkout, "work", server.url, n).split()
+    return float(rate), float(cpu) * 1e6
+
+
+def enqueue_single(checkout: str, n: int) -> float:
+    with RedisServer() as server:
+        return float(child(checkout, "enqueue_single", server.url, n))
+
+
+def prefork2(checkout: str, n: int) -> float:
+    """bench.core's prefork figure: steady state, from 5% done to the queue drained."""
+    import redis
+
+    with RedisServer() as server:
+        child(checkout, "enqueue", server.url, n)
+        r = redis.Redis.from_url(server.url)
+        queue = "cogworker:queue:default"
+        python = str(Path(checkout, ".venv", "bin", "python"))
+        env = {**os.environ, "PYTHONPATH": APP_PATH, "COGWORKER_REDIS_URL": server.url}
+        proc = subprocess.Popen([python, "-m", "cogworker.prefork.cli", "--procs", "2", "cmp_app"], cwd=checkout,
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            while r.llen(queue) > n * 0.95:
+                time.sleep(0.001)
+            left, started = r.llen(queue), time.perf_counter()
+            while r.llen(queue) > 0:
+                time.sleep(0.002)
+            return left / (time.perf_counter() - started)
+        finally:
+            os.killpg(proc.pid, 15)
+            proc.wait(30)
+            r.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.compare_commits", description=__doc__.splitlines()[0])
+    ap.add_argument("old")
+    ap.add_argument("new")
+    ap.add_argument("--reps", type=int, default=5, help="alternating wall-clock runs of each (0: none)")
+    ap.add_argument("--jobs", type=int, default=10_000, help="jobs per wall-clock run")
+    ap.add_argument("--ir-jobs", default="500,2500", help="the two sizes for instructions/job ('' to skip)")
+    ap.add_argument("--status", choices=("on", "off", "default"), default="default")
+    ap.add_argument("--only", default="single,prefork2,enqueue", help="wall-clock figures to take")
+    args = ap.parse_args(argv)
+    if args.status != "default":
+        os.environ["COGWORKER_BENCH_STATUS"] = "1" if args.status == "on" else "0"
+    sides = {"old": args.old, "new": args.new}
+    for name, path in sides.items():
+        rev = subprocess.run(["git", "-C", path, "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True).stdout.strip()
+        print(f"{name}: {path} @ {rev}", flush=True)
+    if args.ir_jobs:
+        n1, n2 = (int(x) for x in args.ir_jobs.split(","))
+        ir = {}
+        for name, path in sides.items():
+            ir[name] = per_job(path, n1, n2)
+            print(f"{name}: {ir[name]['ir_per_job']:,.0f} instructions/job (worker process, callgrind); "
+                  f"Redis {ir[name]['redis_calls_per_job']} commands/job {ir[name]['commands_per_job']}",
+                  flush=True)
+        print(f"instructions/job new/old = {ir['new']['ir_per_job'] / ir['old']['ir_per_job']:.4f}")  # type: ignore[operator]
+    kinds = {"single": lambda p: single(p, args.jobs), "prefork2": lambda p: prefork2(p, args.jobs),
+             "enqueue": lambda p: enqueue_single(p, 2000)}
+    chosen = [k for k in args.only.split(",") if k]
+    figures: dict[tuple[str, str], list[float]] = {(k, s): [] for k in chosen for s in sides}
+    cpu: dict[str, list[float]] = {s: [] for s in sides}
+    for rep in range(args.reps):
+        for kind in chosen:
+            order = list(sides) if rep % 2 == 0 else list(sides)[::-1]
+            for side in order:
+                value = kinds[kind](sides[side])
+                if kind == "single":
+                    value, us = value
+                    cpu[side].append(us)
+                figures[kind, side].append(value)
+                print(f"rep {rep + 1} {kind:8} {side} {value:,.0f}/s", flush=True)
+    for kind in chosen if args.reps else []:
+        old, new = statistics.median(figures[kind, "old"]), statistics.median(figures[kind, "new"])
+        print(f"{kind:8} median old {old:,.0f}/s  new {new:,.0f}/s  new/old {new / old:.3f}")
+    if args.reps and "single" in chosen:
+        old, new = statistics.median(cpu["old"]), statistics.median(cpu["new"])
+        print(f"single   worker CPU/job median old {old:.1f}us  new {new:.1f}us  new/old {new / old:.3f}")
+
+
+if __name__ == "__main__":
+    main()
