@@ -96,7 +96,7 @@ def redis_cpu(r) -> float:  # type: ignore[no-untyped-def]
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
-def instructions(checkout: str, n: int) -> tuple[int, dict[str, float], float]:
+def instructions(checkout: str, n: int) -> tuple[int, dict[str, dict[str, float]], float]:
     """Ir of the worker process draining n jobs; Redis's commands and CPU over that drain."""
     import redis
 
@@ -111,7 +111,7 @@ def instructions(checkout: str, n: int) -> tuple[int, dict[str, float], float]:
                   ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no"])
             ir = _total_ir(out)
         cpu = redis_cpu(r) - cpu
-        calls = {name.removeprefix("cmdstat_"): float(v["calls"])
+        calls = {name.removeprefix("cmdstat_"): {"calls": float(v["calls"]), "usec": float(v["usec"])}
                  for name, v in r.info("commandstats").items() if name.startswith("cmdstat_")}
         r.close()
     return ir, calls, cpu
@@ -129,9 +129,20 @@ def per_job(checkout: str, n1: int, n2: int) -> dict[str, object]:
     ir1, _, _ = instructions(checkout, n1)
     ir2, calls, cpu = instructions(checkout, n2)
     skip = {"info", "config|resetstat", "config", "client|setinfo", "client", "hello", "script|load", "script"}
-    commands = {k: round(v / n2, 3) for k, v in sorted(calls.items()) if k not in skip and v / n2 >= 0.001}
+    commands = {k: round(v["calls"] / n2, 3) for k, v in sorted(calls.items())
+                if k not in skip and v["calls"] / n2 >= 0.001}
+    # Time inside scripts is counted both for EVALSHA and for each command the script ran.
+    top = sum(v["usec"] for k, v in calls.items() if k not in skip and k in ("evalsha", "eval", "exec", "multi")
+              or k not in skip and not _in_scripts(k))
     return {"ir_per_job": (ir2 - ir1) / (n2 - n1), "commands_per_job": commands,
-            "redis_calls_per_job": round(sum(commands.values()), 3)}
+            "redis_calls_per_job": round(sum(commands.values()), 3),
+            "redis_usec_per_job": round(top / n2, 2), "redis_cpu_usec_per_job": round(cpu / n2 * 1e6, 2)}
+
+
+def _in_scripts(command: str) -> bool:
+    """Commands the worker's scripts run (their time is inside EVALSHA's already)."""
+    return command in {"lrem", "del", "lmove", "hset", "time", "exists", "smembers", "expire", "rpush", "ltrim",
+                       "hdel", "xrevrange", "zadd", "lpos", "lindex"}
 
 
 def single(checkout: str, n: int) -> tuple[float, float]:
@@ -195,8 +206,9 @@ def main(argv: list[str] | None = None) -> None:
         for name, path in sides.items():
             ir[name] = per_job(path, n1, n2)
             print(f"{name}: {ir[name]['ir_per_job']:,.0f} instructions/job (worker process, callgrind); "
-                  f"Redis {ir[name]['redis_calls_per_job']} commands/job {ir[name]['commands_per_job']}",
-                  flush=True)
+                  f"Redis {ir[name]['redis_calls_per_job']} commands/job {ir[name]['commands_per_job']}, "
+                  f"{ir[name]['redis_usec_per_job']} us/job in commands (commandstats), "
+                  f"{ir[name]['redis_cpu_usec_per_job']} us/job Redis CPU (used_cpu)", flush=True)
         print(f"instructions/job new/old = {ir['new']['ir_per_job'] / ir['old']['ir_per_job']:.4f}")  # type: ignore[operator]
     kinds = {"single": lambda p: single(p, args.jobs), "prefork2": lambda p: prefork2(p, args.jobs),
              "enqueue": lambda p: enqueue_single(p, 2000)}

@@ -78,13 +78,9 @@ def _on_finished(event: hooks.JobEvent) -> None:
         release_running_lock(event.config or get_config(), payload["periodic_pjid"], payload["jid"])
 
 
-def _periodic(payload: dict[str, Any]) -> bool:
-    return bool(payload.get("periodic_pjid"))
-
-
-hooks.subscribe("started", _on_started, when=_periodic)
-hooks.subscribe("retrying", _on_retrying, when=_periodic)
-hooks.subscribe(("succeeded", "dead"), _on_finished, when=_periodic)
+hooks.subscribe("started", _on_started, when="periodic_pjid")
+hooks.subscribe("retrying", _on_retrying, when="periodic_pjid")
+hooks.subscribe(("succeeded", "dead"), _on_finished, when="periodic_pjid")
 
 
 @dataclass

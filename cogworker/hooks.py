@@ -59,8 +59,10 @@ class JobEvent:
 Hook = Callable[[JobEvent], None]
 # What a hook wants to see, asked of the payload before an event is built: a job's life
 # fires events per job, and most subscribers care about few jobs (unique, periodic, ...).
+# A filter is a callable, or a payload key: the jobs whose payload has it set (asked with
+# no Python call: on the hot path, a call costs more than the test).
 Filter = Callable[[dict[str, Any]], Any]
-_subscribers: dict[str, list[tuple[Hook, Filter | None]]] = {name: [] for name in EVENTS}
+_subscribers: dict[str, list[tuple[Hook, Filter | str | None]]] = {name: [] for name in EVENTS}
 _last_logged: dict[tuple[int, str], float] = {}
 
 
@@ -72,9 +74,10 @@ def _names(names: str | Iterable[str]) -> list[str]:
     return listed
 
 
-def subscribe(names: str | Iterable[str], fn: Hook | None = None, *, when: Filter | None = None) -> Any:
+def subscribe(names: str | Iterable[str], fn: Hook | None = None, *, when: Filter | str | None = None) -> Any:
     """Calls ``fn`` on each of the events ``names``. Without ``fn``: a decorator.
-    ``when(payload)``: only for the jobs it is true of (asked before an event is built)."""
+    ``when(payload)``: only for the jobs it is true of (asked before an event is built);
+    ``when="key"``: only for the jobs whose payload has ``key`` set (true)."""
     listed = _names(names)
 
     def add(hook: Hook) -> Hook:
@@ -97,7 +100,7 @@ def wanted(name: str, payload: dict[str, Any] | None = None) -> bool:
     if payload is None:
         return bool(_subscribers[name])
     for _, when in _subscribers[name]:  # a loop, not any(genexpr): asked per job
-        if when is None or when(payload):
+        if when is None or (payload.get(when) if isinstance(when, str) else when(payload)):
             return True
     return False
 
@@ -122,7 +125,8 @@ def _event(name: str, payload: dict[str, Any], given: dict[str, Any]) -> JobEven
 def fire(name: str, payload: dict[str, Any], **fields: Any) -> None:
     """Calls every subscriber of ``name`` that wants this job; what one raises is logged
     and ignored."""
-    subscribers = [hook for hook, when in _subscribers[name] if when is None or when(payload)]
+    subscribers = [hook for hook, when in _subscribers[name]
+                   if when is None or (payload.get(when) if isinstance(when, str) else when(payload))]
     if not subscribers:
         return
     error = fields.get("error")

@@ -188,10 +188,18 @@ def to_epoch(when: datetime | float | int) -> float:
     raise TypeError(f"enqueue_at takes a datetime or epoch seconds, got {type(when).__name__}")
 
 
+_decode = json.JSONDecoder().decode  # json.loads's own decoder, with its defaults
+
+
 def parse_payload(raw: bytes) -> tuple[dict[str, Any] | None, str]:
     """The job object, or None and why it isn't one."""
     try:
-        payload = json.loads(raw)
+        if raw[:1] == b"{" and raw[1:2] != b"\x00":
+            # What json.loads does with these bytes (UTF-8 detected, surrogatepass), minus
+            # its encoding detection in Python: a payload is parsed per job.
+            payload = _decode(raw.decode("utf-8", "surrogatepass"))
+        else:
+            payload = json.loads(raw)
     except UnicodeDecodeError:
         return None, "payload is not UTF-8 text"
     except ValueError as exc:

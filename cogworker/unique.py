@@ -97,5 +97,5 @@ def _on_filed(event: hooks.JobEvent) -> None:
 
 
 hooks.subscribe("started", _on_started, when=lambda payload: payload.get("unique_until") == "start")
-hooks.subscribe("succeeded", _on_succeeded, when=lambda payload: payload.get("unique_digest"))
-hooks.subscribe(("retrying", "dead"), _on_filed, when=lambda payload: payload.get("unique_digest"))
+hooks.subscribe("succeeded", _on_succeeded, when="unique_digest")
+hooks.subscribe(("retrying", "dead"), _on_filed, when="unique_digest")

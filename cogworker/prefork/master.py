@@ -30,8 +30,8 @@ from ..policy import Breaker
 from ..worker import FENCED_EXIT, new_identity
 from . import reaped
 from .children import ChildrenMixin, ChildState, child_identity
-from .flight_slots import FlightSlots
 from .exporting import MasterMetrics
+from .flight_slots import FlightSlots
 from .inbox import SignalInbox
 from .signals import SignalsMixin
 from .slots import Slots
