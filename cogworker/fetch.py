@@ -28,6 +28,10 @@ MIN_REDIS_VERSION = (6, 2)
 # Pushed on the list just before the fast fetch's LMOVE and removed by its script in the
 # same MULTI: where the script finds it says whether the LMOVE moved a job.
 MARK = b"\x00cogworker:fetch-mark"
+# The fast fetch pays off for large jobs only (no payload enters Lua, where Redis hashes
+# every byte), and costs small ones more Redis work (6 more commands a job); the last
+# job's size predicts the next one's (docs/architecture.md#fast-fetch).
+FAST_MIN_BYTES = 4096
 
 
 def _packed(conn: Any, commands: list[tuple[Any, ...]]) -> list[bytes]:
@@ -240,8 +244,9 @@ class Fetcher(InProgressList):
     def _fast_allowed(self, ack: bytes | None) -> bool:
         """The fast fetch's ack is a plain LREM, in front of the fence check: sent only
         while the lease holds, when nobody can have fenced this identity yet
-        (docs/architecture.md#lease). Otherwise fetch.lua carries the ack behind its check."""
-        return ack is None or self.lease_left() > 0
+        (docs/architecture.md#lease). Otherwise fetch.lua carries the ack behind its check.
+        Only for a large last job: a small one's fetch is cheaper in fetch.lua."""
+        return ack is not None and len(ack) >= FAST_MIN_BYTES and self.lease_left() > 0
 
     def _fast_commands(self, order: list[str], ack: bytes | None, ack_jid: str | None, wake: str,
                        ahead: tuple[Any, ...]) -> tuple[Fast, list[tuple[Any, ...]]]:

@@ -11,9 +11,17 @@ import time
 import pytest
 from apps import core_jobs
 
-from cogworker import api, client
+from cogworker import api, client, fetch
 from cogworker.errors import Fenced
 from cogworker.fetch import MARK, Fetcher
+
+
+@pytest.fixture(autouse=True)
+def fast_for_every_size(monkeypatch, request):
+    """These tests attack the fast fetch itself: taken here whatever the last job's size
+    (by default only after a job of FAST_MIN_BYTES or more)."""
+    if "by_size" not in request.node.name:
+        monkeypatch.setattr(fetch, "FAST_MIN_BYTES", 0)
 
 
 def job(tag: str, queue: str = "a") -> bytes:
@@ -167,3 +175,25 @@ def test_weighted_queues_with_jobs_on_both_take_from_the_first_of_each_order(con
     got = [f.fetch().queue for _ in range(40)]
     assert got == [o[0] for o in orders]  # always the first queue of that fetch's order
     assert 0 < got.count("b") < got.count("a")
+
+
+def test_the_fast_fetch_is_taken_by_size(config):
+    """A small last job's fetch goes through fetch.lua (fewer Redis commands); a large
+    one's through the fast fetch (a MULTI: no payload enters Lua)."""
+    r, k = config.redis(), config.keys
+    f = fetcher(config)
+    big = json.dumps({**json.loads(job("c1")), "args": ["x" * fetch.FAST_MIN_BYTES]}).encode()
+    r.lpush(k.queue("a"), job("a1"), big, job("a2"))
+
+    def fetched_by_multi(*ack):
+        r.config_resetstat()
+        work = f.fetch(*ack)
+        return work, "cmdstat_exec" in r.info("commandstats")
+
+    first, multi = fetched_by_multi()
+    assert first.raw == job("a1") and not multi  # nothing acked: fetch.lua
+    second, multi = fetched_by_multi(first.raw, "a1" * 12)
+    assert second.raw == big and not multi  # a small ack: fetch.lua
+    third, multi = fetched_by_multi(second.raw, "c1" * 12)
+    assert third.raw == job("a2") and multi  # a large ack: the fast fetch
+    assert listed(config) == [job("a2")]
