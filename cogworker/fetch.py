@@ -326,7 +326,8 @@ class Fetcher(InProgressList):
         # Every queue tried before this one was empty (or paused) just now.
         self._busy.difference_update(order[:index - 1])
         self._busy.add(order[index - 1])
-        return Work(reply[1] or moved, order[index - 1])
+        # fetch_moved.lua says nil when the job is its LMOVE's reply; an entry may be b"".
+        return Work(moved if reply[1] is None else reply[1], order[index - 1])
 
     def _raise_fenced(self, exc: redis.ResponseError) -> None:
         try:

@@ -197,3 +197,19 @@ def test_the_fast_fetch_is_taken_by_size(config):
     third, multi = fetched_by_multi(second.raw, "c1" * 12)
     assert third.raw == job("a2") and multi  # a large ack: the fast fetch
     assert listed(config) == [job("a2")]
+
+
+def test_an_empty_entry_is_fetched_as_itself(config):
+    """An empty entry is a job too (filed in dead as not JSON): the fast fetch hands it
+    over as b"", whether its move stood or fetch.lua's loop took it."""
+    r, k = config.redis(), config.keys
+    f = fetcher(config)
+    r.lpush(k.queue("a"), job("a1"), b"")
+    first = f.fetch()
+    assert first.raw == job("a1")
+    empty = f.fetch(first.raw, "a1" * 12)  # the fast fetch: the guess (a) stands
+    assert empty is not None and empty.raw == b"" and empty.queue == "a"
+    r.lpush(k.queue("a"), b"")
+    f2 = fetcher(config, queues=("b", "a"))  # guess b: empty, so fetch.lua's loop takes a's
+    again = f2.fetch(job("zz"), "zz" * 12)
+    assert again is not None and again.raw == b"" and again.queue == "a"

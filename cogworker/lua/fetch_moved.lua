@@ -9,7 +9,8 @@
 -- KEYS and ARGV[1..8] as in fetch.lua, except ARGV[1]: "1" when an ack rode on it (its
 -- LREM is the plain command above; the orphan counter is deleted here, behind the fence).
 -- ARGV[9] = the mark, ARGV[10] = the guessed queue's index in KEYS.
--- Returns as fetch.lua, but the job is "" when it is the LMOVE's own reply (it stands).
+-- Returns as fetch.lua, but the job is nil when it is the LMOVE's own reply (it stands):
+-- never "", which is a job too (an empty entry, filed in dead as not JSON).
 local list = KEYS[1]
 local guess = tonumber(ARGV[10])
 -- pcall: a list of the wrong type moved nothing (the loop below reports it, as fetch.lua).
@@ -53,7 +54,7 @@ if moved then
 end
 if moved then
   if ARGV[3] ~= "" then redis.call("HSET", ARGV[3], ARGV[4], ARGV[5]) end
-  return {guess - 4, "", ""}
+  return {guess - 4, false, ""}  -- false (nil to the client): the job is the LMOVE's reply
 end
 -- The guess was empty, paused or not first: fetch.lua's loop (the job enters Lua here).
 local bad = {}
