@@ -37,9 +37,22 @@ def status(pipe: Any, payload: dict[str, Any], at: float | None) -> None:
     """The job's queued/scheduled status, riding in the push's pipeline (no round trip)."""
     found = history.enqueue_fields(get_config(), payload, at)
     if found is not None:
-        key, ttl, fields = found
-        pipe.hset(key, mapping=fields)
+        hset(pipe, found)
+
+
+def hset(pipe: Any, found: history.EnqueueWrite) -> None:
+    key, ttl, fields = found
+    pipe.hset(key, mapping=fields)
+    if ttl is not None:
         pipe.expire(key, ttl)
+
+
+def status_many(pipe: Any, payloads: list[dict[str, Any]]) -> None:
+    """Queued statuses of a bulk enqueue: one HSET of the hour's bucket."""
+    config = get_config()
+    wanted = [p for p in payloads if history.writes_enqueue(config, p)]
+    if wanted:
+        hset(pipe, history.enqueue_bucket(config, wanted, time.time()))
 
 
 def wake(pipe: Any) -> None:
@@ -62,7 +75,7 @@ def _one_command(payload: dict[str, Any], encoded: str, at: float | None) -> boo
     """A small job for now, with no status to write: push.lua, one command and one reply
     like a bare LPUSH, instead of a pipeline of three."""
     return ((at is None or at <= time.time()) and len(encoded) <= PUSH_SCRIPT_MAX
-            and history.enqueue_fields(get_config(), payload, at) is None)
+            and not history.writes_enqueue(get_config(), payload))
 
 
 def _push_one(client: Any, queue: str, encoded: str) -> None:
@@ -105,7 +118,7 @@ def push(payload: dict[str, Any], at: float | None = None, config: Config | None
         client = (config or get_config()).redis()
         if payload.get("unique_for"):
             jid = unique.push(client, payload, encoded, at)
-            if jid is not None and history.enqueue_fields(get_config(), payload, at) is not None:
+            if jid is not None and history.writes_enqueue(get_config(), payload):
                 # The lock and the push are one script: its status follows in a pipeline of its own.
                 pipe = client.pipeline(transaction=False)
                 status(pipe, payload, at)
@@ -142,8 +155,7 @@ def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
     if by_queue:
         keys = get_config().keys
         pipe = get_config().redis().pipeline(transaction=False)
-        for payload in bulk:
-            status(pipe, payload, None)
+        status_many(pipe, bulk)
         for queue, raws in by_queue.items():
             for i in range(0, len(raws), BULK_CHUNK):
                 # LPUSH k a b c leaves a nearest the fetch end: first in, first out.

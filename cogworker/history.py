@@ -17,6 +17,13 @@ of the worker writes once a second in one script call (``status_flush.lua``), so
 sees a worker's transitions up to about a second late. Events in processes without a
 buffer (the master's reaped and hard-timed-out jobs, orphan recovery) are rare and
 written at once. Enqueue-side states ride in the client's own pipeline (``enqueue_fields``).
+
+The common path creates no key per job (docs/architecture.md#status-buckets): a job
+pushed to a queue is one field of ``enq:<hour>`` and a success on its first try, with no
+"running" written for it, one field of ``done:<hour>`` (its status and its history entry
+at once). Everything else (running, retrying, dead, orphaned, a scheduled job, a success
+after any of those) is written to ``status:<jid>``/``history:<jid>`` as before; readers
+(``api.status``/``api.history``) merge the two.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from . import hooks, lua, policy
 from .config import Config, get_config
 
 FLUSH_INTERVAL = 1.0
+HOUR = 3600
 
 # Every status write sets all of these fields (empty when one doesn't apply), so a write
 # never needs a DEL first; updated_at travels on its own (the script compares it).
@@ -41,6 +49,22 @@ StatusWrite = tuple[str, float, int, dict[str, Any]]  # jid, updated_at, ttl, fi
 # entry are built at flush time, off the job loop).
 Pending = tuple["hooks.JobEvent", float]
 PendingEntry = tuple["hooks.JobEvent", str, "float | None", float]  # event, outcome, started_at, ended_at
+# A first-try success for ``done:<hour>``: jid, queue, class, attempt, started_at, ended_at, identity.
+Done = tuple[str, str, str, int, "float | None", float, "str | None"]
+
+
+def hour_of(t: float) -> int:
+    """The epoch second the UTC hour holding ``t`` starts at (a bucket's name)."""
+    return int(t // HOUR) * HOUR
+
+
+def done_ttl(config: Config) -> int:
+    """A ``done:`` record serves as status and history entry: kept as long as the longer."""
+    return max(config.status_ttl, config.history_ttl) + HOUR
+
+
+def enq_ttl(config: Config) -> int:
+    return config.status_ttl + HOUR
 
 
 class Buffer:
@@ -52,22 +76,27 @@ class Buffer:
         self.lock = threading.Lock()
         self.status: dict[str, Pending] = {}
         self.entries: list[PendingEntry] = []
+        self.done: list[Done] = []
         self.started: dict[str, float] = {}
+        # Jids whose "running" this buffer wrote to status:<jid>: their end goes there too.
+        self.running: set[str] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def take(self) -> tuple[list[Pending], list[PendingEntry]]:
+    def take(self) -> tuple[list[Pending], list[PendingEntry], list[Done]]:
         with self.lock:
-            status, entries = list(self.status.values()), self.entries
-            self.status, self.entries = {}, []
-        return status, entries
+            status, entries, done = list(self.status.values()), self.entries, self.done
+            self.status, self.entries, self.done = {}, [], []
+            # Marked under the lock: a success filed after this sees it and goes to status:<jid>.
+            self.running.update(event.payload["jid"] for event, _ in status if event.name == "started")
+        return status, entries, done
 
     def flush(self, config: Config) -> None:
         """Writes what is buffered in one call; on a Redis error it is dropped (logged by
         the policy): status and history are never worth holding a job up."""
-        status, entries = self.take()
-        if status or entries:
-            policy.best_effort("writing job status/history", _write_pending, config, status, entries, True)
+        status, entries, done = self.take()
+        if status or entries or done:
+            policy.best_effort("writing job status/history", _write_pending, config, status, entries, True, done)
 
     def start(self, config: Config) -> None:
         """The flushing thread (a daemon: a process that dies loses at most a second)."""
@@ -108,18 +137,30 @@ def write(config: Config, status: list[StatusWrite], entries: list[tuple[str, st
     _run(config, rows, entries)
 
 
-def _write_pending(config: Config, status: list[Pending], entries: list[PendingEntry], buffered: bool) -> None:
+def _write_pending(config: Config, status: list[Pending], entries: list[PendingEntry], buffered: bool,
+                   done: list[Done] | None = None) -> None:
     rows = [_status_row(config, event, now, buffered) for event, now in status] if config.status else []
     _run(config, rows, [(event.payload["jid"], json.dumps(_entry(event, outcome, started_at, now)))
-                        for event, outcome, started_at, now in entries])
+                        for event, outcome, started_at, now in entries], _buckets(done or []))
+
+
+def _buckets(done: list[Done]) -> dict[int, list[str]]:
+    """``done:<hour>`` fields (jid, record, ...) per hour of the success's end."""
+    found: dict[int, list[str]] = {}
+    for jid, queue, job_class, attempt, started_at, ended_at, identity in done:
+        found.setdefault(hour_of(ended_at), []).extend(
+            (jid, json.dumps([queue, job_class, attempt, started_at, ended_at, identity], separators=(",", ":"))))
+    return found
 
 
 StatusRow = tuple[str, int, float, bool, list[Any]]  # jid, ttl, updated_at, compare, FIELDS' values
 
 
-def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]]) -> None:
+def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]],
+         done: dict[int, list[str]] | None = None) -> None:
     keys: list[str] = []
-    args: list[Any] = [len(rows) if config.status else 0, config.history_max, config.history_ttl]
+    args: list[Any] = [len(rows) if config.status else 0, config.history_max, config.history_ttl,
+                       len(entries), done_ttl(config)]
     if config.status:
         for jid, ttl, updated_at, compare, values in rows:
             keys.append(config.keys.status(jid))
@@ -127,23 +168,47 @@ def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]]) 
     for jid, entry in entries:  # already only the attempts-log ones when history is off
         keys.append(config.keys.history(jid))
         args.append(entry)
+    for hour, fields in (done or {}).items():
+        keys.append(config.keys.done(hour))
+        args += [len(fields), *fields]
     if len(keys):
         lua.run(config.redis(), "status_flush", keys, args)
 
 
-def enqueue_fields(config: Config, payload: dict[str, Any], at: float | None) -> tuple[str, int, dict[str, Any]] | None:
-    """The ``queued``/``scheduled`` status of a job being pushed, for the client's pipeline:
-    (key, ttl, fields), or None when status is off."""
-    if not config.status or not payload.get("jid"):
+EnqueueWrite = tuple[str, "int | None", dict[str, Any]]  # key, ttl (None: set already), fields to HSET
+_expired_enq: tuple[str, str] | None = None  # (redis url, enq:<hour>) this process last set the TTL of
+
+
+def writes_enqueue(config: Config, payload: dict[str, Any]) -> bool:
+    return bool(config.status and payload.get("jid"))
+
+
+def enqueue_fields(config: Config, payload: dict[str, Any], at: float | None) -> EnqueueWrite | None:
+    """The ``queued``/``scheduled`` status of a job being pushed, for the client's pipeline,
+    or None when status is off. Queued: one field of ``enq:<hour>``, whose EXPIRE is sent
+    once per bucket by a process. Scheduled: its own ``status:<jid>`` (its TTL counts from
+    when it is due, which may be beyond any bucket's life)."""
+    if not writes_enqueue(config, payload):
         return None
     now = time.time()
-    fields = dict.fromkeys(FIELDS, "")
-    fields.update(_fields(payload, "queued", payload.get("queue"), now))
-    ttl = config.status_ttl
     if at is not None and at > now:
-        fields.update(state="scheduled", at=repr(at))
-        ttl += int(at - now)
-    return config.keys.status(payload["jid"]), ttl, fields
+        fields = dict.fromkeys(FIELDS, "")
+        fields.update(_fields(payload, "scheduled", payload.get("queue"), now), at=repr(at))
+        return config.keys.status(payload["jid"]), config.status_ttl + int(at - now), fields
+    return enqueue_bucket(config, [payload], now)
+
+
+def enqueue_bucket(config: Config, payloads: list[dict[str, Any]], now: float) -> EnqueueWrite:
+    """``enq:<hour>`` fields for jobs pushed to a queue now: jid -> [queue, class, attempt, t]."""
+    global _expired_enq
+    key = config.keys.enq(hour_of(now))
+    t = repr(now)
+    fields = {p["jid"]: f'[{json.dumps(p.get("queue") or "")},{json.dumps(p.get("class") or "")},'
+                        f'{int(p.get("retry_count") or 0) + 1},{t}]' for p in payloads}
+    ttl = None
+    if _expired_enq != (config.redis_url, key):
+        _expired_enq, ttl = (config.redis_url, key), enq_ttl(config)
+    return key, ttl, fields
 
 
 def _fields(payload: dict[str, Any], state: str, queue: str | None, now: float) -> dict[str, Any]:
@@ -194,15 +259,29 @@ def _on_event(event: hooks.JobEvent) -> None:
         _write_pending(config, [(event, now)], entries, False)
         return
     with buffer.lock:
-        if config.status:
-            buffer.status[jid] = (event, now)
         if event.name == "started":
+            if config.status:
+                buffer.status[jid] = (event, now)
             buffer.started[jid] = now
             return
         started_at = buffer.started.pop(jid, None)
+        if event.name == "succeeded" and _first_try(buffer, jid, event.payload) and (config.status or config.history):
+            buffer.status.pop(jid, None)  # its "started", never written: the done: record says it all
+            buffer.done.append((jid, event.queue or event.payload.get("queue") or "", event.payload.get("class") or "",
+                                1, started_at, now, event.identity))
+            return
+        buffer.running.discard(jid)
+        if config.status:
+            buffer.status[jid] = (event, now)
         outcome = _outcome(event, started_at is not None)
         if outcome is not None and (config.history or _attempts_entry(event)):
             buffer.entries.append((event, outcome, started_at, now))
+
+
+def _first_try(buffer: Buffer, jid: str, payload: dict[str, Any]) -> bool:
+    """A success that has no per-jid key to update: no failure before it, not scheduled,
+    and no "running" written for it by this buffer (docs/architecture.md#status-buckets)."""
+    return not (jid in buffer.running or payload.get("retry_count") or payload.get("at"))
 
 
 def _status_row(config: Config, event: hooks.JobEvent, now: float, buffered: bool) -> StatusRow:
