@@ -176,7 +176,8 @@ def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]],
 
 
 EnqueueWrite = tuple[str, "int | None", dict[str, Any]]  # key, ttl (None: set already), fields to HSET
-_expired_enq: tuple[str, str] | None = None  # (redis url, enq:<hour>) this process last set the TTL of
+# (redis url, enq:<hour>, when) this process last set the TTL of.
+_expired_enq: tuple[str, str, float] | None = None
 
 
 def writes_enqueue(config: Config, payload: dict[str, Any]) -> bool:
@@ -206,8 +207,10 @@ def enqueue_bucket(config: Config, payloads: list[dict[str, Any]], now: float) -
     fields = {p["jid"]: f'[{json.dumps(p.get("queue") or "")},{json.dumps(p.get("class") or "")},'
                         f'{int(p.get("retry_count") or 0) + 1},{t}]' for p in payloads}
     ttl = None
-    if _expired_enq != (config.redis_url, key):
-        _expired_enq, ttl = (config.redis_url, key), enq_ttl(config)
+    # Sent again after a minute too: a bucket that lost it (a FLUSHALL, a failed pipeline)
+    # gets it back soon, not never.
+    if _expired_enq is None or _expired_enq[:2] != (config.redis_url, key) or now - _expired_enq[2] > 60:
+        _expired_enq, ttl = (config.redis_url, key, now), enq_ttl(config)
     return key, ttl, fields
 
 
