@@ -28,6 +28,7 @@ after any of those) is written to ``status:<jid>``/``history:<jid>`` as before; 
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -68,38 +69,46 @@ def enq_ttl(config: Config) -> int:
 
 
 class Buffer:
-    """One worker's pending status writes (the last event per jid: a ``started`` followed
-    by its ``succeeded`` within one flush is never written) and history entries, and the
-    start time of the run it has going (for that run's history entry)."""
+    """One worker's pending status writes (the last event per jid) and history entries, and
+    the runs it has going (``started``, noted by ``note_started``, no hook event): a run
+    still going at a flush gets its "running" written then; one that ends before never
+    does (docs/architecture.md#status-buckets)."""
 
-    def __init__(self) -> None:
+    def __init__(self, identity: str = "") -> None:
+        self.identity = identity
         self.lock = threading.Lock()
         self.status: dict[str, Pending] = {}
         self.entries: list[PendingEntry] = []
         self.done: list[Done] = []
-        self.started: dict[str, float] = {}
+        # jid -> (payload, queue, started_at): written by the job loop without the lock (a
+        # dict item set is atomic); read with the lock held, by copy.
+        self.started: dict[str, tuple[dict[str, Any], str, float]] = {}
         # Jids whose "running" this buffer wrote to status:<jid>: their end goes there too.
         self.running: set[str] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def take(self) -> tuple[list[Pending], list[PendingEntry], list[Done]]:
+    def take(self, config: Config) -> tuple[list[Pending], list[PendingEntry], list[Done]]:
         with self.lock:
             status, entries, done = list(self.status.values()), self.entries, self.done
             self.status, self.entries, self.done = {}, [], []
             # Marked under the lock: a success filed after this sees it and goes to status:<jid>.
-            self.running.update(event.payload["jid"] for event, _ in status if event.name == "started")
+            for jid, (payload, queue, since) in self.started.copy().items() if config.status else ():
+                if jid not in self.running:
+                    self.running.add(jid)
+                    status.append((hooks.JobEvent("started", payload, queue=queue, identity=self.identity), since))
         return status, entries, done
 
     def flush(self, config: Config) -> None:
         """Writes what is buffered in one call; on a Redis error it is dropped (logged by
         the policy): status and history are never worth holding a job up."""
-        status, entries, done = self.take()
+        status, entries, done = self.take(config)
         if status or entries or done:
             policy.best_effort("writing job status/history", _write_pending, config, status, entries, True, done)
 
     def start(self, config: Config) -> None:
         """The flushing thread (a daemon: a process that dies loses at most a second)."""
+        _noting[self.identity] = self
         if self._thread is None:  # always: with history off, failures are still written
             self._stop.clear()
             self._thread = threading.Thread(target=self._run, args=(config,), name="cogworker-status",
@@ -107,6 +116,8 @@ class Buffer:
             self._thread.start()
 
     def stop(self, config: Config) -> None:
+        if _noting.get(self.identity) is self:
+            del _noting[self.identity]
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -119,14 +130,24 @@ class Buffer:
 
 
 _buffers: weakref.WeakValueDictionary[str, Buffer] = weakref.WeakValueDictionary()
+_noting: dict[str, Buffer] = {}  # the started buffers, by identity (a plain dict: asked per job)
 
 
 def buffering(identity: str) -> Buffer:
     """The buffer ``identity``'s own events go into (held by its worker, forgotten with it)."""
     buffer = _buffers.get(identity)
     if buffer is None:
-        buffer = _buffers[identity] = Buffer()
+        buffer = _buffers[identity] = Buffer(identity)
     return buffer
+
+
+def note_started(config: Config, identity: str, queue: str, payload: dict[str, Any]) -> None:
+    """A run begins (called by ``execute``, per job: no hook event is built for it). Only
+    its worker's buffer hears of it; its "running" is written if it is still going at the
+    next flush."""
+    buffer = _noting.get(identity)
+    if buffer is not None and (config.status or config.history):
+        buffer.started[payload["jid"]] = (payload, queue, time.time())
 
 
 def write(config: Config, status: list[StatusWrite], entries: list[tuple[str, str]]) -> None:
@@ -149,8 +170,15 @@ def _buckets(done: list[Done]) -> dict[int, list[str]]:
     found: dict[int, list[str]] = {}
     for jid, queue, job_class, attempt, started_at, ended_at, identity in done:
         found.setdefault(hour_of(ended_at), []).extend(
-            (jid, json.dumps([queue, job_class, attempt, started_at, ended_at, identity], separators=(",", ":"))))
+            (jid, f"[{_js(queue)},{_js(job_class)},{attempt},{'null' if started_at is None else repr(started_at)},"
+                  f"{ended_at!r},{_js(identity)}]"))
     return found
+
+
+@functools.lru_cache(maxsize=256)
+def _js(text: str | None) -> str:
+    """A JSON string (or null); queues, classes and identities repeat: cached."""
+    return json.dumps(text)
 
 
 StatusRow = tuple[str, int, float, bool, list[Any]]  # jid, ttl, updated_at, compare, FIELDS' values
@@ -253,7 +281,7 @@ def _on_event(event: hooks.JobEvent) -> None:
     jid = event.payload.get("jid")
     if not jid or not (config.status or config.history or _attempts_entry(event)):
         return
-    buffer = _buffers.get(event.identity) if event.identity else None
+    buffer = (_noting.get(event.identity) or _buffers.get(event.identity)) if event.identity else None
     now = time.time()
     if buffer is None:  # rare (the master, orphan recovery): written at once
         outcome = _outcome(event, False)
@@ -262,14 +290,9 @@ def _on_event(event: hooks.JobEvent) -> None:
         _write_pending(config, [(event, now)], entries, False)
         return
     with buffer.lock:
-        if event.name == "started":
-            if config.status:
-                buffer.status[jid] = (event, now)
-            buffer.started[jid] = now
-            return
-        started_at = buffer.started.pop(jid, None)
+        run = buffer.started.pop(jid, None)
+        started_at = run[2] if run is not None else None
         if event.name == "succeeded" and _first_try(buffer, jid, event.payload) and (config.status or config.history):
-            buffer.status.pop(jid, None)  # its "started", never written: the done: record says it all
             buffer.done.append((jid, event.queue or event.payload.get("queue") or "", event.payload.get("class") or "",
                                 1, started_at, now, event.identity))
             return
@@ -332,4 +355,5 @@ def _wanted(payload: dict[str, Any]) -> bool:
 
 
 hooks.subscribe(("retrying", "dead"), _on_event)
-hooks.subscribe(tuple(name for name in _STATE if name not in ("retrying", "dead")), _on_event, when=_wanted)
+# "started" is not subscribed to: execute tells the worker's buffer (note_started).
+hooks.subscribe(("succeeded", "given_back", "orphaned"), _on_event, when=_wanted)
