@@ -165,14 +165,16 @@ def _write_pending(config: Config, status: list[Pending], entries: list[PendingE
                         for event, outcome, started_at, now in entries], _buckets(done or []))
 
 
-def _buckets(done: list[Done]) -> dict[int, list[str]]:
-    """``done:<hour>`` fields (jid, record, ...) per hour of the success's end."""
+def _buckets(done: list[Done]) -> dict[int, str]:
+    """``done:<hour>`` fields per hour of the success's end, as one argument of lines
+    ``jid<TAB>record`` (split by the script: one argument per bucket, not two per job;
+    neither a jid nor a JSON record holds a newline or a tab)."""
     found: dict[int, list[str]] = {}
     for jid, queue, job_class, attempt, started_at, ended_at, identity in done:
-        found.setdefault(hour_of(ended_at), []).extend(
-            (jid, f"[{_js(queue)},{_js(job_class)},{attempt},{'null' if started_at is None else repr(started_at)},"
-                  f"{ended_at!r},{_js(identity)}]"))
-    return found
+        found.setdefault(hour_of(ended_at), []).append(
+            f"{jid}\t[{_js(queue)},{_js(job_class)},{attempt},{'null' if started_at is None else repr(started_at)},"
+            f"{ended_at!r},{_js(identity)}]")
+    return {hour: "\n".join(lines) for hour, lines in found.items()}
 
 
 @functools.lru_cache(maxsize=256)
@@ -185,7 +187,7 @@ StatusRow = tuple[str, int, float, bool, list[Any]]  # jid, ttl, updated_at, com
 
 
 def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]],
-         done: dict[int, list[str]] | None = None) -> None:
+         done: dict[int, str] | None = None) -> None:
     keys: list[str] = []
     args: list[Any] = [len(rows) if config.status else 0, config.history_max, config.history_ttl,
                        len(entries), done_ttl(config)]
@@ -196,9 +198,9 @@ def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]],
     for jid, entry in entries:  # already only the attempts-log ones when history is off
         keys.append(config.keys.history(jid))
         args.append(entry)
-    for hour, fields in (done or {}).items():
+    for hour, lines in (done or {}).items():
         keys.append(config.keys.done(hour))
-        args += [len(fields), *fields]
+        args.append(lines)
     if len(keys):
         lua.run(config.redis(), "status_flush", keys, args)
 
@@ -292,10 +294,6 @@ def _on_event(event: hooks.JobEvent) -> None:
     with buffer.lock:
         run = buffer.started.pop(jid, None)
         started_at = run[2] if run is not None else None
-        if event.name == "succeeded" and _first_try(buffer, jid, event.payload) and (config.status or config.history):
-            buffer.done.append((jid, event.queue or event.payload.get("queue") or "", event.payload.get("class") or "",
-                                1, started_at, now, event.identity))
-            return
         buffer.running.discard(jid)
         if config.status:
             buffer.status[jid] = (event, now)
@@ -304,10 +302,25 @@ def _on_event(event: hooks.JobEvent) -> None:
             buffer.entries.append((event, outcome, started_at, now))
 
 
-def _first_try(buffer: Buffer, jid: str, payload: dict[str, Any]) -> bool:
-    """A success that has no per-jid key to update: no failure before it, not scheduled,
-    and no "running" written for it by this buffer (docs/architecture.md#status-buckets)."""
-    return not (jid in buffer.running or payload.get("retry_count") or payload.get("at"))
+def _on_success(event: hooks.JobEvent) -> None:
+    """The common case, per job: a success in a worker, on its first try, with no
+    "running" written for it (nor a scheduled status): one ``done:`` record, buffered.
+    Any other goes to ``_on_event`` (docs/architecture.md#status-buckets)."""
+    payload = event.payload
+    buffer = _noting.get(event.identity)  # type: ignore[arg-type]
+    if buffer is None or payload.get("retry_count") or payload.get("at"):
+        return _on_event(event)
+    config = event.config or get_config()
+    jid = payload.get("jid")
+    if not jid or not (config.status or config.history):
+        return None  # off: nothing to write (a success after failures went to _on_event above)
+    with buffer.lock:
+        if jid not in buffer.running:
+            run = buffer.started.pop(jid, None)
+            buffer.done.append((jid, event.queue or payload.get("queue") or "", payload.get("class") or "", 1,
+                                run[2] if run is not None else None, time.time(), event.identity))
+            return
+    _on_event(event)
 
 
 def _status_row(config: Config, event: hooks.JobEvent, now: float, buffered: bool) -> StatusRow:
@@ -356,4 +369,5 @@ def _wanted(payload: dict[str, Any]) -> bool:
 
 hooks.subscribe(("retrying", "dead"), _on_event)
 # "started" is not subscribed to: execute tells the worker's buffer (note_started).
-hooks.subscribe(("succeeded", "given_back", "orphaned"), _on_event, when=_wanted)
+hooks.subscribe("succeeded", _on_success)  # no filter to call per job: it asks the config itself
+hooks.subscribe(("given_back", "orphaned"), _on_event, when=_wanted)

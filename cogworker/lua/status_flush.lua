@@ -3,7 +3,8 @@
 -- buckets (docs/architecture.md#status-buckets).
 -- ARGV: n, history_max, history_ttl, m, done_ttl; per status: ttl, updated_at, compare
 -- (1/0), then the values of FIELDS below in order; then one JSON entry per history key;
--- then per bucket: its count of jid/record values, then those (one HSET, one EXPIRE).
+-- then per bucket one argument of lines "jid<TAB>record" (one HSET per 500 of them, one
+-- EXPIRE).
 -- Every status write sets every field (empty when it doesn't apply): no DEL needed.
 -- compare=1: a status older than the one stored (another process's write landed first) is
 -- skipped; the caller sends 0 only for a success filed by the worker that ran the job.
@@ -49,14 +50,17 @@ end
 local CHUNK = 1000  -- values per HSET: unpack has a stack limit
 for k = n + m + 1, #KEYS do
   local key = KEYS[k]
-  local count = tonumber(ARGV[i])
-  local first, last = i + 1, i + count
-  local ok = true
-  for c = first, last, CHUNK do
-    local reply = redis.pcall('HSET', key, unpack(ARGV, c, math.min(c + CHUNK - 1, last)))
-    if type(reply) ~= 'number' then ok = false; break end
+  local values, ok = {}, true
+  for jid, record in string.gmatch(ARGV[i], '([^\t\n]+)\t([^\n]+)') do
+    values[#values + 1] = jid
+    values[#values + 1] = record
+    if #values >= CHUNK then
+      ok = ok and type(redis.pcall('HSET', key, unpack(values))) == 'number'
+      values = {}
+    end
   end
+  if #values > 0 then ok = ok and type(redis.pcall('HSET', key, unpack(values))) == 'number' end
   if ok then redis.pcall('EXPIRE', key, done_ttl) end
-  i = last + 1
+  i = i + 1
 end
 return n
