@@ -111,13 +111,14 @@ def _from_record(jid: str, done: bool, raw: Any) -> JobStatus | None:
 
 def history(jid: str, config: Config | None = None, now: float | None = None) -> list[Attempt]:
     """The job's executions, oldest first (at most ``history_max``); [] if none is known:
-    its ``history:<jid>`` entries and its ``done:`` records (with history on), without
+    its ``history:<jid>`` entries and its ``done:`` records, without
     duplicates. An entry that isn't readable is skipped."""
     config = config or get_config()
     now = time.time() if now is None else now
     pipe = config.redis().pipeline(transaction=False)
     pipe.lrange(config.keys.history(jid), 0, -1)
-    reads = _bucket_reads(config, jid, "done", config.history_ttl, now) if config.history else []
+    # Read whatever this process's own settings: the writers' may differ.
+    reads = _bucket_reads(config, jid, "done", config.history_ttl, now)
     for key, field in reads:
         pipe.hget(key, field)
     listed, *records = pipe.execute(raise_on_error=False)
