@@ -41,7 +41,7 @@ CHILD = textwrap.dedent('''
     import cogworker
     kwargs = {"redis_url": url}
     switch = os.environ.get("COGWORKER_BENCH_STATUS")
-    if switch in ("0", "1") and "status" in inspect.signature(cogworker.configure).parameters:
+    if switch in ("0", "1") and "status" in getattr(cogworker.config.Config, "__dataclass_fields__", {}):
         kwargs.update(status=switch == "1", history=switch == "1")
     config = cogworker.configure(**kwargs)
     import cmp_app

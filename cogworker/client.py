@@ -37,9 +37,22 @@ def status(pipe: Any, payload: dict[str, Any], at: float | None) -> None:
     """The job's queued/scheduled status, riding in the push's pipeline (no round trip)."""
     found = history.enqueue_fields(get_config(), payload, at)
     if found is not None:
-        key, ttl, fields = found
-        pipe.hset(key, mapping=fields)
+        hset(pipe, found)
+
+
+def hset(pipe: Any, found: history.EnqueueWrite) -> None:
+    key, ttl, fields = found
+    pipe.hset(key, mapping=fields)
+    if ttl is not None:
         pipe.expire(key, ttl)
+
+
+def status_many(pipe: Any, payloads: list[dict[str, Any]]) -> None:
+    """Queued statuses of a bulk enqueue: one HSET of the hour's bucket."""
+    config = get_config()
+    wanted = [p for p in payloads if history.writes_enqueue(config, p)]
+    if wanted:
+        hset(pipe, history.enqueue_bucket(config, wanted, time.time()))
 
 
 def wake(pipe: Any) -> None:
@@ -59,19 +72,28 @@ def _execute(pipe: Any) -> None:
 
 
 def _one_command(payload: dict[str, Any], encoded: str, at: float | None) -> bool:
-    """A small job for now, with no status to write: push.lua, one command and one reply
-    like a bare LPUSH, instead of a pipeline of three."""
-    return ((at is None or at <= time.time()) and len(encoded) <= PUSH_SCRIPT_MAX
-            and history.enqueue_fields(get_config(), payload, at) is None)
+    """A small job for now: push.lua (with its queued status, if on), one command and one
+    reply like a bare LPUSH, instead of a pipeline of three or four."""
+    return (at is None or at <= time.time()) and len(encoded) <= PUSH_SCRIPT_MAX
 
 
-def _push_one(client: Any, queue: str, encoded: str) -> None:
+def _push_one(client: Any, payload: dict[str, Any], encoded: str) -> None:
     """A small job onto its queue in one command. While the queue has a backlog (the last
-    push here found jobs waiting) a plain LPUSH: the push that made it non-empty named it
-    in ``queues`` and woke the idle workers, and those are awake until it is empty again.
-    A plain push that finds it was empty after all does both now, one round trip later."""
-    keys = get_config().keys
+    push here found jobs waiting) and there is no status to write, a plain LPUSH: the push
+    that made it non-empty named it in ``queues`` and woke the idle workers, and those are
+    awake until it is empty again. A plain push that finds it was empty after all does
+    both now, one round trip later."""
+    config = get_config()
+    keys, queue = config.keys, payload["queue"]
     key = keys.queue(queue)
+    found = history.enqueue_fields(config, payload, None)
+    if found is not None:  # its enq:<hour> field rides in the script
+        bucket, ttl, fields = found
+        [(jid, record)] = fields.items()
+        if lua.run(client, "push", [key, keys.queues, keys.wake, bucket],
+                   [encoded, queue, jid, record, "" if ttl is None else ttl]) > 1:
+            _backlogged.add(key)
+        return
     if key in _backlogged:
         if client.lpush(key, encoded) > 1:
             return
@@ -105,13 +127,13 @@ def push(payload: dict[str, Any], at: float | None = None, config: Config | None
         client = (config or get_config()).redis()
         if payload.get("unique_for"):
             jid = unique.push(client, payload, encoded, at)
-            if jid is not None and history.enqueue_fields(get_config(), payload, at) is not None:
+            if jid is not None and history.writes_enqueue(get_config(), payload):
                 # The lock and the push are one script: its status follows in a pipeline of its own.
                 pipe = client.pipeline(transaction=False)
                 status(pipe, payload, at)
                 policy.best_effort("writing job status", pipe.execute)
         elif _one_command(payload, encoded, at):
-            _push_one(client, payload["queue"], encoded)
+            _push_one(client, payload, encoded)
             jid = payload["jid"]
         else:
             pipe = client.pipeline(transaction=False)
@@ -142,8 +164,7 @@ def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
     if by_queue:
         keys = get_config().keys
         pipe = get_config().redis().pipeline(transaction=False)
-        for payload in bulk:
-            status(pipe, payload, None)
+        status_many(pipe, bulk)
         for queue, raws in by_queue.items():
             for i in range(0, len(raws), BULK_CHUNK):
                 # LPUSH k a b c leaves a nearest the fetch end: first in, first out.

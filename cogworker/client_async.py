@@ -65,7 +65,7 @@ async def _write_one(payload: dict[str, Any], at: float | None) -> str | None:
             lua.raise_if_fenced(exc)
             raise
         jid = payload["jid"] if pushed == 1 else None
-        if jid is not None and history.enqueue_fields(get_config(), payload, at) is not None:
+        if jid is not None and history.writes_enqueue(get_config(), payload):
             pipe = conn.pipeline(transaction=False)
             client.status(pipe, payload, at)
             try:
@@ -115,8 +115,7 @@ async def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
     if by_queue:
         keys = get_config().keys
         pipe = async_redis().pipeline(transaction=False)
-        for payload in bulk:
-            client.status(pipe, payload, None)
+        client.status_many(pipe, bulk)
         for queue, raws in by_queue.items():
             for i in range(0, len(raws), client.BULK_CHUNK):
                 pipe.lpush(keys.queue(queue), *raws[i:i + client.BULK_CHUNK])

@@ -164,17 +164,17 @@ class Config:
     socket_connect_timeout: float = 2.0
     dead_max_jobs: int = 10_000
     dead_timeout: float = 180 * 24 * 3600
-    # Job status (``status:<jid>``, a small hash kept until status_ttl after its last
-    # change) and history (``history:<jid>``, the last history_max executions, kept
-    # history_ttl): written by hook subscribers, off the hot path (history.py). Both off by
-    # default: with both on they cost 16-24% of no-op throughput (bench/status_cost.py),
-    # over the 5% budget. With history off, history:<jid> still gets the entries the
-    # attempts log (stats.attempts) needs, and only those: each failed execution (went
-    # retrying or dead) and a success after failures; history=True adds every execution.
-    # history:<jid> expires history_ttl after its last entry (its TTL is set on every entry).
-    status: bool = False
+    # Job status and history (history.py; docs/architecture.md#status-buckets): on by
+    # default. The common path (queued, a first-try success) is one field of an hourly
+    # bucket (enq:<hour>, done:<hour>), no key per job; the rest writes status:<jid> (kept
+    # status_ttl after its last change) and history:<jid> (the last history_max
+    # executions, kept history_ttl after its last entry). Cost: about 2% of no-op
+    # throughput (bench/status_cost.py), within the 5% budget. With history off,
+    # history:<jid> still gets the entries the attempts log (stats.attempts) needs, and
+    # only those: each failed execution (went retrying or dead) and a success after failures.
+    status: bool = True
     status_ttl: int = 24 * 3600
-    history: bool = False
+    history: bool = True
     history_max: int = 25
     history_ttl: int = 7 * 24 * 3600
     # A failure's traceback, in its retry/dead entry, history and log line, is cut to this.

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from . import aio, fate, hooks
+from . import aio, fate, history, hooks
 from .config import Config, logger
 from .errors import JobTimeout
 from .middleware import server_middleware
@@ -44,6 +44,7 @@ def execute(config: Config, identity: str, queue: str, payload: dict[str, Any]) 
         job = resolve(name, config.import_prefixes)
     except Exception as exc:  # an unknown or unimportable job fails as the job's own error
         resolution_error = exc
+    history.note_started(config, identity, queue, payload)
     if hooks.wanted("started", payload):
         hooks.fire("started", payload, queue=queue, identity=identity, config=config)
     if logger.isEnabledFor(logging.DEBUG):  # cached: no cost per job at INFO
@@ -73,6 +74,7 @@ def launch_async(config: Config, identity: str, queue: str, payload: dict[str, A
         return False
     if not job.is_async:
         return False
+    history.note_started(config, identity, queue, payload)
     if hooks.wanted("started", payload):
         hooks.fire("started", payload, queue=queue, identity=identity, config=config)
     logger.debug("start: %s jid=%s", job.name, payload["jid"])

@@ -1,6 +1,6 @@
 """Job status and history, as a lifecycle hook subscriber (the seeds' ``Status`` and
-``History`` server middlewares). Both off by default (``configure(status=True,
-history=True)``): with both on they cost more than the 5% of no-op throughput budgeted.
+``History`` server middlewares). Both on by default (``configure(status=False,
+history=False)`` turns them off); about 2% of no-op throughput (bench/status_cost.py).
 With history off, only the entries the attempts log reads are written (``_attempts_entry``).
 
 - **status** (``status:<jid>``, a hash): the job's state (queued, scheduled, running,
@@ -17,10 +17,18 @@ of the worker writes once a second in one script call (``status_flush.lua``), so
 sees a worker's transitions up to about a second late. Events in processes without a
 buffer (the master's reaped and hard-timed-out jobs, orphan recovery) are rare and
 written at once. Enqueue-side states ride in the client's own pipeline (``enqueue_fields``).
+
+The common path creates no key per job (docs/architecture.md#status-buckets): a job
+pushed to a queue is one field of ``enq:<hour>`` and a success on its first try, with no
+"running" written for it, one field of ``done:<hour>`` (its status and its history entry
+at once). Everything else (running, retrying, dead, orphaned, a scheduled job, a success
+after any of those) is written to ``status:<jid>``/``history:<jid>`` as before; readers
+(``api.status``/``api.history``) merge the two.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -31,6 +39,7 @@ from . import hooks, lua, policy
 from .config import Config, get_config
 
 FLUSH_INTERVAL = 1.0
+HOUR = 3600
 
 # Every status write sets all of these fields (empty when one doesn't apply), so a write
 # never needs a DEL first; updated_at travels on its own (the script compares it).
@@ -41,36 +50,65 @@ StatusWrite = tuple[str, float, int, dict[str, Any]]  # jid, updated_at, ttl, fi
 # entry are built at flush time, off the job loop).
 Pending = tuple["hooks.JobEvent", float]
 PendingEntry = tuple["hooks.JobEvent", str, "float | None", float]  # event, outcome, started_at, ended_at
+# A first-try success for ``done:<hour>``: jid, queue, class, attempt, started_at, ended_at, identity.
+Done = tuple[str, str, str, int, "float | None", float, "str | None"]
+
+
+def hour_of(t: float) -> int:
+    """The epoch second the UTC hour holding ``t`` starts at (a bucket's name)."""
+    return int(t // HOUR) * HOUR
+
+
+def done_ttl(config: Config) -> int:
+    """A ``done:`` record serves as status and history entry: kept as long as the longer."""
+    return max(config.status_ttl, config.history_ttl) + HOUR
+
+
+def enq_ttl(config: Config) -> int:
+    return config.status_ttl + HOUR
 
 
 class Buffer:
-    """One worker's pending status writes (the last event per jid: a ``started`` followed
-    by its ``succeeded`` within one flush is never written) and history entries, and the
-    start time of the run it has going (for that run's history entry)."""
+    """One worker's pending status writes (the last event per jid) and history entries, and
+    the runs it has going (``started``, noted by ``note_started``, no hook event): a run
+    still going at a flush gets its "running" written then; one that ends before never
+    does (docs/architecture.md#status-buckets)."""
 
-    def __init__(self) -> None:
+    def __init__(self, identity: str = "") -> None:
+        self.identity = identity
         self.lock = threading.Lock()
         self.status: dict[str, Pending] = {}
         self.entries: list[PendingEntry] = []
-        self.started: dict[str, float] = {}
+        self.done: list[Done] = []
+        # jid -> (payload, queue, started_at): written by the job loop without the lock (a
+        # dict item set is atomic); read with the lock held, by copy.
+        self.started: dict[str, tuple[dict[str, Any], str, float]] = {}
+        # Jids whose "running" this buffer wrote to status:<jid>: their end goes there too.
+        self.running: set[str] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def take(self) -> tuple[list[Pending], list[PendingEntry]]:
+    def take(self, config: Config) -> tuple[list[Pending], list[PendingEntry], list[Done]]:
         with self.lock:
-            status, entries = list(self.status.values()), self.entries
-            self.status, self.entries = {}, []
-        return status, entries
+            status, entries, done = list(self.status.values()), self.entries, self.done
+            self.status, self.entries, self.done = {}, [], []
+            # Marked under the lock: a success filed after this sees it and goes to status:<jid>.
+            for jid, (payload, queue, since) in self.started.copy().items() if config.status else ():
+                if jid not in self.running:
+                    self.running.add(jid)
+                    status.append((hooks.JobEvent("started", payload, queue=queue, identity=self.identity), since))
+        return status, entries, done
 
     def flush(self, config: Config) -> None:
         """Writes what is buffered in one call; on a Redis error it is dropped (logged by
         the policy): status and history are never worth holding a job up."""
-        status, entries = self.take()
-        if status or entries:
-            policy.best_effort("writing job status/history", _write_pending, config, status, entries, True)
+        status, entries, done = self.take(config)
+        if status or entries or done:
+            policy.best_effort("writing job status/history", _write_pending, config, status, entries, True, done)
 
     def start(self, config: Config) -> None:
         """The flushing thread (a daemon: a process that dies loses at most a second)."""
+        _noting[self.identity] = self
         if self._thread is None:  # always: with history off, failures are still written
             self._stop.clear()
             self._thread = threading.Thread(target=self._run, args=(config,), name="cogworker-status",
@@ -78,6 +116,8 @@ class Buffer:
             self._thread.start()
 
     def stop(self, config: Config) -> None:
+        if _noting.get(self.identity) is self:
+            del _noting[self.identity]
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -90,14 +130,24 @@ class Buffer:
 
 
 _buffers: weakref.WeakValueDictionary[str, Buffer] = weakref.WeakValueDictionary()
+_noting: dict[str, Buffer] = {}  # the started buffers, by identity (a plain dict: asked per job)
 
 
 def buffering(identity: str) -> Buffer:
     """The buffer ``identity``'s own events go into (held by its worker, forgotten with it)."""
     buffer = _buffers.get(identity)
     if buffer is None:
-        buffer = _buffers[identity] = Buffer()
+        buffer = _buffers[identity] = Buffer(identity)
     return buffer
+
+
+def note_started(config: Config, identity: str, queue: str, payload: dict[str, Any]) -> None:
+    """A run begins (called by ``execute``, per job: no hook event is built for it). Only
+    its worker's buffer hears of it; its "running" is written if it is still going at the
+    next flush."""
+    buffer = _noting.get(identity)
+    if buffer is not None and (config.status or config.history):
+        buffer.started[payload["jid"]] = (payload, queue, time.time())
 
 
 def write(config: Config, status: list[StatusWrite], entries: list[tuple[str, str]]) -> None:
@@ -108,18 +158,39 @@ def write(config: Config, status: list[StatusWrite], entries: list[tuple[str, st
     _run(config, rows, entries)
 
 
-def _write_pending(config: Config, status: list[Pending], entries: list[PendingEntry], buffered: bool) -> None:
+def _write_pending(config: Config, status: list[Pending], entries: list[PendingEntry], buffered: bool,
+                   done: list[Done] | None = None) -> None:
     rows = [_status_row(config, event, now, buffered) for event, now in status] if config.status else []
     _run(config, rows, [(event.payload["jid"], json.dumps(_entry(event, outcome, started_at, now)))
-                        for event, outcome, started_at, now in entries])
+                        for event, outcome, started_at, now in entries], _buckets(done or []))
+
+
+def _buckets(done: list[Done]) -> dict[int, str]:
+    """``done:<hour>`` fields per hour of the success's end, as one argument of lines
+    ``jid<TAB>record`` (split by the script: one argument per bucket, not two per job;
+    neither a jid nor a JSON record holds a newline or a tab)."""
+    found: dict[int, list[str]] = {}
+    for jid, queue, job_class, attempt, started_at, ended_at, identity in done:
+        found.setdefault(hour_of(ended_at), []).append(
+            f"{jid}\t[{_js(queue)},{_js(job_class)},{attempt},{'null' if started_at is None else repr(started_at)},"
+            f"{ended_at!r},{_js(identity)}]")
+    return {hour: "\n".join(lines) for hour, lines in found.items()}
+
+
+@functools.lru_cache(maxsize=256)
+def _js(text: str | None) -> str:
+    """A JSON string (or null); queues, classes and identities repeat: cached."""
+    return json.dumps(text)
 
 
 StatusRow = tuple[str, int, float, bool, list[Any]]  # jid, ttl, updated_at, compare, FIELDS' values
 
 
-def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]]) -> None:
+def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]],
+         done: dict[int, str] | None = None) -> None:
     keys: list[str] = []
-    args: list[Any] = [len(rows) if config.status else 0, config.history_max, config.history_ttl]
+    args: list[Any] = [len(rows) if config.status else 0, config.history_max, config.history_ttl,
+                       len(entries), done_ttl(config)]
     if config.status:
         for jid, ttl, updated_at, compare, values in rows:
             keys.append(config.keys.status(jid))
@@ -127,23 +198,50 @@ def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]]) 
     for jid, entry in entries:  # already only the attempts-log ones when history is off
         keys.append(config.keys.history(jid))
         args.append(entry)
+    for hour, lines in (done or {}).items():
+        keys.append(config.keys.done(hour))
+        args.append(lines)
     if len(keys):
         lua.run(config.redis(), "status_flush", keys, args)
 
 
-def enqueue_fields(config: Config, payload: dict[str, Any], at: float | None) -> tuple[str, int, dict[str, Any]] | None:
-    """The ``queued``/``scheduled`` status of a job being pushed, for the client's pipeline:
-    (key, ttl, fields), or None when status is off."""
-    if not config.status or not payload.get("jid"):
+EnqueueWrite = tuple[str, "int | None", dict[str, Any]]  # key, ttl (None: set already), fields to HSET
+# (redis url, enq:<hour>, when) this process last set the TTL of.
+_expired_enq: tuple[str, str, float] | None = None
+
+
+def writes_enqueue(config: Config, payload: dict[str, Any]) -> bool:
+    return bool(config.status and payload.get("jid"))
+
+
+def enqueue_fields(config: Config, payload: dict[str, Any], at: float | None) -> EnqueueWrite | None:
+    """The ``queued``/``scheduled`` status of a job being pushed, for the client's pipeline,
+    or None when status is off. Queued: one field of ``enq:<hour>``, whose EXPIRE is sent
+    once per bucket by a process. Scheduled: its own ``status:<jid>`` (its TTL counts from
+    when it is due, which may be beyond any bucket's life)."""
+    if not writes_enqueue(config, payload):
         return None
     now = time.time()
-    fields = dict.fromkeys(FIELDS, "")
-    fields.update(_fields(payload, "queued", payload.get("queue"), now))
-    ttl = config.status_ttl
     if at is not None and at > now:
-        fields.update(state="scheduled", at=repr(at))
-        ttl += int(at - now)
-    return config.keys.status(payload["jid"]), ttl, fields
+        fields = dict.fromkeys(FIELDS, "")
+        fields.update(_fields(payload, "scheduled", payload.get("queue"), now), at=repr(at))
+        return config.keys.status(payload["jid"]), config.status_ttl + int(at - now), fields
+    return enqueue_bucket(config, [payload], now)
+
+
+def enqueue_bucket(config: Config, payloads: list[dict[str, Any]], now: float) -> EnqueueWrite:
+    """``enq:<hour>`` fields for jobs pushed to a queue now: jid -> [queue, class, attempt, t]."""
+    global _expired_enq
+    key = config.keys.enq(hour_of(now))
+    t = repr(now)
+    fields = {p["jid"]: f'[{json.dumps(p.get("queue") or "")},{json.dumps(p.get("class") or "")},'
+                        f'{int(p.get("retry_count") or 0) + 1},{t}]' for p in payloads}
+    ttl = None
+    # Sent again after a minute too: a bucket that lost it (a FLUSHALL, a failed pipeline)
+    # gets it back soon, not never.
+    if _expired_enq is None or _expired_enq[:2] != (config.redis_url, key) or now - _expired_enq[2] > 60:
+        _expired_enq, ttl = (config.redis_url, key, now), enq_ttl(config)
+    return key, ttl, fields
 
 
 def _fields(payload: dict[str, Any], state: str, queue: str | None, now: float) -> dict[str, Any]:
@@ -185,7 +283,7 @@ def _on_event(event: hooks.JobEvent) -> None:
     jid = event.payload.get("jid")
     if not jid or not (config.status or config.history or _attempts_entry(event)):
         return
-    buffer = _buffers.get(event.identity) if event.identity else None
+    buffer = (_noting.get(event.identity) or _buffers.get(event.identity)) if event.identity else None
     now = time.time()
     if buffer is None:  # rare (the master, orphan recovery): written at once
         outcome = _outcome(event, False)
@@ -194,15 +292,35 @@ def _on_event(event: hooks.JobEvent) -> None:
         _write_pending(config, [(event, now)], entries, False)
         return
     with buffer.lock:
+        run = buffer.started.pop(jid, None)
+        started_at = run[2] if run is not None else None
+        buffer.running.discard(jid)
         if config.status:
             buffer.status[jid] = (event, now)
-        if event.name == "started":
-            buffer.started[jid] = now
-            return
-        started_at = buffer.started.pop(jid, None)
         outcome = _outcome(event, started_at is not None)
         if outcome is not None and (config.history or _attempts_entry(event)):
             buffer.entries.append((event, outcome, started_at, now))
+
+
+def _on_success(event: hooks.JobEvent) -> None:
+    """The common case, per job: a success in a worker, on its first try, with no
+    "running" written for it (nor a scheduled status): one ``done:`` record, buffered.
+    Any other goes to ``_on_event`` (docs/architecture.md#status-buckets)."""
+    payload = event.payload
+    buffer = _noting.get(event.identity)  # type: ignore[arg-type]
+    if buffer is None or payload.get("retry_count") or payload.get("at"):
+        return _on_event(event)
+    config = event.config or get_config()
+    jid = payload.get("jid")
+    if not jid or not (config.status or config.history):
+        return None  # off: nothing to write (a success after failures went to _on_event above)
+    with buffer.lock:
+        if jid not in buffer.running:
+            run = buffer.started.pop(jid, None)
+            buffer.done.append((jid, event.queue or payload.get("queue") or "", payload.get("class") or "", 1,
+                                run[2] if run is not None else None, time.time(), event.identity))
+            return
+    _on_event(event)
 
 
 def _status_row(config: Config, event: hooks.JobEvent, now: float, buffered: bool) -> StatusRow:
@@ -250,4 +368,6 @@ def _wanted(payload: dict[str, Any]) -> bool:
 
 
 hooks.subscribe(("retrying", "dead"), _on_event)
-hooks.subscribe(tuple(name for name in _STATE if name not in ("retrying", "dead")), _on_event, when=_wanted)
+# "started" is not subscribed to: execute tells the worker's buffer (note_started).
+hooks.subscribe("succeeded", _on_success)  # no filter to call per job: it asks the config itself
+hooks.subscribe(("given_back", "orphaned"), _on_event, when=_wanted)

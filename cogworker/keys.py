@@ -43,6 +43,11 @@ class Keys:
         # Additions: a job's status (a hash) and its executions (a capped list), per jid.
         self.status_prefix = f"{ns}:status:"
         self.history_prefix = f"{ns}:history:"
+        # Addition: per-UTC-hour buckets (hashes, jid -> a compact record) that hold the
+        # common path's status and history instead of per-jid keys: enqueued jobs (queued)
+        # and first-try successes (docs/architecture.md#status-buckets).
+        self.enq_prefix = f"{ns}:enq:"
+        self.done_prefix = f"{ns}:done:"
         self.throughput_prefix = f"{ns}:throughput:"
         # Addition: per-minute counts of job durations per class in log-spaced buckets
         # (for api.class_metrics' p95); kept hours, not days: it has many more fields.
@@ -86,6 +91,14 @@ class Keys:
 
     def history(self, jid: str) -> str:
         return self.history_prefix + jid
+
+    def enq(self, hour: int) -> str:
+        """Jobs enqueued in the UTC hour starting at epoch second ``hour`` (a hash)."""
+        return f"{self.enq_prefix}{hour}"
+
+    def done(self, hour: int) -> str:
+        """First-try successes that ended in the UTC hour starting at ``hour`` (a hash)."""
+        return f"{self.done_prefix}{hour}"
 
     def throughput(self, minute: int) -> str:
         """Per-minute processed/failed counts and ms per job class (a hash)."""

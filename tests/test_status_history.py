@@ -23,7 +23,7 @@ from cogworker.scheduler import Poller
 ON = {"COGWORKER_TEST_STATUS": "1"}  # the prefork app turns status and history on
 
 
-# Both are off by default; these tests are about them (the conftest fixtures, overridden).
+# Both are on by default; set here all the same (the conftest fixtures, overridden).
 @pytest.fixture
 def config(config):
     return cogworker.configure(status=True, history=True)
@@ -136,10 +136,11 @@ def test_history_is_capped(config):
     assert all(a.outcome == "failed" for a in api.history(jid))
 
 
-def test_off_by_default_leaves_no_status_and_only_the_attempts_history(config):
+def test_on_by_default_and_off_leaves_no_status_and_only_the_attempts_history(config):
     cogworker.config._config = None
     config = cogworker.configure(redis_url=config.redis_url, socket_timeout=2.0)  # the defaults
-    assert (config.status, config.history) == (False, False)
+    assert (config.status, config.history) == (True, True)
+    config = cogworker.configure(status=False, history=False)
     ok = core_jobs.record.enqueue("x")
     bad = core_jobs.fail_no_retry.enqueue("y")
     later = core_jobs.record.enqueue_in(600, "z")
@@ -150,6 +151,7 @@ def test_off_by_default_leaves_no_status_and_only_the_attempts_history(config):
             (ran(r), r.zcard(config.keys.dead))
         time.sleep(1.3)  # a flush would have happened by now
     assert list(r.scan_iter(config.keys.status_prefix + "*")) == []
+    assert [k for p in (config.keys.enq_prefix, config.keys.done_prefix) for k in r.scan_iter(p + "*")] == []
     # Only the failure, for the attempts log: no entry for the plain successes.
     assert [k.decode() for k in r.scan_iter(config.keys.history_prefix + "*")] == [config.keys.history(bad)]
     assert [(a.outcome, a.went) for a in api.history(bad)] == [("failed", "dead")]

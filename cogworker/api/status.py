@@ -1,14 +1,19 @@
 """A job's status and history, as the hook subscribers of ``cogworker.history`` wrote
 them: ``status(jid)`` and ``history(jid)``. A worker's writes are buffered and land about
-a second after the transition; a job pushed to a queue or ``schedule`` has its status at once."""
+a second after the transition; a job pushed to a queue or ``schedule`` has its status at once.
+Each merges the job's own keys with its records in the hourly buckets (``enq:<hour>``,
+``done:<hour>``) of the common path (docs/architecture.md#status-buckets), in one pipeline."""
 
 from __future__ import annotations
 
 import json
+import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from ..config import Config, as_text, get_config
+from ..history import HOUR, hour_of
 
 STATES = ("queued", "scheduled", "running", "retrying", "succeeded", "dead")
 
@@ -49,12 +54,37 @@ class Attempt:
     traceback: str | None = None
 
 
-def status(jid: str, config: Config | None = None) -> JobStatus | None:
-    """The job's last known status, or None (unknown jid, expired, or status turned off)."""
+def _hours(ttl: int, now: float) -> list[int]:
+    """The buckets a record kept ``ttl`` seconds may still be in, newest first."""
+    newest = hour_of(now)
+    return [newest - k * HOUR for k in range(math.ceil(ttl / HOUR) + 1)]
+
+
+def _bucket_reads(config: Config, jid: str, kind: str, ttl: int, now: float) -> list[Any]:
+    return [(getattr(config.keys, kind)(hour), jid) for hour in _hours(ttl, now)]
+
+
+def status(jid: str, config: Config | None = None, now: float | None = None) -> JobStatus | None:
+    """The job's last known status, or None (unknown jid, expired, or status turned off):
+    the newest of its ``status:<jid>`` hash, its ``enq:`` record and its ``done:`` record."""
     config = config or get_config()
-    raw = config.redis().hgetall(config.keys.status(jid))
-    if not raw:
-        return None
+    now = time.time() if now is None else now
+    pipe = config.redis().pipeline(transaction=False)
+    pipe.hgetall(config.keys.status(jid))
+    reads = _bucket_reads(config, jid, "enq", config.status_ttl, now) + \
+        _bucket_reads(config, jid, "done", config.status_ttl, now)
+    for key, field in reads:
+        pipe.hget(key, field)
+    raw, *records = pipe.execute(raise_on_error=False)
+    found = [_from_hash(jid, raw)] if isinstance(raw, dict) and raw else []
+    for (key, _), record in zip(reads, records, strict=True):
+        parsed = _from_record(jid, key.startswith(config.keys.done_prefix), record)
+        if parsed is not None and parsed.updated_at >= now - config.status_ttl:
+            found.append(parsed)
+    return max(found, key=lambda s: s.updated_at) if found else None
+
+
+def _from_hash(jid: str, raw: dict[Any, Any]) -> JobStatus:
     fields = {as_text(k): as_text(v) for k, v in raw.items()}
     return JobStatus(jid=jid, state=fields.get("state", "?"), updated_at=float(fields.get("updated_at") or 0),
                      attempt=int(fields.get("attempt") or 0), queue=fields.get("queue") or None,
@@ -63,16 +93,53 @@ def status(jid: str, config: Config | None = None) -> JobStatus | None:
                      error_class=fields.get("error_class") or None, reason=fields.get("reason") or None)
 
 
-def history(jid: str, config: Config | None = None) -> list[Attempt]:
-    """The job's executions, oldest first (at most ``history_max``); [] if none is known.
-    An entry that isn't readable is skipped."""
+def _from_record(jid: str, done: bool, raw: Any) -> JobStatus | None:
+    """An ``enq:`` record ([queue, class, attempt, t]) or a ``done:`` one ([queue, class,
+    attempt, started_at, ended_at, identity]) as a status; None if absent or unreadable."""
+    try:
+        data = json.loads(raw) if isinstance(raw, (bytes, str)) else None
+        if data is None:
+            return None
+        if done:
+            return JobStatus(jid=jid, state="succeeded", updated_at=float(data[4]), attempt=int(data[2]),
+                             queue=data[0] or None, job_class=data[1] or None)
+        return JobStatus(jid=jid, state="queued", updated_at=float(data[3]), attempt=int(data[2]),
+                         queue=data[0] or None, job_class=data[1] or None)
+    except (ValueError, IndexError, TypeError):
+        return None
+
+
+def history(jid: str, config: Config | None = None, now: float | None = None) -> list[Attempt]:
+    """The job's executions, oldest first (at most ``history_max``); [] if none is known:
+    its ``history:<jid>`` entries and its ``done:`` records, without
+    duplicates. An entry that isn't readable is skipped."""
     config = config or get_config()
-    found = []
-    for raw in config.redis().lrange(config.keys.history(jid), 0, -1):
-        entry = _entry(raw)
+    now = time.time() if now is None else now
+    pipe = config.redis().pipeline(transaction=False)
+    pipe.lrange(config.keys.history(jid), 0, -1)
+    # Read whatever this process's own settings: the writers' may differ.
+    reads = _bucket_reads(config, jid, "done", config.history_ttl, now)
+    for key, field in reads:
+        pipe.hget(key, field)
+    listed, *records = pipe.execute(raise_on_error=False)
+    found: dict[tuple[int, str, float], Attempt] = {}
+    oldest = now - config.history_ttl  # a bucket outlives its oldest records by up to an hour
+    for entry in [_entry(raw) for raw in (listed if isinstance(listed, list) else [])] + \
+            [e for e in (_done_entry(raw) for raw in records) if e is not None and e.ended_at >= oldest]:
         if entry is not None:
-            found.append(entry)
-    return found
+            found.setdefault((entry.attempt, entry.outcome, round(entry.ended_at, 3)), entry)
+    return sorted(found.values(), key=lambda a: a.ended_at)[-config.history_max:]
+
+
+def _done_entry(raw: Any) -> Attempt | None:
+    try:
+        data = json.loads(raw) if isinstance(raw, (bytes, str)) else None
+        if data is None:
+            return None
+        return Attempt(attempt=int(data[2]), started_at=_float(data[3]), ended_at=float(data[4]),
+                       outcome="succeeded", identity=data[5], queue=data[0] or None, went="succeeded")
+    except (ValueError, IndexError, TypeError):
+        return None
 
 
 def _entry(raw: bytes | str) -> Attempt | None:

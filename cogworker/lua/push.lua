@@ -6,9 +6,14 @@
 -- one of them non-empty wakes it, and later pushes find it awake (or fetching).
 -- KEYS[1] = the queue, KEYS[2] = the known-queues set, KEYS[3] = the wake stream;
 -- ARGV[1] = the job, ARGV[2] = the queue's name. Returns the queue's length.
+-- With job status on (docs/architecture.md#status-buckets): KEYS[4] = enq:<hour>,
+-- ARGV[3] = the jid, ARGV[4] = its record, ARGV[5] = the bucket's TTL ('' = set already).
 -- Best-effort side writes (pcall), as in the client's pipeline: a key of the wrong type
 -- there must not make a written job look unwritten.
 local n = redis.call("LPUSH", KEYS[1], ARGV[1])
 redis.pcall("SADD", KEYS[2], ARGV[2])
 if n == 1 then wake(KEYS[3]) end
+if KEYS[4] and type(redis.pcall("HSET", KEYS[4], ARGV[3], ARGV[4])) == "number" and ARGV[5] ~= "" then
+  redis.pcall("EXPIRE", KEYS[4], ARGV[5])
+end
 return n

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import cogworker
 
-cogworker.configure(status=True, history=True)  # what `cogworker job JID` shows (off by default)
+cogworker.configure(status=True, history=True)  # what `cogworker job JID` shows (on by default; said here all the same)
 
 
 @cogworker.job

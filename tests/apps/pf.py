@@ -10,7 +10,7 @@ import time
 import cogworker
 from cogworker.config import get_config
 
-if os.environ.get("COGWORKER_TEST_STATUS") == "1":  # job status and history (off by default) for their tests
+if os.environ.get("COGWORKER_TEST_STATUS") == "1":  # status and history (on by default), explicitly
     cogworker.configure(status=True, history=True)
 
 

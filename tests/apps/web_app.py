@@ -8,7 +8,7 @@ import time
 
 import cogworker
 
-# What /job/<jid> shows (status and every run, off by default), and a quick heartbeat so a
+# What /job/<jid> shows (status and every run, on by default), and a quick heartbeat so a
 # quiet request from /busy is taken within a second.
 cogworker.configure(status=True, history=True, heartbeat_interval=0.5)
 
