@@ -35,7 +35,7 @@ APP = textwrap.dedent('''
     import cogworker
     from cogworker.config import get_config
 
-    # Job status and history (off by default): 1 turns both on, 0 both off, to measure their cost.
+    # Job status and history (on by default): 1 turns both on, 0 both off, to measure their cost.
     if os.environ.get("COGWORKER_BENCH_STATUS") in ("0", "1"):
         on = os.environ["COGWORKER_BENCH_STATUS"] == "1"
         cogworker.configure(status=on, history=on)

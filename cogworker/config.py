@@ -168,8 +168,8 @@ class Config:
     # default. The common path (queued, a first-try success) is one field of an hourly
     # bucket (enq:<hour>, done:<hour>), no key per job; the rest writes status:<jid> (kept
     # status_ttl after its last change) and history:<jid> (the last history_max
-    # executions, kept history_ttl after its last entry). Cost: about 2% of no-op
-    # throughput (bench/status_cost.py), within the 5% budget. With history off,
+    # executions, kept history_ttl after its last entry). Cost: 0.4-6% of no-op
+    # throughput (bench/status_cost.py; figures in the README), the 5% budget's range. With history off,
     # history:<jid> still gets the entries the attempts log (stats.attempts) needs, and
     # only those: each failed execution (went retrying or dead) and a success after failures.
     status: bool = True
