@@ -122,14 +122,8 @@ class FlightWorker(Worker):
 
     def start(self, work: Work) -> None:
         """As ``Worker.process`` up to the run, which goes to the pool."""
-        if self.stopping or self.quieted:
-            self.give_back(work)  # fetched by a blocking call that began before the stop
-            return
-        payload, why = fate.parse_payload(work.raw)
+        payload = self.admit(work)
         if payload is None:
-            self.bury_bad_payload(work, why)
-            return
-        if not self._may_start(work):
             return
         assert self.pool is not None
         assert self.loop_thread is not None

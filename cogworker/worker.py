@@ -14,6 +14,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import redis
 
@@ -265,15 +266,21 @@ class Worker(Settling):
 
     # -- one job -------------------------------------------------------------------------
 
-    def process(self, work: Work) -> None:
+    def admit(self, work: Work) -> dict[str, Any] | None:
+        """The job's payload if it may start now; else None, the job already handed back
+        (stopping), buried (unreadable) or dropped (taken by a sibling)."""
         if self.stopping or self.quieted:
             self.give_back(work)  # fetched by a blocking call that began before the stop
-            return
+            return None
         payload, why = fate.parse_payload(work.raw)
         if payload is None:
             self.bury_bad_payload(work, why)
-            return
-        if not self._may_start(work):
+            return None
+        return payload if self._may_start(work) else None
+
+    def process(self, work: Work) -> None:
+        payload = self.admit(work)
+        if payload is None:
             return
         self.current = work
         # What a failure around the run leaves: before the job ran, a hand-back; once it
