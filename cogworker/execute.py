@@ -44,7 +44,8 @@ def execute(config: Config, identity: str, queue: str, payload: dict[str, Any]) 
         job = resolve(name, config.import_prefixes)
     except Exception as exc:  # an unknown or unimportable job fails as the job's own error
         resolution_error = exc
-    history.note_started(config, identity, queue, payload)
+    if config.status or config.history:  # asked here: a call per job saved when both are off
+        history.note_started(config, identity, queue, payload)
     if hooks.wanted("started", payload):
         hooks.fire("started", payload, queue=queue, identity=identity, config=config)
     if logger.isEnabledFor(logging.DEBUG):  # cached: no cost per job at INFO
@@ -113,6 +114,8 @@ def run_job(job: Any, payload: dict[str, Any], queue: str,
             raise resolution_error
         func = job.func if isinstance(job, JobDef) else job
         result = func(*payload.get("args") or [], **payload.get("kwargs") or {})
+        if result is None:  # most jobs: nothing to await or refuse (two calls saved per job)
+            return None
         if inspect.isawaitable(result):
             # An async job (or a sync one returning a coroutine): awaited here, inside
             # the middleware chain, its soft timeout now the loop's (docs/architecture.md#async).

@@ -17,7 +17,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .config import Config
 from .payload import default_backoff, error_class_name, error_message, error_traceback, jid_in
@@ -32,8 +32,7 @@ Backoff = Callable[[int, BaseException], float]
 # -- outcomes: what happened to a fetched job ---------------------------------------------
 
 
-@dataclass(frozen=True)
-class Succeeded:
+class Succeeded(NamedTuple):  # made per job: a named tuple costs half a frozen dataclass
     duration: float = 0.0
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from . import aio, fate
 from .config import logger
 from .errors import Fenced
-from .execute import HardStop, deadline_of, execute, in_job_pool, launch_async
+from .execute import HardStop, execute, in_job_pool, launch_async
 from .fetch import Work
 from .worker import Worker
 
@@ -128,7 +128,7 @@ class FlightWorker(Worker):
         assert self.pool is not None
         assert self.loop_thread is not None
         self.flying[work.raw] = work
-        self.reporter.started(work, payload, deadline_of(payload))
+        self.reporter.started(work, payload)
         try:
             launched = launch_async(self.config, self.identity, work.queue, payload, self.loop_thread.loop,
                                     lambda outcome: self.events.put(("done", (work, payload, outcome))))

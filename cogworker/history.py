@@ -307,13 +307,15 @@ def _on_success(event: hooks.JobEvent) -> None:
     "running" written for it (nor a scheduled status): one ``done:`` record, buffered.
     Any other goes to ``_on_event`` (docs/architecture.md#status-buckets)."""
     payload = event.payload
-    buffer = _noting.get(event.identity)  # type: ignore[arg-type]
-    if buffer is None or payload.get("retry_count") or payload.get("at"):
+    if payload.get("retry_count") or payload.get("at"):
         return _on_event(event)
     config = event.config or get_config()
+    if not (config.status or config.history):
+        return None  # off: a first-try success writes nothing (one after failures went to _on_event)
+    buffer = _noting.get(event.identity)  # type: ignore[arg-type]
     jid = payload.get("jid")
-    if not jid or not (config.status or config.history):
-        return None  # off: nothing to write (a success after failures went to _on_event above)
+    if buffer is None or not jid:
+        return _on_event(event)
     with buffer.lock:
         if jid not in buffer.running:
             run = buffer.started.pop(jid, None)

@@ -62,7 +62,9 @@ Hook = Callable[[JobEvent], None]
 # A filter is a callable, or a payload key: the jobs whose payload has it set (asked with
 # no Python call: on the hot path, a call costs more than the test).
 Filter = Callable[[dict[str, Any]], Any]
-_subscribers: dict[str, list[tuple[Hook, Filter | str | None]]] = {name: [] for name in EVENTS}
+# Tuples, replaced (never changed in place) on subscribe: a hook that subscribes or
+# unsubscribes while an event is dispatched doesn't change that dispatch.
+_subscribers: dict[str, tuple[tuple[Hook, Filter | str | None], ...]] = {name: () for name in EVENTS}
 _last_logged: dict[tuple[int, str], float] = {}
 
 
@@ -83,7 +85,7 @@ def subscribe(names: str | Iterable[str], fn: Hook | None = None, *, when: Filte
     def add(hook: Hook) -> Hook:
         for name in listed:
             if all(known is not hook for known, _ in _subscribers[name]):
-                _subscribers[name].append((hook, when))
+                _subscribers[name] = (*_subscribers[name], (hook, when))
         return hook
 
     return add if fn is None else add(fn)
@@ -91,7 +93,7 @@ def subscribe(names: str | Iterable[str], fn: Hook | None = None, *, when: Filte
 
 def unsubscribe(names: str | Iterable[str], fn: Hook) -> None:
     for name in _names(names):
-        _subscribers[name][:] = [(hook, when) for hook, when in _subscribers[name] if hook is not fn]
+        _subscribers[name] = tuple((hook, when) for hook, when in _subscribers[name] if hook is not fn)
 
 
 def wanted(name: str, payload: dict[str, Any] | None = None) -> bool:
@@ -100,41 +102,45 @@ def wanted(name: str, payload: dict[str, Any] | None = None) -> bool:
     if payload is None:
         return bool(_subscribers[name])
     for _, when in _subscribers[name]:  # a loop, not any(genexpr): asked per job
-        if when is None or (payload.get(when) if isinstance(when, str) else when(payload)):
+        if when is None or (payload.get(when) if when.__class__ is str else when(payload)):  # type: ignore[operator]
             return True
     return False
 
 
-_DEFAULTS = {f.name: f.default for f in dataclass_fields(JobEvent) if f.default is not MISSING}
-_OPTIONAL = _DEFAULTS.keys()
+_OPTIONAL = frozenset(f.name for f in dataclass_fields(JobEvent) if f.default is not MISSING)
 _JobEvent = JobEvent
 
 
 def _event(name: str, payload: dict[str, Any], given: dict[str, Any]) -> JobEvent:
     """``JobEvent(name, payload, **given)`` without the frozen dataclass's one
     ``object.__setattr__`` per field (13): events are built per job, on the hot path.
-    The instance is the same: its fields are its ``__dict__``."""
-    if JobEvent is not _JobEvent or not given.keys() <= _OPTIONAL:
+    The instance is the same: its fields are its ``__dict__``, where a field not given
+    is read from the class (a dataclass keeps each default there). ``given`` is the
+    caller's own ``**fields`` dict: it becomes the instance's."""
+    if JobEvent is not _JobEvent or not _OPTIONAL.issuperset(given):
         # An unknown field gets the TypeError it deserves; a replaced JobEvent is called as is.
         return JobEvent(name, payload, **given)
+    given["name"] = name
+    given["payload"] = payload
     event = object.__new__(_JobEvent)
-    object.__setattr__(event, "__dict__", {**_DEFAULTS, **given, "name": name, "payload": payload})
+    object.__setattr__(event, "__dict__", given)
     return event
 
 
 def fire(name: str, payload: dict[str, Any], **fields: Any) -> None:
-    """Calls every subscriber of ``name`` that wants this job; what one raises is logged
-    and ignored."""
-    subscribers = [hook for hook, when in _subscribers[name]
-                   if when is None or (payload.get(when) if isinstance(when, str) else when(payload))]
-    if not subscribers:
-        return
-    error = fields.get("error")
-    if error is not None and "error_class" not in fields:
-        fields["error_class"] = error_class_name(error)
-        fields["error_message"] = error_message(error)
-    event = _event(name, payload, fields)
-    for hook in subscribers:
+    """Calls every subscriber of ``name`` that wants this job, in the order they
+    subscribed; what one raises is logged and ignored. The event is built once, for the
+    first subscriber that wants it (none: none is built)."""
+    event: JobEvent | None = None
+    for hook, when in _subscribers[name]:  # one pass, no list built: this runs per job
+        if when is not None and not (payload.get(when) if when.__class__ is str else when(payload)):  # type: ignore[operator]
+            continue
+        if event is None:
+            error = fields.get("error")
+            if error is not None and "error_class" not in fields:
+                fields["error_class"] = error_class_name(error)
+                fields["error_message"] = error_message(error)
+            event = _event(name, payload, fields)
         try:
             hook(event)
         except Exception as exc:

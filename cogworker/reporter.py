@@ -27,7 +27,7 @@ class Reporter:
     def ready(self) -> None:
         """The first fetch was made: the process booted fine."""
 
-    def started(self, work: Work, payload: dict[str, Any], deadline: float | None) -> None:
+    def started(self, work: Work, payload: dict[str, Any]) -> None:
         """A job began to run."""
 
     def finished(self, work: Work, outcome: fate.Outcome) -> None:

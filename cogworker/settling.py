@@ -69,9 +69,8 @@ class Settling(ABC):
         next fetch when there is one). The counters count a run through the hooks."""
         if isinstance(outcome, fate.Succeeded):
             # Its success is final (only the ack is left): the locks go before anything else.
-            if hooks.wanted("succeeded"):
-                hooks.fire("succeeded", payload, queue=work.queue, identity=self.identity,
-                           duration=outcome.duration, config=self.config)
+            hooks.fire("succeeded", payload, queue=work.queue, identity=self.identity,
+                       duration=outcome.duration, config=self.config)
             self.reporter.finished(work, outcome)
             self._ack_later(work, payload)
         elif isinstance(outcome, fate.Raised):

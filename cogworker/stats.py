@@ -50,6 +50,7 @@ def bucket_of(ms: float) -> int:
 
 _FLOOR_MS = 2.0 ** BUCKET_FLOOR_LOG2
 _log2 = math.log2
+_time = time.time
 
 
 def bucket_upper_ms(n: int) -> float:
@@ -66,7 +67,8 @@ class StatsBuffer:
     def __init__(self) -> None:
         # minute -> the classes counted in it (kept across flushes: the cap is per minute)
         self.classes: dict[int, set[str]] = {}
-        self._names: dict[str, tuple[str, str, str, str]] = {}
+        # job class -> its field names: (ms, count, failed, one per duration bucket)
+        self._names: dict[str, tuple[str, str, str, tuple[str, ...]]] = {}
         self.clear()
 
     def clear(self) -> None:
@@ -75,36 +77,51 @@ class StatsBuffer:
         # minute -> field -> amount; fields: processed, failed, ms:<class>, count:<class>,
         # failed:<class>, b:<class>:<bucket>
         self.minutes: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        # The minute being counted, its fields, and its classes' names (as capped): what a
+        # run of the same minute needs, without the lookups above (this is per job).
+        self._minute = -1
+        self._fields: dict[str, float] = {}
+        self._current: dict[str, tuple[str, str, str, tuple[str, ...]]] = {}
 
     def __bool__(self) -> bool:
         return bool(self.processed or self.failed or self.minutes)
 
     def record(self, job_class: str, ok: bool, ms: float, now: float | None = None) -> None:
-        minute = int((now or time.time()) // 60)
-        fields = self.minutes[minute]
-        names = self._names.get(job_class)
-        if names is None or job_class not in self.classes.get(minute, ()):
-            names = self._field_names(self.capped(minute, job_class))
-        ms_name, count_name, failed_name, bucket_prefix = names
+        minute = int((now or _time()) // 60)
+        names = self._current.get(job_class) if minute == self._minute else None
+        if names is None:
+            names = self._enter(minute, job_class)
+        fields = self._fields
         if ok:
             self.processed += 1
             fields["processed"] += 1
         else:
             self.failed += 1
             fields["failed"] += 1
-            fields[failed_name] += 1
-        fields[ms_name] += ms
-        fields[count_name] += 1
-        fields[bucket_prefix + str(bucket_of(ms))] += 1
+            fields[names[2]] += 1
+        fields[names[0]] += ms
+        fields[names[1]] += 1
+        # bucket_of(ms), inline (per job):
+        n = int(BUCKETS_PER_DOUBLING * (_log2(ms) - BUCKET_FLOOR_LOG2)) if ms > _FLOOR_MS else 0
+        fields[names[3][n if n < MAX_BUCKET else MAX_BUCKET]] += 1
 
-    def _field_names(self, job_class: str) -> tuple[str, str, str, str]:
+    def _enter(self, minute: int, job_class: str) -> tuple[str, str, str, tuple[str, ...]]:
+        """The first run of a class in a minute (or of a minute): the minute's fields, and
+        the class's names under the minute's cap."""
+        if minute != self._minute:
+            self._minute, self._current = minute, {}
+        self._fields = self.minutes[minute]
+        names = self._current[job_class] = self._field_names(self.capped(minute, job_class))
+        return names
+
+    def _field_names(self, job_class: str) -> tuple[str, str, str, tuple[str, ...]]:
         # Built once per class (this is on every job's path); as many as the cap allows.
         names = self._names.get(job_class)
         if names is None:
             if len(self._names) > 4 * MAX_CLASSES_PER_MINUTE:
                 self._names.clear()
-            names = self._names[job_class] = (f"ms:{job_class}", f"count:{job_class}",
-                                              f"failed:{job_class}", f"b:{job_class}:")
+            buckets = tuple(f"b:{job_class}:{n}" for n in range(MAX_BUCKET + 1))
+            names = self._names[job_class] = (f"ms:{job_class}", f"count:{job_class}", f"failed:{job_class}", buckets)
         return names
 
     def capped(self, minute: int, job_class: str) -> str:

@@ -96,6 +96,7 @@ def _on_filed(event: hooks.JobEvent) -> None:
         release(client, payload)
 
 
-hooks.subscribe("started", _on_started, when=lambda payload: payload.get("unique_until") == "start")
+# A key filter, asked without a Python call per job; the hook itself checks for "start".
+hooks.subscribe("started", _on_started, when="unique_until")
 hooks.subscribe("succeeded", _on_succeeded, when="unique_digest")
 hooks.subscribe(("retrying", "dead"), _on_filed, when="unique_digest")

@@ -21,7 +21,7 @@ import redis
 from . import fate, history, policy, redis_errors, stats, unique  # noqa: F401 (unique: hook subscriber)
 from .config import Config, get_config, logger
 from .errors import Fenced
-from .execute import HardStop, deadline_of, execute
+from .execute import HardStop, execute
 from .fetch import Fetcher, Work, check_redis_version
 from .lookahead import LookAhead, Plain
 from .policy import Outage
@@ -149,7 +149,7 @@ class Worker(Settling):
         try:
             while self._going_on():
                 self.housekeep(holding=self.fetching.held)
-                if self.quieted:
+                if self._quiet.is_set():  # (the property, inline: asked per job)
                     self._stay_quiet()
                     continue
                 work = self.fetching.next()
@@ -269,7 +269,7 @@ class Worker(Settling):
     def admit(self, work: Work) -> dict[str, Any] | None:
         """The job's payload if it may start now; else None, the job already handed back
         (stopping), buried (unreadable) or dropped (taken by a sibling)."""
-        if self.stopping or self.quieted:
+        if self.stopping or self._quiet.is_set():
             self.give_back(work)  # fetched by a blocking call that began before the stop
             return None
         payload, why = fate.parse_payload(work.raw)
@@ -287,7 +287,7 @@ class Worker(Settling):
         # ran, whatever its outcome dictates, so a bug in the bookkeeping can't re-queue
         # a job that already ran.
         outcome: fate.Outcome = fate.NEVER_STARTED
-        self.reporter.started(work, payload, deadline_of(payload))
+        self.reporter.started(work, payload)
         try:
             outcome = execute(self.config, self.identity, work.queue, payload)
         except HardStop:

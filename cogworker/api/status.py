@@ -122,12 +122,15 @@ def history(jid: str, config: Config | None = None, now: float | None = None) ->
     for key, field in reads:
         pipe.hget(key, field)
     listed, *records = pipe.execute(raise_on_error=False)
-    found: dict[tuple[int, str, float], Attempt] = {}
+    # The same execution read twice (a flush retried, a record in both places) has the
+    # same times to the microsecond; two executions can end in the same millisecond.
+    found: dict[tuple[int, str, float | None, float], Attempt] = {}
     oldest = now - config.history_ttl  # a bucket outlives its oldest records by up to an hour
     for entry in [_entry(raw) for raw in (listed if isinstance(listed, list) else [])] + \
             [e for e in (_done_entry(raw) for raw in records) if e is not None and e.ended_at >= oldest]:
         if entry is not None:
-            found.setdefault((entry.attempt, entry.outcome, round(entry.ended_at, 3)), entry)
+            started = None if entry.started_at is None else round(entry.started_at, 6)
+            found.setdefault((entry.attempt, entry.outcome, started, round(entry.ended_at, 6)), entry)
     return sorted(found.values(), key=lambda a: a.ended_at)[-config.history_max:]
 
 

@@ -47,8 +47,8 @@ class TitledReporter(PipeReporter):
     def title(self, state: str) -> None:
         setproctitle(f"cogworker: child {self.index} {'stopping' if self.stopping else state}")
 
-    def started(self, work: Any, payload: dict[str, Any], deadline: float | None) -> None:
-        super().started(work, payload, deadline)
+    def started(self, work: Any, payload: dict[str, Any]) -> None:
+        super().started(work, payload)
         self.title(f"busy {payload['class']} jid={payload['jid']}")
 
     def finished(self, work: Any, outcome: Any) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from .. import fate
 from ..config import Config
+from ..execute import deadline_of
 from ..fetch import Work
 from ..flights import FlightWorker
 from .child import TitledReporter
@@ -28,8 +29,8 @@ class FlightReporter(TitledReporter):
         self.flights = flights.writer(index)
         self.concurrency = concurrency
 
-    def started(self, work: Any, payload: dict[str, Any], deadline: float | None) -> None:
-        self.flights.running(work.raw, payload["jid"], deadline, time.time(), payload["class"], work.queue)
+    def started(self, work: Any, payload: dict[str, Any]) -> None:
+        self.flights.running(work.raw, payload["jid"], deadline_of(payload), time.time(), payload["class"], work.queue)
         self._busy()
 
     def finished(self, work: Any, outcome: fate.Outcome) -> None:

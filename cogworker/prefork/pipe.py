@@ -26,6 +26,7 @@ from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
 from .. import fate, jobmetrics
+from ..execute import deadline_of
 from ..fetch import Fetcher, Work, jid_of
 from ..worker import Reporter
 from .siblings import Siblings
@@ -78,8 +79,8 @@ class PipeReporter(Reporter):
     def ready(self) -> None:
         self._send(("ready",))
 
-    def started(self, work: Any, payload: dict[str, Any], deadline: float | None) -> None:
-        self.slot.write(RUNNING, payload["jid"], deadline, time.time(), payload["class"], work.queue)
+    def started(self, work: Any, payload: dict[str, Any]) -> None:
+        self.slot.write(RUNNING, payload["jid"], deadline_of(payload), time.time(), payload["class"], work.queue)
 
     def finished(self, work: Any, outcome: fate.Outcome) -> None:
         # Succeeded: its ack is due; Raised: it ran and failed (filed, or being filed as an
