@@ -9,6 +9,7 @@ from typing import NoReturn
 
 import redis
 
+from .argtypes import port_arg, positive_int
 from .config import Config, logger, validate_namespace, validate_redis_url
 from .errors import ConfigurationError
 from .fetch import parse_queues
@@ -110,26 +111,6 @@ def check_tls(config: Config) -> None:
 
 # -- what both commands add for monitoring (docs/architecture.md#metrics, #logs) ------------------
 
-def port_arg(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"must be 0-65535, got {port}")
-    return port
-
-
-def max_classes_arg(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def add_monitoring(parser: argparse.ArgumentParser) -> None:
     from . import logsetup
 
@@ -137,7 +118,7 @@ def add_monitoring(parser: argparse.ArgumentParser) -> None:
                         help="serve Prometheus metrics on http://HOST:PORT/metrics (needs cogworker[metrics])")
     parser.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
                         help="the address /metrics listens on (default 127.0.0.1; 0.0.0.0 for every interface)")
-    parser.add_argument("--metrics-max-classes", type=max_classes_arg, default=500, metavar="N",
+    parser.add_argument("--metrics-max-classes", type=positive_int, default=500, metavar="N",
                         help="distinct job_class labels kept; the rest are counted as 'other' (default 500)")
     logsetup.add_arguments(parser)
 

@@ -80,17 +80,7 @@ def periodic(cron: str, job: JobDef | str, args: Sequence[Any] = (),
         raise ConfigurationError(f"periodic entry for {job_name}: name must be a non-empty string "
                                  f"without spaces, got {name!r}")
     label = name or job_name
-    check_cron(label, cron)
-    try:
-        ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError, TypeError):
-        raise ConfigurationError(f"periodic entry {label!r}: unknown time zone {tz!r}") from None
-    if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
-        raise ConfigurationError(f"periodic entry {label!r}: args must be a tuple or list, got {args!r}")
-    if kwargs is not None and not isinstance(kwargs, dict):
-        raise ConfigurationError(f"periodic entry {label!r}: kwargs must be a dict, got {kwargs!r}")
-    if catch_up is not None and not isinstance(catch_up, bool):
-        raise ConfigurationError(f"periodic entry {label!r}: catch_up must be True, False or None")
+    _check_options(label, cron, tz, args, kwargs, catch_up)
     args = tuple(args)
     kwargs = dict(kwargs or {})
     dumps([list(args), kwargs])  # TypeError now, at import, not at the first slot
@@ -113,6 +103,21 @@ def periodic(cron: str, job: JobDef | str, args: Sequence[Any] = (),
                   opts.retry if opts else 25, bool(unique), tz, catch_up)
     entries[pjid] = entry
     return entry
+
+
+def _check_options(label: str, cron: str, tz: str, args: Any, kwargs: Any, catch_up: Any) -> None:
+    """``periodic``'s arguments, checked at import: one clear error each."""
+    check_cron(label, cron)
+    try:
+        ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError, TypeError):
+        raise ConfigurationError(f"periodic entry {label!r}: unknown time zone {tz!r}") from None
+    if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
+        raise ConfigurationError(f"periodic entry {label!r}: args must be a tuple or list, got {args!r}")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise ConfigurationError(f"periodic entry {label!r}: kwargs must be a dict, got {kwargs!r}")
+    if catch_up is not None and not isinstance(catch_up, bool):
+        raise ConfigurationError(f"periodic entry {label!r}: catch_up must be True, False or None")
 
 
 def derived_name(job_name: str, cron: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..argtypes import positive_int
 from ..commandline import OneLineParser, add_version, namespace_arg, redis_url_arg
 from . import health, web
 
@@ -15,14 +16,7 @@ SETS = ("retry", "dead", "scheduled")
 DEFAULT_LIMIT = 25
 
 
-def limit_arg(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--limit must be a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"--limit must be at least 1, got {value}")
-    return value
+
 
 
 def common() -> OneLineParser:
@@ -50,24 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     queue.add_argument("action", choices=("pause", "resume"))
     queue.add_argument("name", metavar="NAME")
 
-    jobs = sub.add_parser("jobs", parents=parent, help="list the entries of retry, dead or scheduled")
-    jobs.add_argument("set", choices=SETS)
-    jobs.add_argument("--class", dest="job_class", metavar="C", help="only this job class")
-    jobs.add_argument("--error", dest="error_class", metavar="E", help="only this error class")
-    jobs.add_argument("--queue", metavar="Q", help="only this queue")
-    jobs.add_argument("--limit", type=limit_arg, default=DEFAULT_LIMIT, metavar="N",
-                      help=f"at most N entries (default {DEFAULT_LIMIT})")
-
-    job = sub.add_parser("job", parents=parent, help="where a job is, its payload, status, history, traceback")
-    job.add_argument("jid", metavar="JID")
-
-    for name, what in (("retry", "enqueue entries now, on their queues"), ("delete", "delete entries")):
-        bulk = sub.add_parser(name, parents=parent, help=f"{what}: JID... or --all --from SET")
-        bulk.add_argument("jids", nargs="*", metavar="JID")
-        bulk.add_argument("--all", action="store_true", help="every entry of --from (or of --class there)")
-        bulk.add_argument("--from", dest="source", choices=SETS, help="the set to take them from")
-        bulk.add_argument("--class", dest="job_class", metavar="C", help="with --all: only this job class")
-        bulk.add_argument("--yes", "-y", action="store_true", help="don't ask for confirmation")
+    _add_set_commands(sub, parent)
 
     procs = sub.add_parser("processes", parents=parent,
                            help="live processes: what each runs, since when, RSS; quiet|stop IDENTITY of a master")
@@ -90,6 +67,28 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("worker", help="run the single-process worker: cogworker worker MODULE [options]",
                    add_help=False)
     return parser
+
+
+def _add_set_commands(sub: argparse._SubParsersAction, parent: list[OneLineParser]) -> None:
+    """``jobs``, ``job``, ``retry`` and ``delete``: the retry, dead and scheduled sets."""
+    jobs = sub.add_parser("jobs", parents=parent, help="list the entries of retry, dead or scheduled")
+    jobs.add_argument("set", choices=SETS)
+    jobs.add_argument("--class", dest="job_class", metavar="C", help="only this job class")
+    jobs.add_argument("--error", dest="error_class", metavar="E", help="only this error class")
+    jobs.add_argument("--queue", metavar="Q", help="only this queue")
+    jobs.add_argument("--limit", type=positive_int, default=DEFAULT_LIMIT, metavar="N",
+                      help=f"at most N entries (default {DEFAULT_LIMIT})")
+
+    job = sub.add_parser("job", parents=parent, help="where a job is, its payload, status, history, traceback")
+    job.add_argument("jid", metavar="JID")
+
+    for name, what in (("retry", "enqueue entries now, on their queues"), ("delete", "delete entries")):
+        bulk = sub.add_parser(name, parents=parent, help=f"{what}: JID... or --all --from SET")
+        bulk.add_argument("jids", nargs="*", metavar="JID")
+        bulk.add_argument("--all", action="store_true", help="every entry of --from (or of --class there)")
+        bulk.add_argument("--from", dest="source", choices=SETS, help="the set to take them from")
+        bulk.add_argument("--class", dest="job_class", metavar="C", help="with --all: only this job class")
+        bulk.add_argument("--yes", "-y", action="store_true", help="don't ask for confirmation")
 
 
 def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

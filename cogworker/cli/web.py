@@ -8,20 +8,11 @@ import argparse
 import ipaddress
 import os
 
+from ..argtypes import port_arg
 from ..config import get_config
 from .output import USAGE, CliError, usage
 
 USER_ENV, PASSWORD_ENV = "COGWORKER_WEB_USERNAME", "COGWORKER_WEB_PASSWORD"
-
-
-def port_arg(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--port must be a whole number, got {text!r}") from None
-    if not 0 < value < 65536:
-        raise argparse.ArgumentTypeError(f"--port must be 1-65535, got {value}")
-    return value
 
 
 def add_parser(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:

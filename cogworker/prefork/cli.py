@@ -12,6 +12,7 @@ from setproctitle import setproctitle
 
 # Nothing here imports redis-py or the rest of cogworker: ``main`` first takes the
 # password (--redis-url) out of the process title, then imports them.
+from ..argtypes import positive_float, positive_int
 from ..errors import ConfigurationError
 from .inbox import BootInterrupted, SignalInbox
 from .slots import MAX_SLOTS
@@ -23,26 +24,6 @@ MAX_CONCURRENCY = 256  # jobs in flight per child: threads and shared memory gro
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{PROG}: error: {message} (see --help)\n")
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
-    return value
 
 
 def default_procs() -> int:
