@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import redis
 
-from . import lua, redis_errors
+from . import batchfetch, lua, redis_errors
 from .config import Config, logger
 from .errors import ConfigurationError, Fenced, RedisVersionError
 from .heartbeat import clock
@@ -75,6 +75,8 @@ class Ahead:
     ack: bytes | None  # the previous job's ack, riding along: unknown whether it landed until read
     sent_at: float = 0.0  # clock() when sent: a reply proves this identity was alive then
     fast: Fast | None = None  # sent as a fast fetch
+    acks: tuple[bytes, ...] = ()  # a batch fetch (fetch_batch.lua): every ack riding on it
+    batch: bool = False
 
 
 class Work(NamedTuple):
@@ -143,6 +145,7 @@ class Fetcher(InProgressList):
         self._ahead_pid = 0
         self._fetch_sha = ""
         self._moved_sha = ""
+        self._batch_sha = ""
         self._queue_keys = {name: self.keys.queue(name) for name in self.queues}
         # The fast fetch's guess: the first queue of this fetch's order that gave the last
         # job it was asked for (queues found empty before it since are dropped).
@@ -196,10 +199,12 @@ class Fetcher(InProgressList):
             time.sleep(min(block, 0.1))
         return None  # woken (or timed out): the caller fetches again through the script
 
-    def send_ahead(self, number: int, ack: bytes | None = None, ack_jid: str | None = None) -> Ahead:
+    def send_ahead(self, number: int, ack: bytes | None = None, ack_jid: str | None = None, k: int = 1,
+                   older: tuple[batchfetch.Ack, ...] = ()) -> Ahead:
         """Sends the fetch script (never blocking) without waiting for its reply; the
-        job it takes lands on this identity's in-progress list like any other, and is
-        recorded under ``number`` so an idle sibling may take it (``take_ahead``)."""
+        jobs it takes (up to ``k``) land on this identity's in-progress list like any
+        other, and are recorded under ``number`` so an idle sibling may take them
+        (``take_ahead``). ``older``: acks due before ``ack``, riding along too."""
         order = self.order()
         conn = self._ahead_conn
         if conn is None or self._ahead_pid != os.getpid():
@@ -210,8 +215,17 @@ class Fetcher(InProgressList):
             self._ahead_pid = os.getpid()
             self._fetch_sha = lua.script(client, "fetch").sha
             self._moved_sha = lua.script(client, "fetch_moved").sha
+            self._batch_sha = ""
         sent = clock()
         fast = None
+        if k > 1 or older:
+            acks = [*older, *([(ack, ack_jid)] if ack is not None else [])]
+            if not self._batch_sha:  # loaded here: no plain call of it loads it (after a flush too)
+                self._batch_sha = lua.script(self.client, "fetch_batch").sha
+                self.client.script_load(lua.source("fetch_batch"))
+            commands = [batchfetch.command(self, self._batch_sha, order, number, k, acks)]
+            self._send(conn, commands)
+            return Ahead(conn, order, ack, sent, None, tuple(raw for raw, _ in acks), True)
         if self._fast_allowed(ack):
             fast, commands = self._fast_commands(order, ack, ack_jid, "", (self.keys.ahead, self.identity, number))
         else:
@@ -220,12 +234,39 @@ class Fetcher(InProgressList):
                          self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"), self.fence_key,
                          self.keys.last_beat, *keys, ack or b"", "", self.keys.ahead, self.identity, number,
                          self.beat_as, self.keys.paused, self.keys.queue_prefix)]
+        self._send(conn, commands)
+        return Ahead(conn, order, ack, sent, fast)
+
+    @staticmethod
+    def _send(conn: Any, commands: list[tuple[Any, ...]]) -> None:
         try:
             conn.send_packed_command(_packed(conn, commands), check_health=False)
         except BaseException:
             conn.disconnect()
             raise
-        return Ahead(conn, order, ack, sent, fast)
+
+    def read_ahead_all(self, ahead: Ahead) -> list[Work]:
+        """Every job the look-ahead took, oldest first (``read_ahead`` for a batch too)."""
+        if not ahead.batch:
+            work = self.read_ahead(ahead)
+            return [work] if work is not None else []
+        try:
+            reply = ahead.conn.read_response()
+        except redis.exceptions.NoScriptError:
+            self._batch_sha = ""  # loaded again before the next one
+            raise
+        except redis.ResponseError as exc:
+            self._raise_fenced(exc)
+            raise
+        self.vouch(ahead.sent_at)
+        works, bad = batchfetch.works(reply, ahead.order)
+        if bad:
+            self._bad_keys(bad, fetched=bool(works))
+        if works:
+            index = ahead.order.index(works[-1].queue)
+            self._busy.difference_update(ahead.order[:index])
+            self._busy.add(works[-1].queue)
+        return works
 
     def read_ahead(self, ahead: Ahead) -> Work | None:
         """The look-ahead's job, or None if every queue was empty. Raises what the fetch
@@ -346,18 +387,20 @@ class Fetcher(InProgressList):
             self._ahead_conn.disconnect()
             self._ahead_conn = None
 
-    def take_ahead(self, sibling: str, number: int) -> Work | None:
-        """A sibling's look-ahead job, onto our own list (the caller holds its lock)."""
+    def take_ahead(self, sibling: str, number: int, started: int = 0) -> Work | None:
+        """One of a sibling's look-ahead jobs not started (``started``: how many of that
+        fetch's it started), onto our own list (the caller holds its lock)."""
         raw = self._run("take_ahead", [self.keys.ahead, self.keys.in_progress(sibling), self.in_progress,
-                                       self.fence_key, self.keys.fenced(sibling)], [sibling, number])
+                                       self.fence_key, self.keys.fenced(sibling)], [sibling, number, started])
         if not raw:
             return None
         return Work(raw, _text_field(raw, "queue") or self.queues[0])
 
-    def claim_ahead(self, number: int) -> bool:
-        """Our own look-ahead job ``number``: True if it is still ours to start (nobody
-        took or returned it), and from now on nobody can (the caller holds our lock)."""
-        return self._run("claim_ahead", [self.keys.ahead, self.fence_key], [self.identity, number]) == 1
+    def claim_ahead(self, number: int, started: int = 0) -> int:
+        """How many of our look-ahead fetch ``number``'s jobs not started (``started``:
+        how many we did) are still ours (nobody took or returned them: the oldest), and
+        from now on nobody can take them (the caller holds our lock)."""
+        return int(self._run("claim_ahead", [self.keys.ahead, self.fence_key], [self.identity, number, started]))
 
     def _wait_for_wake(self, since: bytes, block: float) -> bool:
         """Blocks until a push to any queue (or ``block`` seconds). False if the wake

@@ -22,6 +22,7 @@ on); until that ack lands, its record says so, and a death drops it rather than 
 from __future__ import annotations
 
 import queue
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -159,7 +160,7 @@ class FlightWorker(Worker):
             self.acking.discard(work.raw)
             self.reporter.acked(work)
 
-    def running_raws(self, holding: Work | None = None) -> set[bytes]:
+    def running_raws(self, holding: Iterable[bytes] = ()) -> set[bytes]:
         return set(self.flying) | self.acking | super().running_raws(holding)
 
     def riding_acks(self) -> tuple[bytes | None, ...]:

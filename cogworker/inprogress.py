@@ -117,11 +117,13 @@ class InProgressList:
 
     park = park_unsettled
 
-    def return_ahead(self, number: int) -> bool:
-        """This identity's look-ahead job ``number``, not started, back on its queue
-        (another process calls this, holding the owner's lock)."""
-        return bool(self._run("return_ahead", [self.keys.ahead, self.in_progress, self.fence_key],
-                              [self.identity, number, self.keys.queue_prefix, "default", self.keys.unique_prefix]))
+    def return_ahead(self, number: int, started: int = 0) -> int:
+        """This identity's look-ahead jobs of fetch ``number`` not started (``started``:
+        how many of them it did), back on their queues; how many went (another process
+        calls this, holding the owner's lock)."""
+        return int(self._run("return_ahead", [self.keys.ahead, self.in_progress, self.fence_key],
+                             [self.identity, number, self.keys.queue_prefix, "default", self.keys.unique_prefix,
+                              started]))
 
     def requeue_all(self, drop: Iterable[bytes] = (), keep: Iterable[bytes] = (),
                     count_orphanings: bool | str = False, mode: str = "own") -> Requeued:

@@ -4,6 +4,7 @@ pipe and writes its shared-memory slot."""
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 from . import fate, stats
@@ -63,6 +64,16 @@ class Reporter:
         """The look-ahead came back with ``work``: returns it if it is still ours to start
         (a sibling may have taken it meanwhile; ``fetcher`` asks Redis when in doubt)."""
         return work
+
+    def claim_next(self, held: deque[Work], fetcher: Fetcher) -> Work | None:
+        """The oldest of ``held`` (a look-ahead's jobs not started), off it, if still ours."""
+        return held.popleft() if held else None
+
+    def came_back(self) -> None:
+        """The look-ahead's reply was read: the acks riding on it are settled either way."""
+
+    def acks_held(self, jids: list[str]) -> None:
+        """Finished jobs whose acks wait for the next fetch (besides the last one's)."""
 
     def waiting(self, fetcher: Fetcher) -> Work | None:
         """Every queue is empty: a job taken over from a sibling, or None (then the loop

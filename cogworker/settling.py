@@ -9,6 +9,7 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -181,11 +182,11 @@ class Settling(ABC):
             self.pending.pop(raw)
             self.reporter.settled(raw)
 
-    def reconcile(self, holding: Work | None = None) -> None:
+    def reconcile(self, holding: Iterable[bytes] = ()) -> None:
         """This identity's entries that nothing is running: owed settlements are finished,
         never re-run; any other stray is requeued once seen on two passes in a row (the
-        second look rules out a job caught between fetch and start). ``holding``: a job
-        fetched ahead, about to start."""
+        second look rules out a job caught between fetch and start). ``holding``: jobs
+        fetched ahead, about to start, and finished ones whose acks wait for a fetch."""
         listed = self.fetcher.listed()
         running = self.running_raws(holding)
         self.settle_pending(set(listed))
@@ -198,10 +199,12 @@ class Settling(ABC):
                 logger.warning("requeued stray in-progress job jid=%s", jid_of(raw))
         self._strays = strays - self._strays
 
-    def running_raws(self, holding: Work | None = None) -> set[bytes]:
+    def running_raws(self, holding: Iterable[bytes] = ()) -> set[bytes]:
         """What this process holds that nothing should requeue: the job it runs, one
-        fetched ahead (``holding``), one whose ack is due."""
-        running = {w.raw for w in (self.current, holding) if w is not None}
+        fetched ahead or finished with its ack held (``holding``), one whose ack is due."""
+        running = set(holding)
+        if self.current is not None:
+            running.add(self.current.raw)
         if self.ack_due is not None:
             running.add(self.ack_due)
         return running

@@ -13,7 +13,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import redis
@@ -148,7 +148,7 @@ class Worker(Settling):
         self._status.start(self.config)
         try:
             while self._going_on():
-                self.housekeep(holding=self.fetching.held)
+                self.housekeep(holding=self.fetching.holding())
                 if self._quiet.is_set():  # (the property, inline: asked per job)
                     self._stay_quiet()
                     continue
@@ -191,7 +191,7 @@ class Worker(Settling):
     def riding_acks(self) -> tuple[bytes | None, ...]:
         """Acks that may or may not have landed (due, or riding on a fetch): what a
         leaving process drops rather than requeues (``requeue_rest``)."""
-        return (self.ack_due, self.fetching.riding_ack())
+        return (self.ack_due, *self.fetching.riding_acks())
 
     def _leave_fenced(self) -> None:
         """Declared dead: what this process holds was requeued elsewhere, so it settles
@@ -237,7 +237,7 @@ class Worker(Settling):
             self.fetcher.close()  # the look-ahead's own connection too
         return self._outage.failed(exc)
 
-    def housekeep(self, force: bool = False, holding: Work | None = None) -> None:
+    def housekeep(self, force: bool = False, holding: Iterable[bytes] = ()) -> None:
         now = time.monotonic()
         if force or now - self._last_stats >= STATS_INTERVAL:
             self._last_stats = now

@@ -244,3 +244,25 @@ def test_a_hand_over_lock_dies_with_its_holder():
 
     threading.Thread(target=claim, daemon=True).start()
     assert claimed.wait(5)
+
+
+def test_a_child_killed_amid_batches_runs_each_job_again_at_most_once(own_config, masters):
+    """Short jobs on a deep queue: the child fetches up to 8 per round trip, holding the
+    acks of the ones it ran. SIGKILLed mid-stream, nothing is lost; its held acks are
+    dropped (those jobs never run again); only the one job it was running may run twice
+    and has an orphaning counted; the jobs of its batch not started are requeued uncounted."""
+    m = masters(procs=1)
+    m.wait_children()
+    pf.record.enqueue_many([(f"j{i}",) for i in range(3000)])
+    r = own_config.redis()
+    wait_for(lambda: r.llen("test:ran") >= 800, 30, what="batches under way")
+    (pid,) = m.child_pids()
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: len(set(lrange(own_config, "test:ran"))) == 3000, 60, what="every job")
+    wait_for(lambda: in_progress_total(own_config) == 0, 5, what="in-progress drained")
+    ran = lrange(own_config, "test:ran")
+    twice = {tag for tag in ran if ran.count(tag) > 1}
+    assert len(ran) - 3000 == len(twice) <= 1
+    counted = [k for k in r.scan_iter(match=own_config.keys.orphanings("*"))]
+    assert len(counted) <= 1
+    assert m.alive()

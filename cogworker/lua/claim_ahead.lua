@@ -1,15 +1,19 @@
 --! include _fence
--- The owner of a look-ahead job claims it before starting it, when a sibling (or the
--- master) may have tried to take or return it and the answer is unknown.
+--! include _ahead
+-- The owner of look-ahead jobs claims what is left of them, when a sibling (or the
+-- master) may have tried to take or return them and the answer is unknown.
 -- KEYS[1] = the look-ahead records, KEYS[2] = the owner's fence; ARGV[1] = the owner's
--- identity, ARGV[2] = the number of its look-ahead fetch. Refused (FENCED) if the owner
--- was declared dead: its list, that job included, was requeued. take_ahead.lua and return_ahead.lua remove the same
--- record before moving the job, so exactly one of them and this claim wins.
--- Returns 1: still the owner's (the record is gone, nobody can take it now); 0: not.
+-- identity, ARGV[2] = the number of its look-ahead fetch, ARGV[3] = how many of that
+-- fetch's jobs it started ("" = 0). Refused (FENCED) if the owner was declared dead: its
+-- list, those jobs included, was requeued. take_ahead.lua and return_ahead.lua count or
+-- remove the same record before moving a job, so each job goes to exactly one of them.
+-- Returns how many of the fetch's jobs not yet started are still the owner's (the oldest
+-- ones; the record is gone, nobody can take them now); 0: none.
 local refused = fenced(KEYS[2])
 if refused then return refused end
-if redis.call("HGET", KEYS[1], ARGV[1]) == ARGV[2] then
-  redis.call("HDEL", KEYS[1], ARGV[1])
-  return 1
-end
-return 0
+local number, n, t = ahead_record(KEYS[1], ARGV[1])
+if number ~= ARGV[2] then return 0 end
+redis.call("HDEL", KEYS[1], ARGV[1])
+local left = n - t - (tonumber(ARGV[3]) or 0)
+if left < 0 then return 0 end
+return left

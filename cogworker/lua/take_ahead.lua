@@ -1,21 +1,30 @@
 --! include _fence
--- A child whose queues are empty takes a sibling's look-ahead job, one the sibling
--- fetched while running another and has not started.
+--! include _ahead
+-- A child whose queues are empty takes one of a sibling's look-ahead jobs, one the
+-- sibling fetched while running another and has not started.
 -- KEYS[1] = the look-ahead records, KEYS[2] = the sibling's in-progress list, KEYS[3] =
 -- ours, KEYS[4] = our fence, KEYS[5] = the sibling's fence. ARGV[1] = the sibling's
--- identity, ARGV[2] = the number of its look-ahead fetch.
+-- identity, ARGV[2] = the number of its look-ahead fetch, ARGV[3] = how many of that
+-- fetch's jobs the sibling started (its slot says; "" = 0).
 -- Refused (FENCED) if we were declared dead; nothing to take if the sibling was (its list,
--- that job included, was requeued).
--- The caller holds the sibling's lock, so the sibling can't start the job meanwhile. The
--- record must name that very fetch: an older one's job may be running already. Removing
--- it decides ownership: the sibling's claim (claim_ahead.lua) then finds it gone. A fetch
--- pushes its job at the head of the list and the sibling fetches nothing more until it
--- claims that job, so the head is the job.
+-- those jobs included, was requeued).
+-- The caller holds the sibling's lock, so the sibling can't start a job meanwhile. The
+-- record must name that very fetch: an older one's job may be running already. The
+-- sibling starts its jobs oldest first, and fetches nothing more until it started (or
+-- claimed) the last of them, so its list's head is a job not started while any is left.
+-- Counting the take in the record decides ownership: the sibling's claim
+-- (claim_ahead.lua) then leaves that job out.
 -- Returns the job, or false.
 local refused = fenced(KEYS[4])
 if refused then return refused end
-if redis.call("EXISTS", KEYS[5]) == 1 or redis.call("HGET", KEYS[1], ARGV[1]) ~= ARGV[2] then
-  return false
+if redis.call("EXISTS", KEYS[5]) == 1 then return false end
+local number, n, t = ahead_record(KEYS[1], ARGV[1])
+if number ~= ARGV[2] then return false end
+local left = n - t - (tonumber(ARGV[3]) or 0)
+if left < 1 then return false end
+if left == 1 then
+  redis.call("HDEL", KEYS[1], ARGV[1])
+else
+  redis.call("HSET", KEYS[1], ARGV[1], number .. ":" .. n .. ":" .. (t + 1))
 end
-redis.call("HDEL", KEYS[1], ARGV[1])
 return redis.call("LMOVE", KEYS[2], KEYS[3], "LEFT", "LEFT")

@@ -126,7 +126,7 @@ class ChildrenMixin:
                              "deadline": slot.deadline, "run_at": slot.started_at}
         else:
             child.running = None
-        child.acks = {jid for jid in (slot.ack_jid, slot.jid if slot.state == ACK_DUE else "") if jid}
+        child.acks = {jid for jid in (slot.ack_jid, slot.jid if slot.state == ACK_DUE else "", *slot.acks) if jid}
         return True
 
     def refresh_flights(self, child: ChildState) -> bool:
@@ -163,12 +163,13 @@ class ChildrenMixin:
         for child in children if children is not None else list(self.children.values()):
             def act(state: SlotState) -> bool:
                 try:
-                    return InProgressList(self.config, state.identity, beats=False).return_ahead(state.ahead)
+                    return InProgressList(self.config, state.identity, beats=False).return_ahead(
+                        state.ahead, state.started) > 0
                 except Fenced:
                     return False  # declared dead: its list, that job included, was requeued
 
             if self.redis_step("returning a looked-ahead job", with_looked_ahead, self.slots, child.index, act):
-                logger.info("master: child %d's looked-ahead job is back on its queue", child.index)
+                logger.info("master: child %d's looked-ahead jobs are back on their queues", child.index)
 
     def maintain_children(self) -> None:
         self.check_leaving()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
@@ -101,6 +102,17 @@ class PipeReporter(Reporter):
             self.slot.ahead(0)
             return work
         return self.siblings.claim(work, fetcher)
+
+    def claim_next(self, held: deque[Work], fetcher: Fetcher) -> Work | None:
+        if self.siblings is None:
+            return super().claim_next(held, fetcher)
+        return self.siblings.claim_next(held, fetcher)
+
+    def came_back(self) -> None:
+        self.slot.came_back()
+
+    def acks_held(self, jids: list[str]) -> None:
+        self.slot.acks(jids)
 
     def waiting(self, fetcher: Fetcher) -> Work | None:
         self.slot.write(WAITING)

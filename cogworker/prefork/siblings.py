@@ -6,9 +6,10 @@ sibling has nothing to do, so:
 
 - a child doesn't look ahead while a sibling waits on empty queues;
 - a child that finds its queues empty takes a sibling's looked-ahead job that hasn't
-  started, under that sibling's lock (``take``); the master returns such a job to its
-  queue the same way when the child is stopping (``with_looked_ahead``);
-- the owner claims the job under its own lock before starting it (``claim``).
+  started (any of a batch's: the newest, one per take), under that sibling's lock
+  (``take``); the master returns all of them to their queues the same way when the child
+  is stopping (``with_looked_ahead``);
+- the owner claims each job under its own lock before starting it (``claim_next``).
 
 Who owns the job is decided by Redis: the take-over (and return) script and the owner's
 claim script each remove the fetch's record in ``ahead`` before anything else, so
@@ -21,10 +22,10 @@ when someone may have tried, which the "taken" flag in shared memory says:
   flag stays TRYING: the script may still have run (a lost reply).
 - the owner's claim, under its lock: CLEAR means nobody tried (the lock proves it: no
   take-over can start now), so the job starts with no round trip, the common case.
-  TAKEN: the job is gone. TRYING: Redis is asked (``claim_ahead.lua``) and the job
-  starts only if it is still ours. If that call fails too, the job doesn't start: it
-  stays on a list, where that list's owner's reconcile (or the master, or orphan
-  recovery) requeues it once.
+  TAKEN or TRYING: Redis is asked (``claim_ahead.lua``) how many are still ours (the
+  oldest; takes go newest first), and the record goes: nobody takes the rest. If that
+  call fails, none of them starts: each stays on a list, where that list's owner's
+  reconcile (or the master, or orphan recovery) requeues it once.
 
 Between hosts there is no such hand-over: a job fetched ahead waits, at most, for the
 job before it (``--no-lookahead`` turns look-ahead off).
@@ -32,6 +33,7 @@ job before it (``--no-lookahead`` turns look-ahead off).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 
 import redis
@@ -51,37 +53,51 @@ class Siblings:
         return any(self.slots.state_hint(i) == WAITING for i in range(self.slots.high()) if i != self.index)
 
     def claim(self, work: Work | None, fetcher: Fetcher) -> Work | None:
-        """``work``, fetched ahead, if it is still ours to start; None if it was taken
-        (or if that can't be known now)."""
+        """``work``, fetched ahead alone, if it is still ours to start; None if it was
+        taken (or if that can't be known now)."""
+        return self.claim_next(deque([work] if work is not None else []), fetcher)
+
+    def claim_next(self, held: deque[Work], fetcher: Fetcher) -> Work | None:
+        """The oldest of ``held`` (the jobs of our look-ahead fetch not started, oldest
+        first), off it, if it is still ours to start; jobs taken over or returned are
+        dropped from ``held`` first. None: nothing left that is ours (or knowably so)."""
         self.slots.lock(self.index)
         try:
-            flag = self.slots.taken(self.index)
-            if flag != CLEAR:
-                if work is not None:
-                    work = self._ask(work, fetcher) if flag == TRYING else None
+            if self.slots.taken(self.index) != CLEAR:
+                self._ask(held, fetcher)  # someone tried: Redis says which are left
                 self.slots.set_taken(self.index, CLEAR)
-            self.slot.ahead(0)
+                self.slot.ahead(0)  # the record is gone: nobody can take the rest
+            work = held.popleft() if held else None
+            if self.slot.ahead_number:
+                if held:
+                    self.slot.start_one()
+                else:
+                    self.slot.ahead(0)
         finally:
             self.slots.unlock(self.index)
         return work
 
-    def _ask(self, work: Work, fetcher: Fetcher) -> Work | None:
+    def _ask(self, held: deque[Work], fetcher: Fetcher) -> None:
+        """Keeps in ``held`` only the jobs still ours: the oldest ones, as many as Redis
+        says (``claim_ahead.lua``); none if it can't say."""
+        if not held:
+            return
         try:
-            if fetcher.claim_ahead(self.slot.ahead_number):
-                return work
-            logger.info("jid=%s fetched ahead was taken over; not starting it", work.jid())
+            left = fetcher.claim_ahead(self.slot.ahead_number, self.slot.started)
         except redis.RedisError as exc:
-            logger.warning("jid=%s fetched ahead: couldn't tell whether a sibling took it (%s: %s); "
-                           "not starting it (it is requeued from whichever list holds it)",
-                           work.jid(), type(exc).__name__, exc)
-        return None
+            left = 0
+            logger.warning("%d job(s) fetched ahead: couldn't tell whether a sibling took them (%s: %s); "
+                           "not starting them (they are requeued from whichever list holds them)",
+                           len(held), type(exc).__name__, exc)
+        while len(held) > max(left, 0):
+            logger.info("jid=%s fetched ahead was taken over; not starting it", held.pop().jid())
 
     def take(self, fetcher: Fetcher) -> Work | None:
         """A sibling's looked-ahead job that hasn't started, now ours; or None."""
         taken: list[Work] = []
 
         def act(state: SlotState) -> bool:
-            work = fetcher.take_ahead(state.identity, state.ahead)
+            work = fetcher.take_ahead(state.identity, state.ahead, state.started)
             if work is not None:
                 taken.append(work)
             return work is not None
@@ -111,9 +127,7 @@ def with_looked_ahead(slots: Slots, index: int, act: Callable[[SlotState], bool]
         state = slots.read(index)  # again, under the lock: the owner may have claimed it
         if state is None or not state.ahead or state.identity != hint.identity:
             return False
-        before = slots.taken(index)
-        if before == TAKEN:
-            return False
+        before = slots.taken(index)  # TAKEN: more of a batch may be left; Redis counts
         slots.set_taken(index, TRYING)  # before the script: it may run even if we never hear back
         if act(state):
             slots.set_taken(index, TAKEN)

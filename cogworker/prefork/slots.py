@@ -19,6 +19,10 @@ Look-ahead (a child fetching its next job while one runs) adds two things here:
 - ``ahead``: the child has a look-ahead fetch out whose job it has not started, and
   ``ack_jid``, the finished job whose ack rides on that fetch. A dying child's master
   drops ``ack_jid`` and counts an orphaning for the running job only.
+- ``started``: how many jobs of that fetch the child started (a batch fetch brings up
+  to 8, docs/architecture.md#batch): the ones not started are the top of its list; and
+  ``acks``: finished jobs of the batch whose ack waits for the next fetch (or rides on
+  it), which a dying child's master drops as well.
 - a lock and a "taken" flag per child, so that a sibling that runs out of work can take
   that not-yet-started job (``take``) instead of idling while it waits behind a long
   job. The owner claims the job under the same lock before starting it (``siblings.py``
@@ -50,8 +54,14 @@ _AHEAD = struct.Struct("=64sQ")  # ack_jid, ahead
 _AHEAD_OFFSET = _SEQ.size + 1 + 64
 _COUNTS = struct.Struct("=QQ")  # processed, failed: cumulative, this child's
 _COUNTS_OFFSET = 432  # after the body, 8-aligned
-SIZE = 448  # a multiple of 64: each slot on its own cache lines, seq aligned
-assert _SEQ.size + _BODY.size <= _COUNTS_OFFSET and _COUNTS_OFFSET + _COUNTS.size <= SIZE
+MAX_ACKS = 16  # a batch's acks due (up to 7) and riding (up to 8)
+_BATCH = struct.Struct("=QQ")  # started (of the look-ahead fetch's jobs), how many acks follow
+_BATCH_OFFSET = 448
+_ACKS = struct.Struct("=" + "64s" * MAX_ACKS)
+_ACKS_OFFSET = _BATCH_OFFSET + _BATCH.size
+SIZE = 1536  # a multiple of 64: each slot on its own cache lines, seq aligned
+assert _SEQ.size + _BODY.size <= _COUNTS_OFFSET and _COUNTS_OFFSET + _COUNTS.size <= _BATCH_OFFSET
+assert _ACKS_OFFSET + _ACKS.size <= SIZE
 _HIGH = struct.Struct("=I")  # after the slots and the flags: how many slots are in use
 # After that, 8-aligned: when the master's last beat went out (heartbeat.clock()), then one
 # "fenced" flag per slot. A child whose master stopped beating beats for itself; one
@@ -72,6 +82,8 @@ class SlotState:
     identity: str
     processed: int = 0
     failed: int = 0
+    started: int = 0  # of the look-ahead fetch's jobs
+    acks: tuple[str, ...] = ()  # a batch's finished jobs, their acks due or riding
 
 
 def _text(raw: bytes) -> str:
@@ -99,6 +111,7 @@ class Slots:
         _SEQ.pack_into(self.mm, index * SIZE, 0)
         _BODY.pack_into(self.mm, index * SIZE + _SEQ.size, IDLE, b"", b"", 0, 0.0, 0.0, b"", b"", b"")
         _COUNTS.pack_into(self.mm, index * SIZE + _COUNTS_OFFSET, 0, 0)
+        _BATCH.pack_into(self.mm, index * SIZE + _BATCH_OFFSET, 0, 0)
         self.mm[self.count * SIZE + index] = 0
         self.mm[self._fenced_at + index] = 0
         if index >= self.high():
@@ -119,9 +132,12 @@ class Slots:
             state, jid, ack_jid, ahead, deadline, started_at, cls, queue, identity = _BODY.unpack_from(
                 self.mm, offset + _SEQ.size)
             processed, failed = _COUNTS.unpack_from(self.mm, offset + _COUNTS_OFFSET)
+            started, count = _BATCH.unpack_from(self.mm, offset + _BATCH_OFFSET)
+            acks = _ACKS.unpack_from(self.mm, offset + _ACKS_OFFSET)[:min(count, MAX_ACKS)] if count else ()
             if seq % 2 == 0 and _SEQ.unpack_from(self.mm, offset)[0] == seq:
                 return SlotState(state, _text(jid), _text(ack_jid), ahead, deadline or None, started_at,
-                                 _text(cls), _text(queue), _text(identity), processed, failed)
+                                 _text(cls), _text(queue), _text(identity), processed, failed, started,
+                                 tuple(_text(a) for a in acks))
         return None
 
     def counts(self, index: int) -> tuple[int, int]:
@@ -180,6 +196,7 @@ class SlotWriter:
         self.seq = _SEQ.unpack_from(self.mm, self.offset)[0]
         self.identity = b""
         self.ahead_number = 0  # the look-ahead fetch out (as written by ``ahead``)
+        self.started = 0  # how many of its jobs were started (as written by ``ahead``/``start_one``)
         self.processed, self.failed = _COUNTS.unpack_from(self.mm, self.offset + _COUNTS_OFFSET)
 
     def begin(self, identity: str) -> None:
@@ -213,9 +230,38 @@ class SlotWriter:
         """Look-ahead fetch ``number`` went out, ``ack_jid`` (the previous job) riding on
         it; or (0) it came back, which settles that ack either way."""
         self.ahead_number = number
+        self.started = 0
         self._begin()
         _AHEAD.pack_into(self.mm, self.offset + _AHEAD_OFFSET, _jid(ack_jid) if number else b"", number)
+        _BATCH.pack_into(self.mm, self.offset + _BATCH_OFFSET, 0, self._acks_count())
         self._end()
+
+    def came_back(self) -> None:
+        """The look-ahead fetch's reply was read: the acks riding on it are settled
+        (landed, or owed: the pipe said so); its jobs not started stay under ``ahead``."""
+        self._begin()
+        _AHEAD.pack_into(self.mm, self.offset + _AHEAD_OFFSET, b"", self.ahead_number)
+        _BATCH.pack_into(self.mm, self.offset + _BATCH_OFFSET, self.started, 0)
+        self._end()
+
+    def start_one(self) -> None:
+        """One more of the look-ahead fetch's jobs claimed (the caller holds our lock)."""
+        self.started += 1
+        self._begin()
+        _BATCH.pack_into(self.mm, self.offset + _BATCH_OFFSET, self.started, self._acks_count())
+        self._end()
+
+    def acks(self, jids: list[str]) -> None:
+        """The batch's finished jobs whose acks are due or riding (``came_back`` clears them)."""
+        jids = jids[:MAX_ACKS]
+        self._begin()
+        _ACKS.pack_into(self.mm, self.offset + _ACKS_OFFSET, *(_jid(j) for j in jids),
+                        *([b""] * (MAX_ACKS - len(jids))))
+        _BATCH.pack_into(self.mm, self.offset + _BATCH_OFFSET, self.started, len(jids))
+        self._end()
+
+    def _acks_count(self) -> int:
+        return int(_BATCH.unpack_from(self.mm, self.offset + _BATCH_OFFSET)[1])
 
     def _begin(self) -> None:
         self.seq += 1

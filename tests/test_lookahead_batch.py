@@ -1,0 +1,189 @@
+"""Look-ahead of K jobs per round trip (issue 14, docs/architecture.md#batch), driven with
+real ``Fetcher``/``Siblings``/``Slots`` objects on a private redis-server:
+
+- every job a batch fetch takes sits on the fetching identity's own list, and the acks
+  riding on it (several) are written in the same script, behind the fence;
+- an idle sibling takes any of the K not started (newest first, one per take); the
+  owner's claim keeps exactly the ones nobody took;
+- the master's return sends every job not started back, in queue order;
+- the slot lists the batch's held acks, which a dying child's master drops;
+- K adapts: it stays 1 for CPU-bound jobs and while a sibling is idle, grows for short
+  jobs on a deep queue, shrinks when the queue runs short;
+- priority: a job pushed to a higher queue after a batch fetch waits for at most that
+  batch's K jobs (the README's bound), and the next batch takes it first.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import pytest
+
+from cogworker.errors import Fenced
+from cogworker.fetch import Fetcher
+from cogworker.inprogress import InProgressList
+from cogworker.lookahead import Depth
+from cogworker.prefork.siblings import Siblings
+from cogworker.prefork.slots import CLEAR, TAKEN, Slots
+
+OWNER, TAKER = "host:1:owner", "host:2:taker"
+
+
+def job(jid, queue="default"):
+    return f'{{"jid":"{jid}","class":"x","queue":"{queue}","args":[]}}'.encode()
+
+
+def push(config, *jids, queue="default"):
+    r = config.redis()
+    for jid in jids:
+        r.lpush(config.keys.queue(queue), job(jid, queue))
+
+
+def listed(config, identity):
+    return [raw for raw in config.redis().lrange(config.keys.in_progress(identity), 0, -1)]
+
+
+def queued(config, queue="default"):
+    """Oldest (next to fetch) first."""
+    return list(reversed(config.redis().lrange(config.keys.queue(queue), 0, -1)))
+
+
+def batch(fetcher, number, k, acks=()):
+    return fetcher.read_ahead_all(fetcher.send_ahead(number, None, None, k, tuple(acks)))
+
+
+class Pair:
+    """An owner that fetched a batch of ``k`` ahead, and a sibling that runs dry."""
+
+    def __init__(self, config, n=4, k=4):
+        self.config = config
+        self.slots = Slots(2)
+        for i in (0, 1):
+            self.slots.reset(i)
+        self.owner_slot, self.taker_slot = self.slots.writer(0), self.slots.writer(1)
+        self.owner_slot.begin(OWNER)
+        self.taker_slot.begin(TAKER)
+        self.owner = Siblings(self.slots, self.owner_slot)
+        self.taker = Siblings(self.slots, self.taker_slot)
+        self.fetcher = Fetcher(config, OWNER, [("default", None)])
+        self.taker_fetcher = Fetcher(config, TAKER, [("default", None)])
+        push(config, *(f"j{i}" for i in range(n)))
+        self.owner_slot.ahead(1, None)
+        self.held = deque(batch(self.fetcher, 1, k))
+
+
+def test_a_batch_lands_on_the_own_list_and_its_acks_ride_on_it(own_config):
+    push(own_config, "a", "b", "c", "d", "e")
+    f = Fetcher(own_config, OWNER, [("default", None)])
+    works = batch(f, 1, 3)
+    assert [w.jid() for w in works] == ["a", "b", "c"]  # oldest first
+    assert listed(own_config, OWNER) == [job("c"), job("b"), job("a")]  # nothing in memory only
+    assert own_config.redis().hget(own_config.keys.ahead, OWNER) == b"1:3:0"
+    r = own_config.redis()
+    r.set(own_config.keys.orphanings("a"), 1)
+    # a and b ran: both acks ride on the next batch, with their orphan counters deleted.
+    works = batch(f, 2, 3, acks=[(job("a"), "a"), (job("b"), "b")])
+    assert [w.jid() for w in works] == ["d", "e"]
+    assert listed(own_config, OWNER) == [job("e"), job("d"), job("c")]
+    assert r.get(own_config.keys.orphanings("a")) is None
+    assert r.hget(own_config.keys.ahead, OWNER) == b"2:2:0"
+    assert batch(f, 3, 3, acks=[(job("c"), "c")]) == []  # empty: the record goes
+    assert r.hget(own_config.keys.ahead, OWNER) is None and listed(own_config, OWNER) == [job("e"), job("d")]
+
+
+def test_a_fenced_identitys_batch_fetch_is_refused_acks_included(own_config):
+    push(own_config, "a", "b", "c")
+    f = Fetcher(own_config, OWNER, [("default", None)])
+    batch(f, 1, 2)
+    own_config.redis().set(own_config.keys.fenced(OWNER), 1)
+    with pytest.raises(Fenced):
+        batch(f, 2, 4, acks=[(job("a"), "a")])
+    assert listed(own_config, OWNER) == [job("b"), job("a")] and queued(own_config) == [job("c")]
+
+
+def test_an_idle_sibling_takes_any_of_the_batch_and_the_owner_keeps_the_rest(own_config):
+    pair = Pair(own_config, n=4, k=4)
+    # The owner starts the oldest (no round trip: nobody tried).
+    assert pair.owner.claim_next(pair.held, pair.fetcher).jid() == "j0"
+    assert pair.slots.read(0).started == 1
+    # The sibling takes the newest not started, then the next: never the started one.
+    assert pair.taker.take(pair.taker_fetcher).jid() == "j3"
+    assert pair.taker.take(pair.taker_fetcher).jid() == "j2"
+    assert pair.slots.taken(0) == TAKEN
+    # The owner asks Redis: only j1 is still its own, and nobody can take it now.
+    assert pair.owner.claim_next(pair.held, pair.fetcher).jid() == "j1"
+    assert not pair.held and pair.slots.taken(0) == CLEAR and pair.slots.read(0).ahead == 0
+    assert pair.taker.take(pair.taker_fetcher) is None
+    assert listed(own_config, TAKER) == [job("j2"), job("j3")]
+    assert listed(own_config, OWNER) == [job("j1"), job("j0")]
+
+
+def test_a_sibling_can_take_every_job_not_started(own_config):
+    pair = Pair(own_config, n=3, k=3)
+    assert pair.owner.claim_next(pair.held, pair.fetcher).jid() == "j0"
+    assert [pair.taker.take(pair.taker_fetcher).jid() for _ in range(2)] == ["j2", "j1"]
+    assert pair.taker.take(pair.taker_fetcher) is None  # j0 runs: never taken
+    assert pair.owner.claim_next(pair.held, pair.fetcher) is None and not pair.held
+    assert listed(own_config, OWNER) == [job("j0")]
+
+
+def test_the_master_returns_every_job_not_started_in_queue_order(own_config):
+    pair = Pair(own_config, n=5, k=4)
+    assert pair.owner.claim_next(pair.held, pair.fetcher).jid() == "j0"
+    state = pair.slots.read(0)
+    moved = InProgressList(own_config, OWNER, beats=False).return_ahead(state.ahead, state.started)
+    assert moved == 3
+    assert queued(own_config) == [job("j1"), job("j2"), job("j3"), job("j4")]  # as before the fetch
+    assert listed(own_config, OWNER) == [job("j0")]
+
+
+def test_the_slot_lists_the_batchs_held_acks_until_the_fetch_comes_back():
+    slots = Slots(1)
+    slots.reset(0)
+    w = slots.writer(0)
+    w.begin(OWNER)
+    w.acks(["a", "b"])
+    w.ahead(3, "c")  # sent: a, b and c ride on it
+    state = slots.read(0)
+    assert (state.acks, state.ack_jid, state.ahead, state.started) == (("a", "b"), "c", 3, 0)
+    w.start_one()
+    w.came_back()
+    state = slots.read(0)
+    assert (state.acks, state.ack_jid, state.ahead, state.started) == ((), "", 3, 1)
+
+
+def test_k_stays_one_for_cpu_bound_jobs():
+    depth = Depth()
+    for _ in range(50):
+        depth.ran(0.010)
+        depth.came_back(depth.k, depth.k)
+    assert depth.k == 1
+
+
+def test_k_grows_for_short_jobs_on_a_deep_queue_and_adapts():
+    depth = Depth()
+    for _ in range(10):
+        depth.ran(0.0002)
+        depth.came_back(depth.k, depth.k)
+    assert depth.k == Depth.MAX
+    depth.came_back(depth.k, 3)  # the queue ran short
+    assert depth.k == 3
+    depth.one()  # a sibling is idle
+    assert depth.k == 1
+    for _ in range(40):  # the jobs got long
+        depth.ran(0.005)
+    depth.k = Depth.MAX
+    depth.came_back(depth.k, depth.k)
+    assert depth.k == 1
+
+
+def test_a_higher_priority_job_waits_for_at_most_one_batch(own_config):
+    queues = [("high", None), ("low", None)]
+    f = Fetcher(own_config, OWNER, queues)
+    push(own_config, *(f"l{i}" for i in range(10)), queue="low")
+    first = batch(f, 1, 4)
+    push(own_config, "h", queue="high")
+    second = batch(f, 2, 4)
+    # The 4 low jobs fetched before the push run first (the bound: K jobs); then "h".
+    assert [w.jid() for w in first] == ["l0", "l1", "l2", "l3"]
+    assert [w.jid() for w in second] == ["h", "l4", "l5", "l6"]
