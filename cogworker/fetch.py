@@ -174,7 +174,7 @@ class Fetcher(InProgressList):
         else:
             keys = [self.in_progress, self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"),
                     self.fence_key, self.keys.last_beat]
-            keys.extend(self.keys.queue(q) for q in order)
+            keys.extend(self._queue_keys[q] for q in order)
             reply = self._run("fetch", keys, [ack or b"", wake, "", "", "",
                                               self.beat_as, self.keys.paused, self.keys.queue_prefix],
                               beats=True)
