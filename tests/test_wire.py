@@ -1,0 +1,40 @@
+"""cogworker.wire: the hot path's commands packed by hand; a large argument is sent from
+the caller's own bytes (never copied), the rest exactly as hiredis packs it."""
+
+from __future__ import annotations
+
+import hiredis
+import pytest
+
+from cogworker import wire
+
+BIG = b"{" + b"x" * (wire.BIG + 10) + b"}"
+
+
+def test_same_bytes_as_hiredis_and_the_large_argument_not_copied():
+    commands = [("MULTI",), ("LREM", "list:é", -1, BIG), ("LPUSH", "list:é", b"mark"),
+                ("SET", BIG, BIG), ("EXEC",)]
+    out = wire.packed(None, commands)
+    assert b"".join(out) == b"".join(hiredis.pack_command(c) for c in commands)
+    assert sum(part is BIG for part in out) == 3
+    assert all(len(part) < wire.BIG for part in out if part is not BIG)
+
+
+def test_small_commands_are_one_buffer():
+    commands = [("MULTI",), ("LPUSH", "l", b"x" * 100), ("EXEC",)]
+    assert wire.packed(None, commands) == [b"".join(hiredis.pack_command(c) for c in commands)]
+
+
+def test_round_trip_through_redis(config):
+    conn = config.redis().connection_pool.get_connection()
+    try:
+        conn.send_packed_command(wire.packed(conn, [("SET", "wire:k", BIG), ("STRLEN", "wire:k"),
+                                                    ("GETRANGE", "wire:k", -3, -1)]))
+        assert [conn.read_response() for _ in range(3)] == [b"OK", len(BIG), b"xx}"]
+    finally:
+        config.redis().connection_pool.release(conn)
+
+
+def test_an_argument_redis_can_not_take_is_refused():
+    with pytest.raises(TypeError):
+        wire.packed(None, [("SET", "k", 1.5, BIG)])
