@@ -64,6 +64,7 @@ end
 -- case: one command), the rest with take_scan, unless the LMOVE met an error other than
 -- a key of the wrong type: under OOM a script's first write is refused if it may enlarge
 -- memory (LMOVE) but LMPOP's is not, and would take a job the LMOVEs leave in place.
+-- One job per call: a fetch of several jobs calls it again (bad keeps what it gathered).
 local function take_first(list, first, paused, bad)
   local keys, at = KEYS, nil
   if next(paused) ~= nil then
