@@ -12,17 +12,11 @@ from typing import Any, NamedTuple
 
 import redis
 
-from . import batchfetch, lua, redis_errors
+from . import batchfetch, lua, redis_errors, wire
 from .config import Config, logger
 from .errors import ConfigurationError, Fenced, RedisVersionError
 from .heartbeat import clock
 from .inprogress import InProgressList, _text_field, jid_of
-
-try:  # hiredis packs a command in a third of redis-py's time: this is the hot path
-    from hiredis import pack_command as _hiredis_pack
-except ImportError:  # pragma: no cover (a dependency: redis[hiredis])
-    _hiredis_pack = None  # type: ignore[assignment]
-_pack: Callable[..., bytes] | None = _hiredis_pack
 
 MIN_REDIS_VERSION = (6, 2)
 # Pushed on the list just before the fast fetch's LMOVE and removed by its script in the
@@ -32,26 +26,6 @@ MARK = b"\x00cogworker:fetch-mark"
 # every byte), and costs small ones more Redis work (6 more commands a job); the last
 # job's size predicts the next one's (docs/architecture.md#fast-fetch).
 FAST_MIN_BYTES = 4096
-
-
-def _packed(conn: Any, commands: list[tuple[Any, ...]]) -> list[bytes]:
-    """The commands in as few sends as possible: small ones joined into one buffer (one
-    system call, not one per command), a large one (a big ack) sent as it is (no copy)."""
-    chunks = [_pack(c) for c in commands] if _pack is not None else [
-        b"".join(conn.pack_command(*c)) for c in commands]
-    out: list[bytes] = []
-    small: list[bytes] = []
-    for chunk in chunks:
-        if len(chunk) > 16384:
-            if small:
-                out.append(b"".join(small))
-                small = []
-            out.append(chunk)
-        else:
-            small.append(chunk)
-    if small:
-        out.append(b"".join(small))
-    return out
 
 
 @dataclass(frozen=True)
@@ -240,7 +214,7 @@ class Fetcher(InProgressList):
     @staticmethod
     def _send(conn: Any, commands: list[tuple[Any, ...]]) -> None:
         try:
-            conn.send_packed_command(_packed(conn, commands), check_health=False)
+            conn.send_packed_command(wire.packed(conn, commands), check_health=False)
         except BaseException:
             conn.disconnect()
             raise
@@ -317,7 +291,7 @@ class Fetcher(InProgressList):
         conn = pool.get_connection()
         try:
             sent = clock()
-            conn.send_packed_command(_packed(conn, commands))
+            conn.send_packed_command(wire.packed(conn, commands))
             replies = self._replies(conn, fast)
         except BaseException:
             conn.disconnect()  # replies may be left unread: never reused

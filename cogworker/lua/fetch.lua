@@ -1,4 +1,5 @@
 --! include _fence
+--! include _queues
 -- Reliable fetch, with the previous job's ack riding along (one round trip per job).
 -- KEYS[1] = in-progress list, KEYS[2] = orphan counter of the job being acked (or any
 -- unused key of the namespace when there is none), KEYS[3] = this identity's fence,
@@ -26,41 +27,13 @@ if ARGV[1] ~= "" then
   redis.pcall("DEL", KEYS[2])
 end
 local bad = {}
-local reply = nil
-local paused = {}
-if ARGV[7] and ARGV[7] ~= "" then
-  local names = redis.pcall("SMEMBERS", ARGV[7])
-  if type(names) == "table" and not names["err"] then
-    for _, name in ipairs(names) do paused[ARGV[8] .. name] = true end
-  end
-end
-for i = 5, #KEYS do
-  local job = false
-  if not paused[KEYS[i]] then
-    job = redis.pcall("LMOVE", KEYS[i], KEYS[1], "RIGHT", "LEFT")
-  end
-  if type(job) == "string" then
-    reply = {i - 4, job, ""}
-    if ARGV[3] and ARGV[3] ~= "" then
-      redis.call("HSET", ARGV[3], ARGV[4], ARGV[5])
-    end
-    break
-  elseif type(job) == "table" and job["err"] then
-    table.insert(bad, KEYS[i])
-    table.insert(bad, job["err"])
-  end
-end
-if not reply then
-  if ARGV[3] and ARGV[3] ~= "" then
-    redis.call("HDEL", ARGV[3], ARGV[4])
-  end
-  local last = ""
-  if ARGV[2] ~= "" then
-    last = "0-0"
-    local newest = redis.pcall("XREVRANGE", ARGV[2], "+", "-", "COUNT", 1)
-    if type(newest) == "table" and newest[1] then last = newest[1][1] end
-  end
-  reply = {0, "", last}
+local reply
+local at, job = take_first(KEYS[1], 5, paused_keys(ARGV[7], ARGV[8]), bad)
+if at then
+  reply = {at - 4, job, ""}
+  if ARGV[3] and ARGV[3] ~= "" then redis.call("HSET", ARGV[3], ARGV[4], ARGV[5]) end
+else
+  reply = {0, "", went_dry(ARGV[3], ARGV[4], ARGV[2])}
 end
 for _, item in ipairs(bad) do table.insert(reply, item) end
 return reply

@@ -1,4 +1,5 @@
 --! include _fence
+--! include _queues
 -- The fast fetch (docs/architecture.md#fetch): this script runs last in one MULTI after
 --   LREM <list> -1 <ack>                 (only with an ack riding, only while the lease holds)
 --   LPUSH <list> <mark>
@@ -31,13 +32,7 @@ if refused then
 end
 beat(KEYS[4], ARGV[6])
 if ARGV[1] ~= "" then redis.pcall("DEL", KEYS[2]) end
-local paused = {}
-if ARGV[7] and ARGV[7] ~= "" then
-  local names = redis.pcall("SMEMBERS", ARGV[7])
-  if type(names) == "table" and not names["err"] then
-    for _, name in ipairs(names) do paused[ARGV[8] .. name] = true end
-  end
-end
+local paused = paused_keys(ARGV[7], ARGV[8])
 if moved then
   -- Strict order: every queue tried before the guess this time must be empty (or paused).
   -- One EXISTS for all of them: an idle queue costs a key lookup, not a command.
@@ -56,32 +51,15 @@ if moved then
   if ARGV[3] ~= "" then redis.call("HSET", ARGV[3], ARGV[4], ARGV[5]) end
   return {guess - 4, false, ""}  -- false (nil to the client): the job is the LMOVE's reply
 end
--- The guess was empty, paused or not first: fetch.lua's loop (the job enters Lua here).
+-- The guess was empty, paused or not first: fetch.lua's choice (the job enters Lua here).
 local bad = {}
-local reply = nil
-for i = 5, #KEYS do
-  local job = false
-  if not paused[KEYS[i]] then
-    job = redis.pcall("LMOVE", KEYS[i], list, "RIGHT", "LEFT")
-  end
-  if type(job) == "string" then
-    reply = {i - 4, job, ""}
-    if ARGV[3] ~= "" then redis.call("HSET", ARGV[3], ARGV[4], ARGV[5]) end
-    break
-  elseif type(job) == "table" and job["err"] then
-    table.insert(bad, KEYS[i])
-    table.insert(bad, job["err"])
-  end
-end
-if not reply then
-  if ARGV[3] ~= "" then redis.call("HDEL", ARGV[3], ARGV[4]) end
-  local last = ""
-  if ARGV[2] ~= "" then
-    last = "0-0"
-    local newest = redis.pcall("XREVRANGE", ARGV[2], "+", "-", "COUNT", 1)
-    if type(newest) == "table" and newest[1] then last = newest[1][1] end
-  end
-  reply = {0, "", last}
+local reply
+local at, job = take_first(list, 5, paused, bad)
+if at then
+  reply = {at - 4, job, ""}
+  if ARGV[3] ~= "" then redis.call("HSET", ARGV[3], ARGV[4], ARGV[5]) end
+else
+  reply = {0, "", went_dry(ARGV[3], ARGV[4], ARGV[2])}
 end
 for _, item in ipairs(bad) do table.insert(reply, item) end
 return reply

@@ -1,0 +1,103 @@
+-- Shared by the fetch scripts (docs/architecture.md#fetch): which queue gives the next job.
+-- The queues are KEYS[first..], in the order to try.
+
+-- The paused queues' keys (key -> true), read in the same step as the move, so no job of
+-- a queue is taken once its pause landed. Best-effort: a paused set of the wrong type
+-- pauses nothing.
+local function paused_keys(set, prefix)
+  local paused = {}
+  if set and set ~= "" then
+    local names = redis.pcall("SMEMBERS", set)
+    if type(names) == "table" and not names["err"] then
+      for _, name in ipairs(names) do paused[prefix .. name] = true end
+    end
+  end
+  return paused
+end
+
+-- One LMOVE per queue of keys[from..to]: the slow path, which names every unreadable key.
+local function take_each(list, keys, from, to, bad)
+  for j = from, to do
+    local job = redis.pcall("LMOVE", keys[j], list, "RIGHT", "LEFT")
+    if type(job) == "string" then return j, job end
+    if type(job) == "table" and job["err"] then
+      table.insert(bad, keys[j])
+      table.insert(bad, job["err"])
+    end
+  end
+  return nil
+end
+
+-- One LMPOP per 500 queues of keys[from..]: Redis scans them in C, so an idle queue costs
+-- a key lookup, not a command. The job goes onto the list's head in the same step (if
+-- the list can't take it, back to the fetch end of its queue, as if never moved).
+-- Returns the queue's position in keys and the job; nil when all are empty; false when
+-- LMPOP failed (a key of the wrong type among them, or Redis < 7 without LMPOP).
+local function take_scan(list, keys, from, bad)
+  for c = from, #keys, 500 do
+    local last = math.min(c + 499, #keys)
+    local args = {unpack(keys, c, last)}
+    table.insert(args, "RIGHT")
+    local got = redis.pcall("LMPOP", last - c + 1, unpack(args))
+    if type(got) == "table" and got["err"] then return false end
+    if got then
+      local key, job = got[1], got[2][1]
+      local pushed = redis.pcall("LPUSH", list, job)
+      if type(pushed) == "table" and pushed["err"] then
+        redis.call("RPUSH", key, job)
+        table.insert(bad, key)
+        table.insert(bad, pushed["err"])
+        return nil
+      end
+      for j = c, last do
+        if keys[j] == key then return j, job end
+      end
+    end
+  end
+  return nil
+end
+
+-- Moves the oldest job (the right end) of the first non-empty queue of KEYS[first..]
+-- that is not paused onto the head of list. Returns that queue's index in KEYS and the
+-- job, or nil when none had one; each queue key that could not be moved from is
+-- appended to bad, with Redis's error. The first queue is tried with LMOVE (the usual
+-- case: one command), the rest with take_scan, unless the LMOVE met an error other than
+-- a key of the wrong type: under OOM a script's first write is refused if it may enlarge
+-- memory (LMOVE) but LMPOP's is not, and would take a job the LMOVEs leave in place.
+-- One job per call: a fetch of several jobs calls it again (bad keeps what it gathered).
+local function take_first(list, first, paused, bad)
+  local keys, at = KEYS, nil
+  if next(paused) ~= nil then
+    keys, at = {}, {}
+    for i = first, #KEYS do
+      if not paused[KEYS[i]] then
+        table.insert(keys, KEYS[i])
+        table.insert(at, i)
+      end
+    end
+    first = 1
+  end
+  if first > #keys then return nil end
+  local errors = #bad
+  local j, job = take_each(list, keys, first, first, bad)
+  local rest = first + 1
+  if not j and rest <= #keys then
+    local refused = #bad > errors and string.sub(bad[#bad], 1, 10) ~= "WRONGTYPE "
+    if not refused and rest < #keys then j, job = take_scan(list, keys, rest, bad) end
+    if j == false or refused or rest == #keys then
+      j, job = take_each(list, keys, rest, #keys, bad)
+    end
+  end
+  if not j then return nil end
+  return at and at[j] or j, job
+end
+
+-- A fetch that found every queue empty: its look-ahead record goes, and the newest ID of
+-- the wake stream (from which the worker blocks) is returned, "" when it does not block.
+local function went_dry(ahead, identity, wake)
+  if ahead and ahead ~= "" then redis.call("HDEL", ahead, identity) end
+  if wake == "" then return "" end
+  local newest = redis.pcall("XREVRANGE", wake, "+", "-", "COUNT", 1)
+  if type(newest) == "table" and newest[1] then return newest[1][1] end
+  return "0-0"
+end
