@@ -1,9 +1,10 @@
 --! include _fence
+--! include _queues
 -- A look-ahead fetch of up to k jobs in one round trip, with every due ack riding on it
--- (docs/architecture.md#batch). Its own loop, so fetch.lua's stays as it is: an empty
--- queue stays empty for the rest of this script (it is atomic), so each queue is tried
--- until it runs dry, in the order given: the k jobs are the k first a strict fetch
--- would take one by one.
+-- (docs/architecture.md#batch). The queue choice is fetch.lua's (_queues.lua), called
+-- once per job: an empty queue stays empty for the rest of this script (it is atomic),
+-- so each call starts at the queue the last job came from, and the k jobs are the k
+-- first a strict fetch would take one by one.
 -- KEYS[1] = in-progress list, KEYS[2] = this identity's fence, KEYS[3] = last_beat,
 -- KEYS[4..3+m] = the orphan counters of the m acks, KEYS[4+m..] = queues in order.
 -- ARGV[1] = m, ARGV[2] = k, ARGV[3] = the look-ahead records, ARGV[4] = this identity,
@@ -20,32 +21,17 @@ for i = 1, m do
   redis.call("LREM", KEYS[1], -1, ARGV[8 + i])  -- an acked job is near the tail
   redis.pcall("DEL", KEYS[3 + i])
 end
-local paused = {}
-if ARGV[7] ~= "" then
-  local names = redis.pcall("SMEMBERS", ARGV[7])
-  if type(names) == "table" and not names["err"] then
-    for _, name in ipairs(names) do paused[ARGV[8] .. name] = true end
-  end
-end
+local paused = paused_keys(ARGV[7], ARGV[8])
 local first = 4 + m
 local k = tonumber(ARGV[2])
 local indexes, jobs, bad = {}, {}, {}
 local at = first
-while #jobs < k and at <= #KEYS do
-  local job = false
-  if not paused[KEYS[at]] then
-    job = redis.pcall("LMOVE", KEYS[at], KEYS[1], "RIGHT", "LEFT")
-  end
-  if type(job) == "string" then
-    table.insert(indexes, at - first + 1)
-    table.insert(jobs, job)
-  else
-    if type(job) == "table" and job["err"] then
-      table.insert(bad, KEYS[at])
-      table.insert(bad, job["err"])
-    end
-    at = at + 1
-  end
+while #jobs < k do
+  local i, job = take_first(KEYS[1], at, paused, bad)
+  if not i then break end
+  table.insert(indexes, i - first + 1)
+  table.insert(jobs, job)
+  at = i
 end
 if #jobs > 0 then
   redis.call("HSET", ARGV[3], ARGV[4], ARGV[5] .. ":" .. #jobs .. ":0")
