@@ -60,7 +60,7 @@ WHOLE = "cogworker: noop.enqueue() (all of it)"
 def _rounds(bare, whole, n, rounds=21):
     """calls/s of ``whole`` ÷ ``bare`` per round, the two alternating (which goes first too)."""
     import statistics
-    per = max(100, n // 5)
+    per = max(100, n)
     ratios = []
     for i in range(rounds):
         if i % 2:
