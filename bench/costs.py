@@ -257,7 +257,7 @@ def c_dead(ctx, plan):
     for prefill in (0, DEAD_CAP):
         out[prefill] = {**_dead_paced(ctx, plan, prefill), **_dead_burst(ctx, plan, prefill)}
         say(f"  dead set {prefill:>6,}: at {plan['dead_rate']}/s Redis {out[prefill]['paced_redis_us']:.1f} µs/job, "
-            f"scripts {out[prefill]['paced_script_us']:.1f} µs/job"
+            f"scripts {out[prefill]['paced_script_us']:.1f} µs/job, trimming {out[prefill]['paced_trim_us']:.2f} µs/job"
             f" (dead after: {out[prefill]['dead_after']:,}); burst {out[prefill]['steady']:,.0f} jobs/s")
     return out
 
@@ -312,8 +312,10 @@ def _dead_paced(ctx, plan, prefill):
         scripts = sum(stats.get(c, {}).get("usec", 0) for c in ("cmdstat_evalsha", "cmdstat_eval"))
         # Whole-process CPU includes Redis's timers and the idle workers' blocking waits; the
         # scripts' own time (fetch, ack, file) is where trimming would show.
+        # The trimming itself: file.lua's two ZREMRANGEBY* calls (counted on their own too).
+        trim = sum(stats.get(f"cmdstat_{c}", {}).get("usec", 0) for c in ("zremrangebyscore", "zremrangebyrank"))
         return {"paced_n": n, "paced_redis_us": cpu / n * 1e6, "paced_script_us": scripts / n,
-                "dead_after": r.zcard(config.keys.dead)}
+                "paced_trim_us": trim / n, "dead_after": r.zcard(config.keys.dead)}
 
 
 def _dead_burst(ctx, plan, prefill):

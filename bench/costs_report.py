@@ -120,9 +120,11 @@ def dead(c, out, rate):
         a.set_xlabel("dead set before the run")
     _save(fig, out)
     return table(["dead set", f"Redis CPU µs per failing job at {rate}/s (process)",
-                  "of which in scripts (fetch, ack, file)", "dead set after", "failing jobs/s (burst)"],
+                  "of which in scripts (fetch, ack, file)", "of which trimming (ZREMRANGEBYSCORE, ZREMRANGEBYRANK)",
+                  "dead set after", "failing jobs/s (burst)"],
                  [[lab, rng(c[k]["paced_redis_us"], 1),
                    rng(c[k]["paced_script_us"], 1) if "paced_script_us" in c[k] else "— (not measured)",
+                   rng(c[k]["paced_trim_us"], 2) if "paced_trim_us" in c[k] else "— (not measured)",
                    rng(c[k]["dead_after"]), rng(c[k]["steady"])]
                   for lab, k in zip(labels, ks, strict=False)])
 
