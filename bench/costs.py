@@ -22,6 +22,7 @@ import argparse
 import datetime
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -32,7 +33,7 @@ PLANS = {
     "full": dict(reps=3, queues_n=10_000, sched_n=10_000, polls=50, dead_rate=500, dead_s=8.0,
                  dead_burst=5_000, payload_n={100: 10_000, 10_240: 5_000, 102_400: 2_000, 1_048_576: 400},
                  enq_n=5_000, cap=15.0),
-    "quick": dict(reps=1, queues_n=2_000, sched_n=2_000, polls=10, dead_rate=500, dead_s=3.0,
+    "quick": dict(reps=1, queues_n=2_000, sched_n=5_000, polls=10, dead_rate=500, dead_s=3.0,
                   dead_burst=1_000, payload_n={100: 2_000, 10_240: 1_000, 102_400: 500, 1_048_576: 100},
                   enq_n=1_000, cap=5.0),
 }
@@ -190,7 +191,6 @@ def c_scheduled(ctx, plan):
     import redis
 
     from bench.redis_server import RedisServer
-    from cogworker.scheduler import Poller
     out = {}
     for size in SET_SIZES:
         with RedisServer() as rs:
@@ -201,26 +201,54 @@ def c_scheduled(ctx, plan):
             r.delete(config.keys.schedule)
             for key in (config.keys.schedule, config.keys.retry):
                 fill_zset(r, key, template, jid, size, time.time() + NOT_DUE)
-            poller = Poller(config)
-            poller.poll()  # scripts loaded
-            r.config_resetstat()
-            t0 = time.perf_counter()
-            for _ in range(plan["polls"]):
-                poller.poll()
-            wall = (time.perf_counter() - t0) / plan["polls"]
-            # Redis's own time in the poll scripts (commandstats), not the process's CPU:
-            # that includes its timers and the INFO call itself.
-            stats = r.info("commandstats")
-            cpu = sum(stats.get(c, {}).get("usec", 0) for c in ("cmdstat_evalsha", "cmdstat_eval")) / 1e6
-            cpu /= plan["polls"]
-            fill_cog(app, plan["sched_n"])
-            run = fleet_run(ctx, cog_system(), rs.url, plan["sched_n"], plan["cap"], log_name=f"sched-{size}")
-            out[size] = {"poll_ms": wall * 1000, "poll_redis_us": cpu * 1e6, **run,
+            out[size] = {**_poll_cost(config, r, plan["polls"]), **_sched_runs(ctx, plan, rs.url, config, app, r, size),
                          "entries": r.zcard(config.keys.schedule) + r.zcard(config.keys.retry)}
         v = out[size]
+        parked = f" (sets renamed away: {v['steady_parked']:,.0f})" if "steady_parked" in v else ""
         say(f"  sets={size:>9,} each  poll {v['poll_ms']:.3f} ms/pass (Redis {v['poll_redis_us']:.0f} µs)"
-            f"  no-op {v['steady']:,.0f} jobs/s")
+            f"  no-op {v['steady']:,.0f} jobs/s{parked}")
     return out
+
+
+def _poll_cost(config, r, polls):
+    """One pass of the master's poller over both sets: client wall time, and Redis's own
+    time in the poll scripts (commandstats: not the process's CPU, which includes its
+    timers and the INFO call itself)."""
+    from cogworker.scheduler import Poller
+    poller = Poller(config)
+    poller.poll()  # scripts loaded
+    r.config_resetstat()
+    t0 = time.perf_counter()
+    for _ in range(polls):
+        poller.poll()
+    wall = (time.perf_counter() - t0) / polls
+    stats = r.info("commandstats")
+    usec = sum(stats.get(c, {}).get("usec", 0) for c in ("cmdstat_evalsha", "cmdstat_eval")) / polls
+    return {"poll_ms": wall * 1000, "poll_redis_us": usec}
+
+
+def _sched_runs(ctx, plan, url, config, app, r, size):
+    """No-op jobs/s with the sets in place; with entries, also with the sets renamed away
+    (RENAME: O(1)) on the same Redis, in A-B-B-A order: what the sets' size costs the
+    fleet, told apart from the machine's drift between separate Redis servers."""
+    keys = (config.keys.schedule, config.keys.retry)
+    order = ["in place", "parked", "parked", "in place"] if size else ["in place"]
+    got = {"in place": [], "parked": []}
+    for i, where in enumerate(order):
+        for key in keys:  # park or unpark as this run needs
+            if r.exists(key if where == "parked" else f"{key}:parked"):
+                r.rename(*((key, f"{key}:parked") if where == "parked" else (f"{key}:parked", key)))
+        r.delete("bench:done", "bench:marks")
+        fill_cog(app, plan["sched_n"])
+        got[where].append(fleet_run(ctx, cog_system(), url, plan["sched_n"], plan["cap"],
+                                    log_name=f"sched-{size}-{i}"))
+    for key in keys:
+        if r.exists(f"{key}:parked"):
+            r.rename(f"{key}:parked", key)
+    run = {k: statistics.median(x[k] for x in got["in place"]) for k in ("steady", "redis_us_per_job")}
+    if got["parked"]:
+        run["steady_parked"] = statistics.median(x["steady"] for x in got["parked"])
+    return run
 
 
 def c_dead(ctx, plan):
@@ -229,7 +257,7 @@ def c_dead(ctx, plan):
     for prefill in (0, DEAD_CAP):
         out[prefill] = {**_dead_paced(ctx, plan, prefill), **_dead_burst(ctx, plan, prefill)}
         say(f"  dead set {prefill:>6,}: at {plan['dead_rate']}/s Redis {out[prefill]['paced_redis_us']:.1f} µs/job, "
-            f"scripts {out[prefill]['paced_script_us']:.1f} µs/job"
+            f"scripts {out[prefill]['paced_script_us']:.1f} µs/job, trimming {out[prefill]['paced_trim_us']:.2f} µs/job"
             f" (dead after: {out[prefill]['dead_after']:,}); burst {out[prefill]['steady']:,.0f} jobs/s")
     return out
 
@@ -284,8 +312,10 @@ def _dead_paced(ctx, plan, prefill):
         scripts = sum(stats.get(c, {}).get("usec", 0) for c in ("cmdstat_evalsha", "cmdstat_eval"))
         # Whole-process CPU includes Redis's timers and the idle workers' blocking waits; the
         # scripts' own time (fetch, ack, file) is where trimming would show.
+        # The trimming itself: file.lua's two ZREMRANGEBY* calls (counted on their own too).
+        trim = sum(stats.get(f"cmdstat_{c}", {}).get("usec", 0) for c in ("zremrangebyscore", "zremrangebyrank"))
         return {"paced_n": n, "paced_redis_us": cpu / n * 1e6, "paced_script_us": scripts / n,
-                "dead_after": r.zcard(config.keys.dead)}
+                "paced_trim_us": trim / n, "dead_after": r.zcard(config.keys.dead)}
 
 
 def _dead_burst(ctx, plan, prefill):
@@ -325,7 +355,6 @@ def say(*parts):
 
 def merge(reps):
     """Medians [min, max] of every number over the repetitions, key by key."""
-    import statistics
     first = reps[0]
     if isinstance(first, dict):
         return {k: merge([r[k] for r in reps if k in r]) for k in first}

@@ -24,11 +24,13 @@ def _rate(fn, n):
 
 
 def c_enqueue(ctx, plan):
-    """µs per call from one producer, in one process: the bare LPUSH, cogworker's
-    enqueue, and the steps of the enqueue timed apart; Redis CPU per call for both."""
+    """µs per call from one producer, in one process: the bare client's call, cogworker's
+    enqueue, and the steps of the enqueue timed apart; then the two whole calls in
+    alternating rounds (their calls/s ratio per round: the machine's drift hits both);
+    Redis's CPU and its time inside commands per call for both."""
     import redis
 
-    from bench.costs import redis_cpu, say, use_redis
+    from bench.costs import say, use_redis
     from bench.redis_server import RedisServer
     n, arg = plan["enq_n"], "x" * PAYLOAD
     with RedisServer() as rs:
@@ -36,49 +38,83 @@ def c_enqueue(ctx, plan):
         r = redis.Redis.from_url(rs.url)
         app.noop.enqueue(arg)  # connections made, nothing measured yet
         steps = _enqueue_steps(config, app, r, arg)
-        out = {"us_per_call": {name: _rate(fn, n) for name, fn in steps.items()}, "redis_us_per_call": {}}
-        for name, step in (("bare LPUSH", "bare: LPUSH of a ready string"),
-                           ("cogworker enqueue", "cogworker: noop.enqueue() (all of it)")):
-            cpu0 = redis_cpu(r)
-            _rate(steps[step], n)
-            out["redis_us_per_call"][name] = (redis_cpu(r) - cpu0) / n * 1e6
+        out = {"us_per_call": {name: _rate(fn, n) for name, fn in steps.items()},
+               "ratio": _rounds(steps[BARE], steps[WHOLE], n), "redis_us_per_call": {}, "redis_cmd_us_per_call": {}}
+        for name, step in (("bare client", BARE), ("cogworker enqueue", WHOLE)):
+            out["redis_us_per_call"][name], out["redis_cmd_us_per_call"][name] = _redis_per_call(r, steps[step], n)
     for name, us in out["us_per_call"].items():
         say(f"  {us:7.1f} µs  {1e6 / us:9,.0f}/s  {name}")
+    ratio = out["ratio"]
+    say(f"  cogworker enqueue ÷ bare client, calls/s in alternating rounds: median {ratio['median']:.3f} "
+        f"[{ratio['min']:.3f}–{ratio['max']:.3f}] of {ratio['rounds']}")
     for name, us in out["redis_us_per_call"].items():
-        say(f"  Redis CPU {us:5.1f} µs per call: {name}")
+        cmds = ", ".join(f"{k} {v:.2f}" for k, v in out["redis_cmd_us_per_call"][name].items())
+        say(f"  Redis CPU {us:5.1f} µs per call: {name} (µs per call in commands: {cmds})")
     return out
+
+
+BARE = "bare: json.dumps + LPUSH (the bare client)"
+WHOLE = "cogworker: noop.enqueue() (all of it)"
+
+
+def _rounds(bare, whole, n, rounds=21):
+    """calls/s of ``whole`` ÷ ``bare`` per round, the two alternating (which goes first too)."""
+    import statistics
+    per = max(100, n)
+    ratios = []
+    for i in range(rounds):
+        if i % 2:
+            w, b = _rate(whole, per), _rate(bare, per)
+        else:
+            b, w = _rate(bare, per), _rate(whole, per)
+        ratios.append(b / w)
+    return {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios), "rounds": rounds,
+            "calls_per_round": per}
+
+
+def _redis_per_call(r, fn, n):
+    """Redis's CPU (INFO cpu) per call of ``fn``, and its time inside each command per call
+    (commandstats; a script's commands are counted in its EVALSHA and on their own too)."""
+    from bench.costs import redis_cpu
+    r.config_resetstat()
+    cpu0 = redis_cpu(r)
+    for _ in range(n):
+        fn()
+    cpu = (redis_cpu(r) - cpu0) / n * 1e6
+    stats = r.info("commandstats")
+    return cpu, {k[len("cmdstat_"):]: round(v["usec"] / n, 2) for k, v in stats.items()
+                 if "info" not in k and "config" not in k and v["calls"] >= n / 100}
 
 
 def _enqueue_steps(config, app, r, arg):
     """The calls timed apart: the bare client's, then cogworker's enqueue piece by piece
     (its own building blocks, called as its client calls them)."""
-    from cogworker import client as cw_client
-    from cogworker.jobs import build_payload, dumps
+    from cogworker import history, lua, rawpipe
+    from cogworker.payload import build_payload, dumps
     bare_raw = json.dumps({"class": "noop", "args": [arg]})
-    payload = build_payload(app.noop.name, (arg,), {}, app.noop.opts)
+    job = app.noop
+    payload = build_payload(job.name, (arg,), {}, job.opts)
     encoded = dumps(payload)
-    queue = config.keys.queue("default")
+    keys = config.keys
+    queue = keys.queue("default")
+    bucket, _, jid, record = history.queued_field(config, payload)
+    push_keys, push_args = [queue, keys.queues, keys.wake, bucket], [encoded, "default", jid, record, ""]
 
-    def pipe_full():
-        pipe = config.redis().pipeline(transaction=False)
-        cw_client._write(pipe, payload, encoded, None)
-        cw_client._execute(pipe)
-
-    def pipe_lpush():
-        pipe = config.redis().pipeline(transaction=False)
-        pipe.lpush(queue, encoded)
-        pipe.execute()
+    def payload_only():
+        job.check_arguments((arg,), {})
+        dumps(build_payload(job.name, (arg,), {}, job.opts))
 
     return {
-        "bare: json.dumps + LPUSH (the bare client)": lambda: r.lpush("bare:queue", json.dumps(
-            {"class": "noop", "args": [arg]})),
+        BARE: lambda: r.lpush("bare:queue", json.dumps({"class": "noop", "args": [arg]})),
         "bare: LPUSH of a ready string": lambda: r.lpush("bare:queue", bare_raw),
-        "cogworker: build_payload + dumps (no Redis)": lambda: dumps(build_payload(
-            app.noop.name, (arg,), {}, app.noop.opts)),
-        "cogworker payload: LPUSH of the ready string": lambda: r.lpush(queue, encoded),
-        "cogworker payload: pipeline(LPUSH)": pipe_lpush,
-        "cogworker payload: pipeline(LPUSH, SADD, XADD) = its write": pipe_full,
-        "cogworker: noop.enqueue() (all of it)": lambda: app.noop.enqueue(arg),
+        "cogworker: check_arguments + build_payload + dumps (no Redis)": payload_only,
+        "cogworker: its enq:<hour> status field (no Redis)": lambda: history.queued_field(config, payload),
+        "cogworker payload: LPUSH of the ready string (redis-py)": lambda: r.lpush(queue, encoded),
+        "cogworker payload: HSET + LPUSH in one write (rawpipe) = its write to a backlogged queue":
+            lambda: rawpipe.send(r, ("HSET", bucket, jid, record), ("LPUSH", queue, encoded)),
+        "cogworker payload: push.lua (rawpipe) = its write to a queue that may be empty":
+            lambda: rawpipe.send(r, lua.command(r, "push", push_keys, push_args)),
+        WHOLE: lambda: app.noop.enqueue(arg),
     }
 
 

@@ -80,6 +80,10 @@ def scheduled(c, out):
     a1.plot(xs, [med(c[k][redis_key]) / 1000 for k in ks], marker="s", ls="--", color="tab:red", label=redis_label)
     a2.errorbar(xs, [med(c[k]["steady"]) for k in ks], yerr=err([c[k]["steady"] for k in ks]), marker="o",
                 color=COG, label="no-op jobs/s, N = 2, poller running")
+    parked = [k for k in ks if "steady_parked" in c[k]]
+    if parked:
+        a2.plot([ks.index(k) for k in parked], [med(c[k]["steady_parked"]) for k in parked], marker="s", ls="--",
+                color=BARE, label="the same Redis, sets renamed away")
     for a in (a1, a2):
         a.set_xticks(xs, [f"{int(k):,}" for k in ks])
         a.set_xlim(-0.3, len(ks) - 0.7)
@@ -91,8 +95,11 @@ def scheduled(c, out):
     a1.set_title("scheduled poller: one pass (both sets)")
     a2.set_title("throughput while the master polls")
     _save(fig, out)
-    return table(["entries per set", "poll ms/pass (client)", redis_label.replace(", ms", ", µs"), "no-op jobs/s"],
-                 [[f"{int(k):,}", rng(c[k]["poll_ms"], 3), rng(c[k][redis_key], 0), rng(c[k]["steady"])]
+    return table(["entries per set", "poll ms/pass (client)", redis_label.replace(", ms", ", µs"), "no-op jobs/s",
+                  "no-op jobs/s, sets renamed away (same Redis)", "in place ÷ renamed away"],
+                 [[f"{int(k):,}", rng(c[k]["poll_ms"], 3), rng(c[k][redis_key], 0), rng(c[k]["steady"]),
+                   rng(c[k]["steady_parked"]) if "steady_parked" in c[k] else "—",
+                   f"{med(c[k]['steady']) / med(c[k]['steady_parked']):.2f}" if "steady_parked" in c[k] else "—"]
                   for k in ks])
 
 
@@ -113,9 +120,11 @@ def dead(c, out, rate):
         a.set_xlabel("dead set before the run")
     _save(fig, out)
     return table(["dead set", f"Redis CPU µs per failing job at {rate}/s (process)",
-                  "of which in scripts (fetch, ack, file)", "dead set after", "failing jobs/s (burst)"],
+                  "of which in scripts (fetch, ack, file)", "of which trimming (ZREMRANGEBYSCORE, ZREMRANGEBYRANK)",
+                  "dead set after", "failing jobs/s (burst)"],
                  [[lab, rng(c[k]["paced_redis_us"], 1),
                    rng(c[k]["paced_script_us"], 1) if "paced_script_us" in c[k] else "— (not measured)",
+                   rng(c[k]["paced_trim_us"], 2) if "paced_trim_us" in c[k] else "— (not measured)",
                    rng(c[k]["dead_after"]), rng(c[k]["steady"])]
                   for lab, k in zip(labels, ks, strict=False)])
 
@@ -178,8 +187,17 @@ def enqueue(c, out):
     fig.subplots_adjust(left=0.5, right=0.97)
     _save(fig, out, tight=False)
     rows = [[s, rng(c["us_per_call"][s], 1), f"{1e6 / med(c['us_per_call'][s]):,.0f}"] for s in steps]
-    rows += [[f"Redis CPU per call: {k}", rng(v, 1), ""] for k, v in c["redis_us_per_call"].items()]
-    return table(["step", "µs per call", "calls/s"], rows)
+    cmds = c.get("redis_cmd_us_per_call", {})
+    rows += [[f"Redis CPU per call: {k}" + (" (in commands: " + ", ".join(
+        f"{name} {med(us):.2f}" for name, us in cmds[k].items()) + ")" if k in cmds else ""), rng(v, 1), ""]
+        for k, v in c["redis_us_per_call"].items()]
+    md = table(["step", "µs per call", "calls/s"], rows)
+    if "ratio" in c:
+        r = c["ratio"]
+        md += (f"\n\ncogworker `noop.enqueue()` ÷ the bare client, calls/s, in {med(r['rounds']):.0f} "
+               f"alternating rounds of {med(r['calls_per_round']):,.0f} calls each: median {med(r['median']):.3f} "
+               f"[{med(r['min']):.3f}–{med(r['max']):.3f}] (of one repetition's rounds; medians over repetitions)")
+    return md
 
 
 def profile(p):

@@ -8,8 +8,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from . import history, hooks, lua, policy, unique
+from redis.exceptions import NoScriptError
+
+from . import history, hooks, lua, policy, rawpipe, unique
 from .config import Config, get_config
+from .keys import Keys
 from .middleware import client_middleware
 from .payload import dumps
 
@@ -71,40 +74,43 @@ def _execute(pipe: Any) -> None:
             raise result
 
 
-def _one_command(payload: dict[str, Any], encoded: str, at: float | None) -> bool:
-    """A small job for now: push.lua (with its queued status, if on), one command and one
-    reply like a bare LPUSH, instead of a pipeline of three or four."""
-    return (at is None or at <= time.time()) and len(encoded) <= PUSH_SCRIPT_MAX
-
-
 def _push_one(client: Any, payload: dict[str, Any], encoded: str) -> None:
-    """A small job onto its queue in one command. While the queue has a backlog (the last
-    push here found jobs waiting) and there is no status to write, a plain LPUSH: the push
-    that made it non-empty named it in ``queues`` and woke the idle workers, and those are
-    awake until it is empty again. A plain push that finds it was empty after all does
-    both now, one round trip later."""
+    """A small job onto its queue in one round trip, sent as bare commands (rawpipe: no
+    pipeline or Script object per call). While the queue has a backlog (the last push here
+    found jobs waiting): a plain LPUSH, after the HSET of its queued status if on. The push
+    that made the queue non-empty named it in ``queues`` and woke the idle workers, and
+    those are awake until it is empty again; a plain push that finds it was empty after
+    all does both now, one round trip later. Otherwise push.lua: the push, ``queues``, the
+    wake when it made the queue non-empty, and the status field, in one command."""
     config = get_config()
     keys, queue = config.keys, payload["queue"]
     key = keys.queue(queue)
-    found = history.enqueue_fields(config, payload, None)
-    if found is not None:  # its enq:<hour> field rides in the script
-        bucket, ttl, fields = found
-        [(jid, record)] = fields.items()
-        if lua.run(client, "push", [key, keys.queues, keys.wake, bucket],
-                   [encoded, queue, jid, record, "" if ttl is None else ttl]) > 1:
-            _backlogged.add(key)
-        return
-    if key in _backlogged:
-        if client.lpush(key, encoded) > 1:
+    found = history.queued_field(config, payload)
+    if key in _backlogged and (found is None or found[1] is None):
+        status = () if found is None else (("HSET", found[0], found[2], found[3]),)
+        # HSET first, as in the pipeline: a worker's later "running" is never overwritten.
+        pushed = rawpipe.send(client, *status, ("LPUSH", key, encoded))[-1]  # a failed HSET: best-effort
+        if rawpipe.ok(pushed) > 1:
             return
         _backlogged.discard(key)
-        pipe = client.pipeline(transaction=False)
-        pipe.sadd(keys.queues, queue)
-        wake(pipe)
-        policy.best_effort("waking idle workers", pipe.execute)
+        policy.best_effort("waking idle workers", _name_and_wake, client, keys, queue)
         return
-    if lua.run(client, "push", [key, keys.queues, keys.wake], [encoded, queue]) > 1:
+    script_keys, args = [key, keys.queues, keys.wake], [encoded, queue]
+    if found is not None:  # its enq:<hour> field rides in the script
+        bucket, ttl, jid, record = found
+        script_keys.append(bucket)
+        args += [jid, record, "" if ttl is None else ttl]
+    [n] = rawpipe.send(client, lua.command(client, "push", script_keys, args))
+    if isinstance(n, NoScriptError):  # not run: Redis lost it (a restart, SCRIPT FLUSH)
+        n = lua.run(client, "push", script_keys, args)
+    if rawpipe.ok(n) > 1:
         _backlogged.add(key)
+
+
+def _name_and_wake(client: Any, keys: Keys, queue: str) -> None:
+    for reply in rawpipe.send(client, ("SADD", keys.queues, queue),
+                              ("XADD", keys.wake, "MAXLEN", "~", 100, "*", "w", 1)):
+        rawpipe.ok(reply)
 
 
 def push(payload: dict[str, Any], at: float | None = None, config: Config | None = None) -> str | None:
@@ -114,37 +120,43 @@ def push(payload: dict[str, Any], at: float | None = None, config: Config | None
     Serialization happens before anything is written: a bad argument writes nothing.
     ``config``: whose client writes it (the prefork master's has a short timeout).
     """
-    if len(client_middleware):
-        dumps(payload)  # refuse bad arguments before any middleware sees them (final() checks too)
+    if not client_middleware:
+        return _final(payload, at, config)
+    dumps(payload)  # refuse bad arguments before any middleware sees them (_final checks too)
+    return client_middleware.invoke((payload,), lambda: _final(payload, at, config))
 
-    def final() -> str | None:
-        if at is not None and at > time.time():
+
+def _final(payload: dict[str, Any], at: float | None, config: Config | None) -> str | None:
+    """The push itself, inside the client middleware chain."""
+    if at is not None:
+        if at > time.time():
             payload["at"] = at
-        if payload.get("unique_for"):
-            dumps(payload)  # the clear TypeError before the digest's own serialization
-            unique.prepare(payload)
-        encoded = dumps(payload)
-        client = (config or get_config()).redis()
-        if payload.get("unique_for"):
-            jid = unique.push(client, payload, encoded, at)
-            if jid is not None and history.writes_enqueue(get_config(), payload):
-                # The lock and the push are one script: its status follows in a pipeline of its own.
-                pipe = client.pipeline(transaction=False)
-                status(pipe, payload, at)
-                policy.best_effort("writing job status", pipe.execute)
-        elif _one_command(payload, encoded, at):
-            _push_one(client, payload, encoded)
-            jid = payload["jid"]
         else:
+            at = None  # due already: to its queue
+    unique_for = payload.get("unique_for")
+    if unique_for:
+        dumps(payload)  # the clear TypeError before the digest's own serialization
+        unique.prepare(payload)
+    encoded = dumps(payload)
+    client = (config or get_config()).redis()
+    if unique_for:
+        jid = unique.push(client, payload, encoded, at)
+        if jid is not None and history.writes_enqueue(get_config(), payload):
+            # The lock and the push are one script: its status follows in a pipeline of its own.
             pipe = client.pipeline(transaction=False)
-            _write(pipe, payload, encoded, at)
-            _execute(pipe)
-            jid = payload["jid"]
-        if jid is not None and hooks.wanted("enqueued"):
-            hooks.fire("enqueued", payload, queue=payload.get("queue"), config=config)
-        return jid
-
-    return client_middleware.invoke((payload,), final)
+            status(pipe, payload, at)
+            policy.best_effort("writing job status", pipe.execute)
+    elif at is None and len(encoded) <= PUSH_SCRIPT_MAX:
+        _push_one(client, payload, encoded)
+        jid = payload["jid"]
+    else:
+        pipe = client.pipeline(transaction=False)
+        _write(pipe, payload, encoded, at)
+        _execute(pipe)
+        jid = payload["jid"]
+    if jid is not None and hooks.wanted("enqueued"):
+        hooks.fire("enqueued", payload, queue=payload.get("queue"), config=config)
+    return jid
 
 
 def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:

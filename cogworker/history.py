@@ -33,10 +33,11 @@ import json
 import threading
 import time
 import weakref
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import hooks, lua, policy
 from .config import Config, get_config
+from .keys import Keys
 
 FLUSH_INTERVAL = 1.0
 HOUR = 3600
@@ -206,8 +207,21 @@ def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]],
 
 
 EnqueueWrite = tuple[str, "int | None", dict[str, Any]]  # key, ttl (None: set already), fields to HSET
-# (redis url, enq:<hour>, when) this process last set the TTL of.
-_expired_enq: tuple[str, str, float] | None = None
+
+
+class _EnqTTL(NamedTuple):
+    """The ``enq:<hour>`` bucket whose TTL this process sent last, and when; no TTL is due
+    for it from ``start`` to ``until`` (its hour's end, or a minute after sending)."""
+
+    url: str
+    key: str
+    at: float
+    keys: Keys
+    start: float
+    until: float
+
+
+_expired_enq: _EnqTTL | None = None
 
 
 def writes_enqueue(config: Config, payload: dict[str, Any]) -> bool:
@@ -231,17 +245,53 @@ def enqueue_fields(config: Config, payload: dict[str, Any], at: float | None) ->
 
 def enqueue_bucket(config: Config, payloads: list[dict[str, Any]], now: float) -> EnqueueWrite:
     """``enq:<hour>`` fields for jobs pushed to a queue now: jid -> [queue, class, attempt, t]."""
-    global _expired_enq
-    key = config.keys.enq(hour_of(now))
+    key, ttl = _enq_bucket(config, now)
     t = repr(now)
-    fields = {p["jid"]: f'[{json.dumps(p.get("queue") or "")},{json.dumps(p.get("class") or "")},'
-                        f'{int(p.get("retry_count") or 0) + 1},{t}]' for p in payloads}
-    ttl = None
+    return key, ttl, {p["jid"]: _enq_record(p, t) for p in payloads}
+
+
+def queued_field(config: Config, payload: dict[str, Any]) -> tuple[str, int | None, str, str] | None:
+    """A single push's ``enq:<hour>`` field: (key, ttl or None, jid, record), or None when
+    status is off; ``enqueue_bucket`` for one job, without its dict (asked per enqueue)."""
+    jid = payload.get("jid")
+    if not (config.status and jid):
+        return None
+    now = time.time()
+    key, ttl = _enq_bucket(config, now)
+    return key, ttl, jid, _enq_record(payload, repr(now))
+
+
+def _enq_bucket(config: Config, now: float) -> tuple[str, int | None]:
+    """The bucket of ``now``, and its TTL when this process should send it (else None)."""
+    global _expired_enq
+    sent = _expired_enq
+    # Asked per enqueue: until the next hour or minute, the answer is the last one.
+    if sent is not None and sent.start <= now < sent.until and sent.keys is config.keys \
+            and sent.url == config.redis_url:
+        return sent.key, None
+    hour = hour_of(now)
+    key = config.keys.enq(hour)
     # Sent again after a minute too: a bucket that lost it (a FLUSHALL, a failed pipeline)
     # gets it back soon, not never.
-    if _expired_enq is None or _expired_enq[:2] != (config.redis_url, key) or now - _expired_enq[2] > 60:
-        _expired_enq, ttl = (config.redis_url, key, now), enq_ttl(config)
-    return key, ttl, fields
+    if sent is None or (sent.url, sent.key) != (config.redis_url, key) or now - sent.at > 60:
+        _expired_enq = _EnqTTL(config.redis_url, key, now, config.keys, hour, min(now + 60, hour + HOUR))
+        return key, enq_ttl(config)
+    return key, None
+
+
+def _enq_record(payload: dict[str, Any], t: str) -> str:
+    """'[queue,class,attempt,t]'; its head is the same for every job of a kind: encoded once."""
+    queue, cls = payload.get("queue") or "", payload.get("class") or ""
+    try:
+        head = _enq_heads[queue, cls]
+    except (KeyError, TypeError):  # new, or not a name (unhashable): encoded here
+        head = f"[{json.dumps(queue)},{json.dumps(cls)},"
+        if isinstance(queue, str) and isinstance(cls, str) and len(_enq_heads) < 1024:
+            _enq_heads[queue, cls] = head
+    return f'{head}{int(payload.get("retry_count") or 0) + 1},{t}]'
+
+
+_enq_heads: dict[tuple[str, str], str] = {}
 
 
 def _fields(payload: dict[str, Any], state: str, queue: str | None, now: float) -> dict[str, Any]:

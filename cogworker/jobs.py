@@ -58,7 +58,9 @@ class Job(JobDef, Generic[P, R]):
 
     def enqueue(self, *args: Any, **kwargs: Any) -> str | None:
         """Push the job; returns its jid (None if a unique lock dropped it as a duplicate)."""
-        return BoundJob(self, self.opts).enqueue(*args, **kwargs)
+        # BoundJob(self, self.opts).enqueue, without building the handle: asked per job.
+        self.check_arguments(args, kwargs)
+        return client.push(build_payload(self.name, args, kwargs, self.opts))
 
     def enqueue_in(self, seconds: float, *args: Any, **kwargs: Any) -> str | None:
         return BoundJob(self, self.opts).enqueue_in(seconds, *args, **kwargs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,12 @@ def run(client: redis.Redis, name: str, keys: list[Any], args: list[Any], pipe: 
     except redis.ResponseError as exc:
         raise_if_fenced(exc)
         raise
+
+
+def command(client: redis.Redis, name: str, keys: Sequence[Any], args: Sequence[Any]) -> tuple[Any, ...]:
+    """Script ``name`` as one ``EVALSHA`` command, for ``rawpipe.send``: its reply is a
+    ``NoScriptError`` when Redis doesn't have it (then ``run`` loads it and runs it)."""
+    return ("EVALSHA", script(client, name).sha, len(keys), *keys, *args)
 
 
 def raise_if_fenced(exc: redis.ResponseError) -> None:
