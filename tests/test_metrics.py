@@ -29,7 +29,21 @@ def scraped(port):
 
 
 def until(port, predicate, timeout=15.0, what="metrics"):
-    return wait_for(lambda: (s := scraped(port)) is not None and predicate(s) and s, timeout, 0.1, what)
+    last = {}
+
+    def check():
+        s = scraped(port)
+        if s is not None:
+            last["s"] = s
+        return s is not None and predicate(s) and s
+
+    try:
+        return wait_for(check, timeout, 0.1, what)
+    except AssertionError as exc:  # say what the last scrape showed, so a CI failure tells why
+        shown = {f"{name}{dict(labels)}": v for (name, labels), v in last.get("s", {}).items()
+                 if name in ("cogworker_jobs_total", "cogworker_dead_size", "cogworker_retry_size",
+                             "cogworker_children", "cogworker_child_exits_total")}
+        raise AssertionError(f"{exc}; last scrape: {shown}") from None
 
 
 def test_scrape_counts_every_outcome_exactly(own_config, masters):
