@@ -148,7 +148,7 @@ class Worker(Settling):
         self._status.start(self.config)
         try:
             while self._going_on():
-                self.housekeep(holding=self.fetching.holding())
+                self.housekeep(holding=self.fetching.holding)
                 if self._quiet.is_set():  # (the property, inline: asked per job)
                     self._stay_quiet()
                     continue
@@ -237,7 +237,8 @@ class Worker(Settling):
             self.fetcher.close()  # the look-ahead's own connection too
         return self._outage.failed(exc)
 
-    def housekeep(self, force: bool = False, holding: Iterable[bytes] = ()) -> None:
+    def housekeep(self, force: bool = False, holding: Callable[[], Iterable[bytes]] = tuple) -> None:
+        """``holding``: what the fetch strategy holds, asked only when reconcile runs (not per job)."""
         now = time.monotonic()
         if force or now - self._last_stats >= STATS_INTERVAL:
             self._last_stats = now
@@ -245,7 +246,7 @@ class Worker(Settling):
         if force or now - self._last_reconcile >= RECONCILE_INTERVAL:
             self._last_reconcile = now
             try:
-                self.reconcile(holding)
+                self.reconcile(holding())
             except redis.RedisError as exc:  # skipped this time (``Fenced`` goes up: the loop leaves)
                 policy.handle(f"worker {self.identity}: reconcile", exc)
 
