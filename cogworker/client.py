@@ -10,7 +10,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
-from . import history, hooks, lua, policy, rawpipe, unique
+from . import hooks, lua, policy, rawpipe, status_enqueue, unique
 from .config import Config, get_config
 from .keys import Keys
 from .middleware import client_middleware
@@ -38,12 +38,12 @@ def _write(pipe: Any, payload: dict[str, Any], encoded: str, at: float | None) -
 
 def status(pipe: Any, payload: dict[str, Any], at: float | None) -> None:
     """The job's queued/scheduled status, riding in the push's pipeline (no round trip)."""
-    found = history.enqueue_fields(get_config(), payload, at)
+    found = status_enqueue.enqueue_fields(get_config(), payload, at)
     if found is not None:
         hset(pipe, found)
 
 
-def hset(pipe: Any, found: history.EnqueueWrite) -> None:
+def hset(pipe: Any, found: status_enqueue.EnqueueWrite) -> None:
     key, ttl, fields = found
     pipe.hset(key, mapping=fields)
     if ttl is not None:
@@ -53,9 +53,9 @@ def hset(pipe: Any, found: history.EnqueueWrite) -> None:
 def status_many(pipe: Any, payloads: list[dict[str, Any]]) -> None:
     """Queued statuses of a bulk enqueue: one HSET of the hour's bucket."""
     config = get_config()
-    wanted = [p for p in payloads if history.writes_enqueue(config, p)]
+    wanted = [p for p in payloads if status_enqueue.writes_enqueue(config, p)]
     if wanted:
-        hset(pipe, history.enqueue_bucket(config, wanted, time.time()))
+        hset(pipe, status_enqueue.enqueue_bucket(config, wanted, time.time()))
 
 
 def wake(pipe: Any) -> None:
@@ -85,7 +85,7 @@ def _push_one(client: Any, payload: dict[str, Any], encoded: str) -> None:
     config = get_config()
     keys, queue = config.keys, payload["queue"]
     key = keys.queue(queue)
-    found = history.queued_field(config, payload)
+    found = status_enqueue.queued_field(config, payload)
     if key in _backlogged and (found is None or found[1] is None):
         status = () if found is None else (("HSET", found[0], found[2], found[3]),)
         # HSET first, as in the pipeline: a worker's later "running" is never overwritten.
@@ -141,7 +141,7 @@ def _final(payload: dict[str, Any], at: float | None, config: Config | None) -> 
     client = (config or get_config()).redis()
     if unique_for:
         jid = unique.push(client, payload, encoded, at)
-        if jid is not None and history.writes_enqueue(get_config(), payload):
+        if jid is not None and status_enqueue.writes_enqueue(get_config(), payload):
             # The lock and the push are one script: its status follows in a pipeline of its own.
             pipe = client.pipeline(transaction=False)
             status(pipe, payload, at)

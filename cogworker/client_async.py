@@ -15,7 +15,7 @@ from typing import Any
 
 import redis.asyncio
 
-from . import client, history, hooks, lua, policy, unique
+from . import client, hooks, lua, policy, status_enqueue, unique
 from .config import Config, get_config
 from .middleware import client_middleware
 from .payload import dumps
@@ -65,7 +65,7 @@ async def _write_one(payload: dict[str, Any], at: float | None) -> str | None:
             lua.raise_if_fenced(exc)
             raise
         jid = payload["jid"] if pushed == 1 else None
-        if jid is not None and history.writes_enqueue(get_config(), payload):
+        if jid is not None and status_enqueue.writes_enqueue(get_config(), payload):
             pipe = conn.pipeline(transaction=False)
             client.status(pipe, payload, at)
             try:

@@ -12,30 +12,18 @@ from typing import Any, NamedTuple
 
 import redis
 
-from . import batchfetch, lua, redis_errors, wire
+from . import batchfetch, fastfetch, lua, redis_errors, wire
 from .config import Config, logger
 from .errors import ConfigurationError, Fenced, RedisVersionError
+from .fastfetch import MARK, Fast
 from .heartbeat import clock
 from .inprogress import InProgressList, _text_field, jid_of
 
 MIN_REDIS_VERSION = (6, 2)
-# Pushed on the list just before the fast fetch's LMOVE and removed by its script in the
-# same MULTI: where the script finds it says whether the LMOVE moved a job.
-MARK = b"\x00cogworker:fetch-mark"
 # The fast fetch pays off for large jobs only (no payload enters Lua, where Redis hashes
 # every byte), and costs small ones more Redis work (6 more commands a job); the last
 # job's size predicts the next one's (docs/architecture.md#fast-fetch).
 FAST_MIN_BYTES = 4096
-
-
-@dataclass(frozen=True)
-class Fast:
-    """A fast fetch sent (docs/architecture.md#fetch): how many commands were queued
-    in its MULTI, and its script's keys and arguments (to run it again after NOSCRIPT)."""
-
-    queued: int
-    keys: list[Any]
-    args: list[Any]
 
 
 @dataclass
@@ -146,7 +134,7 @@ class Fetcher(InProgressList):
         # queue: a BLMOVE would take a job without reading the paused set.
         blocking = self.block_timeout > 0
         wake = self.keys.wake if blocking else ""
-        if ack is not None and len(ack) >= FAST_MIN_BYTES and self._fast_allowed(ack):
+        if self._fast_allowed(ack):
             work, wake_id = self._fetch_fast(order, ack, ack_jid, wake)
         else:
             keys = [self.in_progress, self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"),
@@ -256,28 +244,20 @@ class Fetcher(InProgressList):
         self.vouch(ahead.sent_at)
         return self._work_of(reply, ahead.order)
 
+    def _fast_commands(self, order: list[str], ack: bytes | None, ack_jid: str | None, wake: str,
+                       ahead: tuple[Any, ...]) -> tuple[Fast, list[tuple[Any, ...]]]:
+        guess = next((i for i, q in enumerate(order) if q in self._busy), 0)
+        keys = [self.in_progress, self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"),
+                self.fence_key, self.keys.last_beat, *(self._queue_keys[q] for q in order)]
+        args = [wake, *ahead, self.beat_as, self.keys.paused, self.keys.queue_prefix]
+        return fastfetch.commands(self._sha_moved(), keys, args, ack, guess)
+
     def _fast_allowed(self, ack: bytes | None) -> bool:
         """The fast fetch's ack is a plain LREM, in front of the fence check: sent only
         while the lease holds, when nobody can have fenced this identity yet
         (docs/architecture.md#lease). Otherwise fetch.lua carries the ack behind its check.
         Only for a large last job: a small one's fetch is cheaper in fetch.lua."""
         return ack is not None and len(ack) >= FAST_MIN_BYTES and self.lease_left() > 0
-
-    def _fast_commands(self, order: list[str], ack: bytes | None, ack_jid: str | None, wake: str,
-                       ahead: tuple[Any, ...]) -> tuple[Fast, list[tuple[Any, ...]]]:
-        """The fast fetch: a plain LREM of the ack, the mark, a plain LMOVE from the queue
-        the last job came from, then fetch_moved.lua, in one MULTI: no payload enters Lua."""
-        keys = [self.in_progress, self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"),
-                self.fence_key, self.keys.last_beat, *(self._queue_keys[q] for q in order)]
-        guess = next((i for i, q in enumerate(order) if q in self._busy), 0)
-        args = ["1" if ack else "", wake, *ahead, self.beat_as, self.keys.paused, self.keys.queue_prefix,
-                MARK, guess + 5]
-        commands: list[tuple[Any, ...]] = [("MULTI",)]
-        if ack is not None:
-            commands.append(("LREM", self.in_progress, -1, ack))  # the ack is near the tail
-        commands += [("LPUSH", self.in_progress, MARK), ("LMOVE", keys[guess + 4], self.in_progress, "RIGHT", "LEFT"),
-                     ("EVALSHA", self._sha_moved(), len(keys), *keys, *args), ("EXEC",)]
-        return Fast(len(commands) - 2, keys, args), commands
 
     def _sha_moved(self) -> str:
         if not self._moved_sha:
@@ -292,7 +272,7 @@ class Fetcher(InProgressList):
         try:
             sent = clock()
             conn.send_packed_command(wire.packed(conn, commands))
-            replies = self._replies(conn, fast)
+            replies = fastfetch.replies(conn, fast)
         except BaseException:
             conn.disconnect()  # replies may be left unread: never reused
             raise
@@ -301,22 +281,7 @@ class Fetcher(InProgressList):
         return self._settle_fast(replies, fast, order, sent)
 
     def _read_fast(self, conn: Any, fast: Fast, order: list[str], sent: float) -> tuple[Work | None, Any]:
-        return self._settle_fast(self._replies(conn, fast), fast, order, sent)
-
-    @staticmethod
-    def _replies(conn: Any, fast: Fast) -> list[Any]:
-        """A fast fetch's replies: MULTI's, one per queued command, then EXEC's. A command
-        refused as it was queued (OOM, READONLY) made EXEC discard everything: raised."""
-        refused: redis.ResponseError | None = None
-        for _ in range(fast.queued + 1):
-            try:
-                conn.read_response()
-            except redis.ResponseError as exc:
-                refused = refused or exc
-        try:
-            return list(conn.read_response())
-        except redis.ResponseError as exc:
-            raise (refused or exc) from None
+        return self._settle_fast(fastfetch.replies(conn, fast), fast, order, sent)
 
     def _settle_fast(self, replies: list[Any], fast: Fast, order: list[str], sent: float) -> tuple[Work | None, Any]:
         """The script's reply decides; the job is the LMOVE's reply when the move stood."""

@@ -17,7 +17,8 @@ import redis
 from . import fate, hooks, policy, settlement, stats
 from .config import logger
 from .errors import Fenced
-from .fetch import MARK, Work, jid_of
+from .fastfetch import MARK
+from .fetch import Work, jid_of
 
 if TYPE_CHECKING:
     from .fetch import Fetcher

@@ -12,13 +12,13 @@ import redis
 from apps import core_jobs
 
 import cogworker
-from cogworker import api, client, history, hooks, lua, rawpipe
+from cogworker import api, client, history, hooks, lua, rawpipe, status_enqueue
 from cogworker.fetch import Fetcher
 
 
 @pytest.fixture
 def config(config):
-    history._expired_enq = None  # the session's Redis was emptied: this process's memory is stale
+    status_enqueue._expired_enq = None  # the session's Redis was emptied: this process's memory is stale
     client._backlogged.clear()
     return cogworker.configure(status=True)
 

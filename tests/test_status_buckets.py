@@ -13,13 +13,13 @@ from apps import core_jobs
 from core_util import RunningWorker, ran, wait_for
 
 import cogworker
-from cogworker import api, history
+from cogworker import api, history, status_enqueue
 from cogworker.scheduler import Poller
 
 
 @pytest.fixture
 def config(config):
-    history._expired_enq = None  # the session's Redis was emptied: this process's memory is stale
+    status_enqueue._expired_enq = None  # the session's Redis was emptied: this process's memory is stale
     return cogworker.configure(status=True, history=True)
 
 
@@ -107,7 +107,7 @@ def test_hour_rollover_and_a_reader_across_buckets(config):
     at later times find the records while they are within their TTL, and not after."""
     r = config.redis()
     t0 = (history.hour_of(time.time()) - 10 * 3600) - 0.5  # 00:59:59.5 of an hour, ten hours ago
-    key, ttl, fields = history.enqueue_bucket(config, [{"jid": "roll", "queue": "q", "class": "C"}], t0)
+    key, ttl, fields = status_enqueue.enqueue_bucket(config, [{"jid": "roll", "queue": "q", "class": "C"}], t0)
     r.hset(key, mapping=fields)
     assert key == config.keys.enq(history.hour_of(t0))
     t1 = t0 + 1.0  # the next hour

@@ -14,25 +14,16 @@ from typing import Any
 
 import redis
 
+from ..argtypes import positive_float
 from ..config import as_text, get_config
 
 
 def add_parser(sub: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
     health = sub.add_parser("health", parents=parents,
                             help="exit 0 if this host's master beats and has all its children, else 1")
-    health.add_argument("--max-age", type=_seconds, default=30.0, metavar="SECONDS",
+    health.add_argument("--max-age", type=positive_float, default=30.0, metavar="SECONDS",
                         help="its last beat at most this old (default 30)")
     health.add_argument("--identity", metavar="ID", help="this process (a master or a worker), not this host's master")
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--max-age must be a number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"--max-age must be more than 0, got {text}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

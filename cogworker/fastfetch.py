@@ -1,0 +1,56 @@
+"""The fast fetch's commands and replies (docs/architecture.md#fast-fetch): after a large
+job, the ack is a plain LREM, the next job moves with a plain LMOVE, and fetch_moved.lua
+only checks, all in one MULTI, so no payload enters Lua. ``Fetcher`` decides when to
+send it and what the reply means."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+# Pushed on the list just before the fast fetch's LMOVE and removed by its script in the
+# same MULTI: where the script finds it says whether the LMOVE moved a job.
+MARK = b"\x00cogworker:fetch-mark"
+
+
+@dataclass(frozen=True)
+class Fast:
+    """A fast fetch sent: how many commands were queued in its MULTI, and its script's
+    keys and arguments (to run it again after NOSCRIPT)."""
+
+    queued: int
+    keys: list[Any]
+    args: list[Any]
+
+
+def commands(sha: str, keys: list[Any], args: list[Any], ack: bytes | None,
+             guess: int) -> tuple[Fast, list[tuple[Any, ...]]]:
+    """The MULTI: a plain LREM of ``ack``, the mark, a plain LMOVE from the queue the last
+    job came from (``guess``: its position among the queues, ``keys[4:]``), then
+    fetch_moved.lua. ``keys``: in-progress list, orphan counter, fence, last_beat, queues;
+    ``args``: wake, the look-ahead record's three, beat identity, paused set, queue prefix."""
+    in_progress = keys[0]
+    args = ["1" if ack else "", *args, MARK, guess + 5]
+    sent: list[tuple[Any, ...]] = [("MULTI",)]
+    if ack is not None:
+        sent.append(("LREM", in_progress, -1, ack))  # the ack is near the tail
+    sent += [("LPUSH", in_progress, MARK), ("LMOVE", keys[guess + 4], in_progress, "RIGHT", "LEFT"),
+             ("EVALSHA", sha, len(keys), *keys, *args), ("EXEC",)]
+    return Fast(len(sent) - 2, keys, args), sent
+
+
+def replies(conn: Any, fast: Fast) -> list[Any]:
+    """A fast fetch's replies: MULTI's, one per queued command, then EXEC's. A command
+    refused as it was queued (OOM, READONLY) made EXEC discard everything: raised."""
+    refused: redis.ResponseError | None = None
+    for _ in range(fast.queued + 1):
+        try:
+            conn.read_response()
+        except redis.ResponseError as exc:
+            refused = refused or exc
+    try:
+        return list(conn.read_response())
+    except redis.ResponseError as exc:
+        raise (refused or exc) from None
