@@ -29,18 +29,24 @@ def targets(doc):
         if best:
             ratio = cog["median"] / thr[best]["overall"]["median"]
             add(goal, f"{ratio:.1f}× ({best}: {thr[best]['overall']['median']:,.0f} jobs/s)", ratio >= 3)
+            # The ceiling of that target: the bare row doing only the protocol and the job
+            # body (one round trip of its own per job) against the same peer. Below 3x, no
+            # framework on top of the protocol could reach it on this workload and machine.
+            b8 = thr.get("bare-batch8", {}).get("overall")
+            if b8:
+                ceiling = b8["median"] / thr[best]["overall"]["median"]
+                add(f"(for reference) bare-batch8 ÷ {best}: what the 3× target's ceiling is", f"{ceiling:.1f}×")
         else:
             add(goal, "no peer has both a throughput and a loss-free recovery result")
-        # The row batched as cogworker batches (one script per job, the ack riding on the
-        # fetch, sent ahead) is the target's; the others are shown for reference.
-        for bare in ("bare-ahead", "bare-2rt", "bare-lua", "bare-batch8"):
+        # The row: one pipeline acking the last batch and fetching 8. bare-ahead
+        # (batched as cogworker batches when K = 1) and the others are shown for reference.
+        for bare in ("bare-batch8", "bare-ahead", "bare-2rt", "bare-lua"):
             b = thr.get(bare, {}).get("overall")
             if b:
                 ratio = cog["median"] / b["median"]
                 measured = f"{ratio * 100:.0f}% ({b['median']:,.0f} jobs/s)"
-                if bare == "bare-ahead":
-                    add("no-op throughput ≥ 75% of the bare-protocol row batched as cogworker batches "
-                        "(bare-ahead)", measured, ratio >= 0.75)
+                if bare == "bare-batch8":
+                    add("no-op throughput ≥ 75% of the bare batch-of-8 row (bare-batch8)", measured, ratio >= 0.75)
                 else:
                     add(f"(for reference) share of {bare}", measured)
     eff = (res.get("cpu", {}).get("2p", {}).get("cogworker") or {}).get("efficiency")

@@ -81,11 +81,14 @@ def test_a_batch_lands_on_the_own_list_and_its_acks_ride_on_it(own_config):
     assert own_config.redis().hget(own_config.keys.ahead, OWNER) == b"1:3:0"
     r = own_config.redis()
     r.set(own_config.keys.orphanings("a"), 1)
+    r.set(own_config.keys.orphanings("b"), 2)
+    r.set(own_config.keys.orphanings("c"), 1)  # still running: its counter stays
     # a and b ran: both acks ride on the next batch, with their orphan counters deleted.
     works = batch(f, 2, 3, acks=[(job("a"), "a"), (job("b"), "b")])
     assert [w.jid() for w in works] == ["d", "e"]
     assert listed(own_config, OWNER) == [job("e"), job("d"), job("c")]
-    assert r.get(own_config.keys.orphanings("a")) is None
+    assert r.get(own_config.keys.orphanings("a")) is None and r.get(own_config.keys.orphanings("b")) is None
+    assert r.get(own_config.keys.orphanings("c")) == b"1"
     assert r.hget(own_config.keys.ahead, OWNER) == b"2:2:0"
     assert batch(f, 3, 3, acks=[(job("c"), "c")]) == []  # empty: the record goes
     assert r.hget(own_config.keys.ahead, OWNER) is None and listed(own_config, OWNER) == [job("e"), job("d")]
