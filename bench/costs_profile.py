@@ -89,7 +89,7 @@ def _redis_per_call(r, fn, n):
 def _enqueue_steps(config, app, r, arg):
     """The calls timed apart: the bare client's, then cogworker's enqueue piece by piece
     (its own building blocks, called as its client calls them)."""
-    from cogworker import history, lua, rawpipe
+    from cogworker import lua, rawpipe, status_enqueue
     from cogworker.payload import build_payload, dumps
     bare_raw = json.dumps({"class": "noop", "args": [arg]})
     job = app.noop
@@ -97,7 +97,7 @@ def _enqueue_steps(config, app, r, arg):
     encoded = dumps(payload)
     keys = config.keys
     queue = keys.queue("default")
-    bucket, _, jid, record = history.queued_field(config, payload)
+    bucket, _, jid, record = status_enqueue.queued_field(config, payload)
     push_keys, push_args = [queue, keys.queues, keys.wake, bucket], [encoded, "default", jid, record, ""]
 
     def payload_only():
@@ -108,7 +108,7 @@ def _enqueue_steps(config, app, r, arg):
         BARE: lambda: r.lpush("bare:queue", json.dumps({"class": "noop", "args": [arg]})),
         "bare: LPUSH of a ready string": lambda: r.lpush("bare:queue", bare_raw),
         "cogworker: check_arguments + build_payload + dumps (no Redis)": payload_only,
-        "cogworker: its enq:<hour> status field (no Redis)": lambda: history.queued_field(config, payload),
+        "cogworker: its enq:<hour> status field (no Redis)": lambda: status_enqueue.queued_field(config, payload),
         "cogworker payload: LPUSH of the ready string (redis-py)": lambda: r.lpush(queue, encoded),
         "cogworker payload: HSET + LPUSH in one write (rawpipe) = its write to a backlogged queue":
             lambda: rawpipe.send(r, ("HSET", bucket, jid, record), ("LPUSH", queue, encoded)),
