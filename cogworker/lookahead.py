@@ -23,7 +23,7 @@ import redis
 from . import fate, redis_errors
 from .batchfetch import Ack
 from .config import logger
-from .fetch import Ahead, Work, jid_of
+from .fetch import FAST_MIN_BYTES, Ahead, Work, jid_of
 
 if TYPE_CHECKING:
     from .worker import Worker
@@ -127,6 +127,11 @@ class LookAhead(Plain):
             self._flush_acks()
             return
         k = self.depth.k
+        if w.ack_due is not None and len(w.ack_due) >= FAST_MIN_BYTES:
+            # A large job: one at a time, by the fast fetch, where no payload enters Lua
+            # (docs/architecture.md#batch); Lua's hashing of K payloads costs more than the
+            # round trips a batch saves.
+            k = 1
         if w.max_jobs is not None:
             k = min(k, w.max_jobs - w.jobs_done - 1)
         self.number += 1

@@ -266,3 +266,22 @@ def test_a_child_killed_amid_batches_runs_each_job_again_at_most_once(own_config
     counted = [k for k in r.scan_iter(match=own_config.keys.orphanings("*"))]
     assert len(counted) <= 1
     assert m.alive()
+
+
+def test_large_jobs_are_fetched_one_at_a_time_by_the_fast_fetch(own_config, masters):
+    """A batch hands every payload to Lua (which hashes each byte, twice: as the move's
+    reply and as the ack); after a job of FAST_MIN_BYTES or more the child asks for one job
+    at a time, by the fast fetch's MULTI, whatever K its short jobs reached."""
+    from cogworker.fetch import FAST_MIN_BYTES
+
+    m = masters(procs=1)
+    m.wait_children()
+    r = own_config.redis()
+    r.config_resetstat()
+    n, pad = 400, "x" * FAST_MIN_BYTES
+    pf.record.enqueue_many([(f"j{i}:{pad}",) for i in range(n)])
+    wait_for(lambda: r.llen("test:ran") >= n, 60, what="every job")
+    execs = r.info("commandstats").get("cmdstat_exec", {}).get("calls", 0)
+    assert execs >= 0.75 * n, f"only {execs} fast fetches for {n} large jobs"
+    assert len(set(lrange(own_config, "test:ran"))) == n
+    assert m.alive()
