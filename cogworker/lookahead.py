@@ -202,7 +202,9 @@ class LookAhead(Plain):
             work = w.reporter.claim_next(self.held, w.fetcher)
             if work is not None:
                 mine.append(work)
-        for work in mine:
+        # Newest first: each goes back to its queue's fetch end, so the oldest ends up
+        # there, next to run, and the batch is back in queue order (as return_ahead.lua).
+        for work in reversed(mine):
             w.give_back(work)
         self._flush_acks()
 
