@@ -139,6 +139,22 @@ class Run:
         r = self.config.redis()
         assert list(r.scan_iter(match=self.config.keys.orphanings("*"))) == []
 
+    def hold(self, masters, **master_args):
+        """Enqueued, a one-child master started, its blocker waiting with the batch held
+        behind it (checked on the child's list): (master, child pid, blocker, held)."""
+        self.enqueue()
+        m = masters(module="apps.pf_batch", procs=1, env=self.env, **master_args)
+        ((pid, (blocker, held)),) = self.wait_blocked().items()
+        self.assert_holding(pid, blocker, held)
+        return m, pid, blocker, held
+
+    def assert_held_ran_elsewhere_once(self, pid, held):
+        """Every job ran exactly once, none of the held ones in the child that held them,
+        and no orphaning was counted."""
+        self.assert_each_ran_once()
+        assert not any(p == pid for tag in held for _, p in self.runs(tag))
+        self.assert_nothing_counted()
+
 
 @pytest.fixture
 def run_of(own_config, tmp_path):
@@ -170,11 +186,7 @@ AT = pytest.mark.parametrize("at", ["mid", "last"], ids=["mid-batch", "next-batc
                          ids=["mid-batch", "next-batch", "killed-at-timeout"])
 def test_term_puts_a_held_batch_back_at_once(run_of, masters, at, blocker_outlives_timeout):
     run = run_of(at=at)
-    run.enqueue()
-    m = masters(module="apps.pf_batch", procs=1, env=run.env,
-                args=["--timeout", "1" if blocker_outlives_timeout else "30"])
-    ((pid, (blocker, held)),) = run.wait_blocked().items()
-    run.assert_holding(pid, blocker, held)
+    m, pid, blocker, held = run.hold(masters, args=["--timeout", "1" if blocker_outlives_timeout else "30"])
     before = run.queued()
     m.signal(signal.SIGTERM)
     if not blocker_outlives_timeout:
@@ -199,18 +211,13 @@ def test_term_puts_a_held_batch_back_at_once(run_of, masters, at, blocker_outliv
         runs = run.runs(blocker)
         assert runs[0] == ("start", pid) and [e for e, _ in runs[1:]] == ["start", "end"] and runs[1][1] != pid
         run.tags.remove(blocker)  # its one run that ended: checked above
-    run.assert_each_ran_once()
-    assert not any(p == pid for tag in held for _, p in run.runs(tag))
-    run.assert_nothing_counted()
+    run.assert_held_ran_elsewhere_once(pid, held)
 
 
 @AT
 def test_quiet_puts_a_held_batch_back_at_once(run_of, masters, at):
     run = run_of(at=at)
-    run.enqueue()
-    m = masters(module="apps.pf_batch", procs=1, env=run.env)
-    ((pid, (blocker, held)),) = run.wait_blocked().items()
-    run.assert_holding(pid, blocker, held)
+    m, pid, blocker, held = run.hold(masters)
     before = run.queued()
     m.signal(signal.SIGTSTP)
     wait_for(lambda: run.queued() == held + before, 10, what="the held batch back on its queue")
@@ -224,18 +231,13 @@ def test_quiet_puts_a_held_batch_back_at_once(run_of, masters, at):
     m.signal(signal.SIGTERM)
     assert m.wait_exit(20) == 0, m.output()
     drain(run, masters)
-    run.assert_each_ran_once()
-    assert not any(p == pid for tag in held for _, p in run.runs(tag))
-    run.assert_nothing_counted()
+    run.assert_held_ran_elsewhere_once(pid, held)
 
 
 @AT
 def test_hup_puts_a_replaced_childs_held_batch_back_at_once(run_of, masters, at):
     run = run_of(at=at)
-    run.enqueue()
-    m = masters(module="apps.pf_batch", procs=1, env=run.env)
-    ((pid, (blocker, held)),) = run.wait_blocked().items()
-    run.assert_holding(pid, blocker, held)
+    m, pid, blocker, held = run.hold(masters)
     m.signal(signal.SIGHUP)
 
     def back():
@@ -325,10 +327,7 @@ def test_a_child_signalled_alone_gives_its_held_batch_back_in_queue_order(run_of
     operator, may): the master returns nothing; the child gives back what it holds once
     its job ends, claiming each first, in queue order: they run next, oldest first."""
     run = run_of(at=at)
-    run.enqueue()
-    m = masters(module="apps.pf_batch", procs=1, env=run.env)
-    ((pid, (blocker, held)),) = run.wait_blocked().items()
-    run.assert_holding(pid, blocker, held)
+    m, pid, blocker, held = run.hold(masters)
     before = run.queued()
     os.kill(pid, sig)
     run.release()
