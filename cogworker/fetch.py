@@ -26,6 +26,11 @@ MIN_REDIS_VERSION = (6, 2)
 FAST_MIN_BYTES = 4096
 
 
+def large(raw: bytes | None) -> bool:
+    """A job big enough that its next fetch goes alone, by the fast fetch (no batch)."""
+    return raw is not None and len(raw) >= FAST_MIN_BYTES
+
+
 @dataclass
 class Ahead:
     """A fetch sent before the running job ends (look-ahead): its reply waits in the
@@ -257,7 +262,7 @@ class Fetcher(InProgressList):
         while the lease holds, when nobody can have fenced this identity yet
         (docs/architecture.md#lease). Otherwise fetch.lua carries the ack behind its check.
         Only for a large last job: a small one's fetch is cheaper in fetch.lua."""
-        return ack is not None and len(ack) >= FAST_MIN_BYTES and self.lease_left() > 0
+        return large(ack) and self.lease_left() > 0
 
     def _sha_moved(self) -> str:
         if not self._moved_sha:

@@ -23,7 +23,7 @@ import redis
 from . import fate, redis_errors
 from .batchfetch import Ack
 from .config import logger
-from .fetch import FAST_MIN_BYTES, Ahead, Work, jid_of
+from .fetch import Ahead, Work, jid_of, large
 
 if TYPE_CHECKING:
     from .worker import Worker
@@ -127,7 +127,7 @@ class LookAhead(Plain):
             self._flush_acks()
             return
         k = self.depth.k
-        if w.ack_due is not None and len(w.ack_due) >= FAST_MIN_BYTES:
+        if large(w.ack_due):
             # A large job: one at a time, by the fast fetch, where no payload enters Lua
             # (docs/architecture.md#batch); Lua's hashing of K payloads costs more than the
             # round trips a batch saves.
