@@ -285,3 +285,24 @@ def test_large_jobs_are_fetched_one_at_a_time_by_the_fast_fetch(own_config, mast
     assert execs >= 0.75 * n, f"only {execs} fast fetches for {n} large jobs"
     assert len(set(lrange(own_config, "test:ran"))) == n
     assert m.alive()
+
+
+def test_a_child_killed_amid_large_jobs_runs_each_job_again_at_most_once(own_config, masters):
+    """Large jobs go one at a time by the fast fetch (its ack a plain LREM in a MULTI):
+    SIGKILLed mid-stream, nothing is lost, only the job it was running may run twice, and
+    no mark of the fast fetch is left on any list."""
+    from cogworker.fetch import FAST_MIN_BYTES
+
+    m = masters(procs=1)
+    m.wait_children()
+    n, pad = 600, "x" * FAST_MIN_BYTES
+    pf.record.enqueue_many([(f"j{i}:{pad}",) for i in range(n)])
+    r = own_config.redis()
+    wait_for(lambda: r.llen("test:ran") >= 150, 30, what="large jobs under way")
+    (pid,) = m.child_pids()
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: len(set(lrange(own_config, "test:ran"))) == n, 60, what="every job")
+    wait_for(lambda: in_progress_total(own_config) == 0, 5, what="in-progress drained")
+    ran = lrange(own_config, "test:ran")
+    assert len(ran) - n == len({tag for tag in ran if ran.count(tag) > 1}) <= 1
+    assert m.alive()
