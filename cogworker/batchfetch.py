@@ -15,19 +15,23 @@ Ack = tuple[bytes, "str | None"]  # a finished job, and its jid when known
 
 
 def command(fetcher: Fetcher, sha: str, order: list[str], number: int, k: int,
-            acks: list[Ack]) -> tuple[Any, ...]:
-    """The script's EVALSHA: the acks' orphan counters and the queues as keys."""
+            acks: list[Ack], since: str = "") -> tuple[Any, ...]:
+    """The script's EVALSHA: the acks' orphan counters and the queues as keys (``since``:
+    the known-empty queues', EmptyQueues.plan)."""
     keys = fetcher.keys
     counters = [keys.orphanings(jid or jid_of(raw)) for raw, jid in acks]
     queues = [keys.queue(q) for q in order]
     return ("EVALSHA", sha, 3 + len(counters) + len(queues), fetcher.in_progress, fetcher.fence_key,
             keys.last_beat, *counters, *queues, len(acks), k, keys.ahead, fetcher.identity, number,
-            fetcher.beat_as, keys.paused, keys.queue_prefix, *(raw for raw, _ in acks))
+            fetcher.beat_as, keys.paused, keys.queue_prefix, *(raw for raw, _ in acks), since)
 
 
-def works(reply: list[Any], order: list[str]) -> tuple[list[Work], list[Any]]:
-    """The jobs taken (oldest first) with their queues, and the unreadable queues."""
+def works(reply: list[Any], order: list[str]) -> tuple[list[Work], list[Any], str, list[Any], bool]:
+    """The jobs taken (oldest first) with their queues, the unreadable queues, the wake ID
+    empty queues were found at ("" when none), the paused names, and whether it was stale."""
     from .fetch import Work
 
-    indexes, jobs, bad = reply
-    return [Work(raw, order[int(i) - 1]) for i, raw in zip(indexes, jobs, strict=True)], list(bad)
+    indexes, jobs, bad, newest, paused, stale = reply
+    newest = newest.decode() if isinstance(newest, bytes) else str(newest)
+    return ([Work(raw, order[int(i) - 1]) for i, raw in zip(indexes, jobs, strict=True)], list(bad), newest,
+            list(paused), bool(int(stale)))

@@ -12,7 +12,7 @@ import redis
 from .argtypes import port_arg, positive_int
 from .config import Config, logger, validate_namespace, validate_redis_url
 from .errors import ConfigurationError
-from .fetch import parse_queues
+from .queuespec import parse_queues
 
 
 class OneLineParser(argparse.ArgumentParser):

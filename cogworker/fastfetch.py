@@ -26,13 +26,14 @@ class Fast:
 
 
 def commands(sha: str, keys: list[Any], args: list[Any], ack: bytes | None,
-             guess: int) -> tuple[Fast, list[tuple[Any, ...]]]:
+             guess: int, since: str = "") -> tuple[Fast, list[tuple[Any, ...]]]:
     """The MULTI: a plain LREM of ``ack``, the mark, a plain LMOVE from the queue the last
     job came from (``guess``: its position among the queues, ``keys[4:]``), then
     fetch_moved.lua. ``keys``: in-progress list, orphan counter, fence, last_beat, queues;
-    ``args``: wake, the look-ahead record's three, beat identity, paused set, queue prefix."""
+    ``args``: wake, the look-ahead record's three, beat identity, paused set, queue prefix;
+    ``since``: the known-empty queues' (EmptyQueues.plan)."""
     in_progress = keys[0]
-    args = ["1" if ack else "", *args, MARK, guess + 5]
+    args = ["1" if ack else "", *args, MARK, guess + 5, since]
     sent: list[tuple[Any, ...]] = [("MULTI",)]
     if ack is not None:
         sent.append(("LREM", in_progress, -1, ack))  # the ack is near the tail

@@ -14,7 +14,8 @@ import redis
 
 from . import batchfetch, fastfetch, lua, redis_errors, wire
 from .config import Config, logger
-from .errors import ConfigurationError, Fenced, RedisVersionError
+from .emptyqueues import EmptyQueues
+from .errors import Fenced, RedisVersionError
 from .fastfetch import MARK, Fast
 from .heartbeat import clock
 from .inprogress import InProgressList, _text_field, jid_of
@@ -44,6 +45,8 @@ class Ahead:
     fast: Fast | None = None  # sent as a fast fetch
     acks: tuple[bytes, ...] = ()  # a batch fetch (fetch_batch.lua): every ack riding on it
     batch: bool = False
+    since: str = ""  # the known-empty queues' wake ID it was sent with (EmptyQueues.plan)
+    k: int = 1  # jobs asked for
 
 
 class Work(NamedTuple):
@@ -55,36 +58,6 @@ class Work(NamedTuple):
 
     def jid(self) -> str:
         return jid_of(self.raw)
-
-
-def parse_queues(specs: list[str] | None) -> list[tuple[str, int | None]]:
-    """``["critical,3", "default,1"]`` or ``["a", "b"]`` -> [(name, weight or None)].
-
-    Weights must be given for all queues or for none (Sidekiq's rule): mixing them is
-    ambiguous.
-    """
-    parsed: list[tuple[str, int | None]] = []
-    for spec in specs or ["default"]:
-        name, sep, weight = spec.partition(",")
-        name = name.strip()
-        if not name or any(c.isspace() for c in name):
-            raise ConfigurationError(f"invalid queue {spec!r}: expected NAME or NAME,WEIGHT")
-        if sep:
-            try:
-                w = int(weight)
-            except ValueError:
-                raise ConfigurationError(f"invalid queue {spec!r}: weight must be a whole number") from None
-            if w < 1:
-                raise ConfigurationError(f"invalid queue {spec!r}: weight must be at least 1")
-            parsed.append((name, w))
-        else:
-            parsed.append((name, None))
-    weighted = [w is not None for _, w in parsed]
-    if any(weighted) and not all(weighted):
-        raise ConfigurationError("give a weight for every queue or for none (-q NAME,WEIGHT)")
-    if len({n for n, _ in parsed}) != len(parsed):
-        raise ConfigurationError("a queue is listed twice")
-    return parsed
 
 
 def check_redis_version(client: redis.Redis) -> None:
@@ -117,6 +90,11 @@ class Fetcher(InProgressList):
         # The fast fetch's guess: the first queue of this fetch's order that gave the last
         # job it was asked for (queues found empty before it since are dropped).
         self._busy: set[str] = set(self.queues[:1])
+        self.empty = EmptyQueues(self.queues)
+
+    def plan(self) -> tuple[list[str], str]:
+        """This fetch's order, without the queues known to be empty, and its ``since``."""
+        return self.empty.plan(self.order())
 
     def order(self) -> list[str]:
         if not self.weighted:
@@ -134,21 +112,13 @@ class Fetcher(InProgressList):
         jid, if the caller knows it, to spare parsing it again). ``on_empty``: asked for
         a job from elsewhere when every queue is empty, before blocking.
         """
-        order = self.order()
         # Every idle worker blocks on the wake stream (pushes filling a queue XADD it), never on a
         # queue: a BLMOVE would take a job without reading the paused set.
         blocking = self.block_timeout > 0
         wake = self.keys.wake if blocking else ""
-        if self._fast_allowed(ack):
-            work, wake_id = self._fetch_fast(order, ack, ack_jid, wake)
-        else:
-            keys = [self.in_progress, self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"),
-                    self.fence_key, self.keys.last_beat]
-            keys.extend([self._queue_keys[q] for q in order])
-            reply = self._run("fetch", keys, [ack or b"", wake, "", "", "",
-                                              self.beat_as, self.keys.paused, self.keys.queue_prefix],
-                              beats=True)
-            work, wake_id = self._work_of(reply, order), reply[2]
+        work, wake_id, stale = self._fetch_once(ack, ack_jid, wake)
+        if stale:  # a queue left out may have a job now: again, naming every queue (the ack landed)
+            work, wake_id, _ = self._fetch_once(None, None, wake)
         if work is not None:
             return work
         if not blocking:
@@ -164,7 +134,20 @@ class Fetcher(InProgressList):
         if not self._wait_for_wake(wake_id, block):
             # The wake stream can't be read (a key of the wrong type): poll instead.
             time.sleep(min(block, 0.1))
-        return None  # woken (or timed out): the caller fetches again through the script
+        self.empty.forget()  # woken (a queue filled) or timed out: the next fetch names every queue
+        return None  # the caller fetches again through the script
+
+    def _fetch_once(self, ack: bytes | None, ack_jid: str | None, wake: str) -> tuple[Work | None, Any, bool]:
+        """One fetch: its job, the wake ID to block from, and whether it was stale."""
+        order, since = self.plan()
+        if self._fast_allowed(ack):
+            return self._fetch_fast(order, since, ack, ack_jid, wake)
+        keys = [self.in_progress, self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"),
+                self.fence_key, self.keys.last_beat, *(self._queue_keys[q] for q in order)]
+        reply = self._run("fetch", keys, [ack or b"", wake, "", "", "", self.beat_as, self.keys.paused,
+                                          self.keys.queue_prefix, since], beats=True)
+        work, stale = self._work_of(reply, order, since)
+        return work, reply[2], stale
 
     def send_ahead(self, number: int, ack: bytes | None = None, ack_jid: str | None = None, k: int = 1,
                    older: tuple[batchfetch.Ack, ...] = ()) -> Ahead:
@@ -172,7 +155,7 @@ class Fetcher(InProgressList):
         jobs it takes (up to ``k``) land on this identity's in-progress list like any
         other, and are recorded under ``number`` so an idle sibling may take them
         (``take_ahead``). ``older``: acks due before ``ack``, riding along too."""
-        order = self.order()
+        order, since = self.plan()
         conn = self._ahead_conn
         if conn is None or self._ahead_pid != os.getpid():
             # Held for good, not borrowed per job: the pool's bookkeeping costs as much as
@@ -190,19 +173,20 @@ class Fetcher(InProgressList):
             if not self._batch_sha:  # loaded here: no plain call of it loads it (after a flush too)
                 self._batch_sha = lua.script(self.client, "fetch_batch").sha
                 self.client.script_load(lua.source("fetch_batch"))
-            commands = [batchfetch.command(self, self._batch_sha, order, number, k, acks)]
+            commands = [batchfetch.command(self, self._batch_sha, order, number, k, acks, since)]
             self._send(conn, commands)
-            return Ahead(conn, order, ack, sent, None, tuple(raw for raw, _ in acks), True)
+            return Ahead(conn, order, ack, sent, None, tuple(raw for raw, _ in acks), True, since, k)
         if self._fast_allowed(ack):
-            fast, commands = self._fast_commands(order, ack, ack_jid, "", (self.keys.ahead, self.identity, number))
+            fast, commands = self._fast_commands(order, since, ack, ack_jid, "",
+                                                 (self.keys.ahead, self.identity, number))
         else:
             keys = [self._queue_keys[q] for q in order]
             commands = [("EVALSHA", self._fetch_sha, 4 + len(keys), self.in_progress,
                          self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"), self.fence_key,
                          self.keys.last_beat, *keys, ack or b"", "", self.keys.ahead, self.identity, number,
-                         self.beat_as, self.keys.paused, self.keys.queue_prefix)]
+                         self.beat_as, self.keys.paused, self.keys.queue_prefix, since)]
         self._send(conn, commands)
-        return Ahead(conn, order, ack, sent, fast)
+        return Ahead(conn, order, ack, sent, fast, since=since)
 
     @staticmethod
     def _send(conn: Any, commands: list[tuple[Any, ...]]) -> None:
@@ -226,9 +210,11 @@ class Fetcher(InProgressList):
             self._raise_fenced(exc)
             raise
         self.vouch(ahead.sent_at)
-        works, bad = batchfetch.works(reply, ahead.order)
+        works, bad, newest, paused, stale = batchfetch.works(reply, ahead.order)
         if bad:
             self._bad_keys(bad, fetched=bool(works))
+        before = ahead.order.index(works[-1].queue) if len(works) == ahead.k else len(ahead.order)
+        self.empty.learn(ahead.order, ahead.since, newest, stale, before, paused)
         if works:
             index = ahead.order.index(works[-1].queue)
             self._busy.difference_update(ahead.order[:index])
@@ -239,7 +225,7 @@ class Fetcher(InProgressList):
         """The look-ahead's job, or None if every queue was empty. Raises what the fetch
         raised: ``redis.exceptions.NoScriptError`` means it did not run at all."""
         if ahead.fast is not None:
-            work, _ = self._read_fast(ahead.conn, ahead.fast, ahead.order, ahead.sent_at)
+            work, _, _ = self._read_fast(ahead.conn, ahead.fast, ahead.order, ahead.since, ahead.sent_at)
             return work
         try:
             reply = ahead.conn.read_response()
@@ -247,15 +233,15 @@ class Fetcher(InProgressList):
             self._raise_fenced(exc)
             raise
         self.vouch(ahead.sent_at)
-        return self._work_of(reply, ahead.order)
+        return self._work_of(reply, ahead.order, ahead.since)[0]
 
-    def _fast_commands(self, order: list[str], ack: bytes | None, ack_jid: str | None, wake: str,
+    def _fast_commands(self, order: list[str], since: str, ack: bytes | None, ack_jid: str | None, wake: str,
                        ahead: tuple[Any, ...]) -> tuple[Fast, list[tuple[Any, ...]]]:
         guess = next((i for i, q in enumerate(order) if q in self._busy), 0)
         keys = [self.in_progress, self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"),
                 self.fence_key, self.keys.last_beat, *(self._queue_keys[q] for q in order)]
         args = [wake, *ahead, self.beat_as, self.keys.paused, self.keys.queue_prefix]
-        return fastfetch.commands(self._sha_moved(), keys, args, ack, guess)
+        return fastfetch.commands(self._sha_moved(), keys, args, ack, guess, since)
 
     def _fast_allowed(self, ack: bytes | None) -> bool:
         """The fast fetch's ack is a plain LREM, in front of the fence check: sent only
@@ -269,9 +255,9 @@ class Fetcher(InProgressList):
             self._moved_sha = lua.script(self.client, "fetch_moved").sha
         return self._moved_sha
 
-    def _fetch_fast(self, order: list[str], ack: bytes | None, ack_jid: str | None,
-                    wake: str) -> tuple[Work | None, Any]:
-        fast, commands = self._fast_commands(order, ack, ack_jid, wake, ("", "", ""))
+    def _fetch_fast(self, order: list[str], since: str, ack: bytes | None, ack_jid: str | None,
+                    wake: str) -> tuple[Work | None, Any, bool]:
+        fast, commands = self._fast_commands(order, since, ack, ack_jid, wake, ("", "", ""))
         pool = self.client.connection_pool
         conn = pool.get_connection()
         try:
@@ -283,12 +269,14 @@ class Fetcher(InProgressList):
             raise
         finally:
             pool.release(conn)
-        return self._settle_fast(replies, fast, order, sent)
+        return self._settle_fast(replies, fast, order, since, sent)
 
-    def _read_fast(self, conn: Any, fast: Fast, order: list[str], sent: float) -> tuple[Work | None, Any]:
-        return self._settle_fast(fastfetch.replies(conn, fast), fast, order, sent)
+    def _read_fast(self, conn: Any, fast: Fast, order: list[str], since: str,
+                   sent: float) -> tuple[Work | None, Any, bool]:
+        return self._settle_fast(fastfetch.replies(conn, fast), fast, order, since, sent)
 
-    def _settle_fast(self, replies: list[Any], fast: Fast, order: list[str], sent: float) -> tuple[Work | None, Any]:
+    def _settle_fast(self, replies: list[Any], fast: Fast, order: list[str], since: str,
+                     sent: float) -> tuple[Work | None, Any, bool]:
         """The script's reply decides; the job is the LMOVE's reply when the move stood."""
         reply = replies[-1]
         if isinstance(reply, redis.ResponseError):
@@ -299,21 +287,24 @@ class Fetcher(InProgressList):
             # what they left (nothing else touches this list's head meanwhile), and loads.
             reply = self._run("fetch_moved", fast.keys, fast.args)
         self.vouch(sent)
-        work = self._work_of(reply, order, moved=replies[-2])
-        return work, reply[2]
+        work, stale = self._work_of(reply, order, since, moved=replies[-2])
+        return work, reply[2], stale
 
-    def _work_of(self, reply: list[Any], order: list[str], moved: Any = None) -> Work | None:
+    def _work_of(self, reply: list[Any], order: list[str], since: str,
+                 moved: Any = None) -> tuple[Work | None, bool]:
+        """fetch.lua's (or fetch_moved.lua's) reply: the job, and whether the fetch was stale."""
         index = int(reply[0])
-        if len(reply) > 3:
-            self._bad_keys(reply[3:], fetched=bool(index))
-        if not index:
-            return None
+        if len(reply) > 5:
+            self._bad_keys(reply[5:], fetched=index > 0)
+        self.empty.learn(order, since, _text(reply[3]), index < 0, index - 1 if index > 0 else len(order), reply[4])
+        if index <= 0:
+            return None, index < 0
         queue = order[index - 1]
         if index > 1:  # every queue tried before this one was empty (or paused) just now
             self._busy.difference_update(order[:index - 1])
         self._busy.add(queue)
         # fetch_moved.lua says nil when the job is its LMOVE's reply; an entry may be b"".
-        return Work(moved if reply[1] is None else reply[1], queue)
+        return Work(moved if reply[1] is None else reply[1], queue), False
 
     def _raise_fenced(self, exc: redis.ResponseError) -> None:
         try:
@@ -382,3 +373,7 @@ class Fetcher(InProgressList):
                 logger.error("queue key %s holds the wrong type: skipped (other queues keep running)", name)
             else:
                 logger.error("queue key %s can't be read (%s): skipped (other queues keep running)", name, error)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

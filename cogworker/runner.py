@@ -28,9 +28,9 @@ from .commandline import (
 )
 from .config import configure, get_config, logger, redact_url, validate_redis_url
 from .errors import ConfigurationError, Fenced, RedisVersionError
-from .fetch import parse_queues
 from .housekeeping import Housekeeping
 from .policy import Breaker
+from .queuespec import parse_queues
 from .worker import FENCED_EXIT, HardStop, Worker
 
 

@@ -17,8 +17,9 @@ from core_util import RunningWorker, queued, ran, wait_for, zentries
 import cogworker
 from cogworker import fate
 from cogworker import worker as worker_module
-from cogworker.fetch import Fetcher, Work, check_redis_version, parse_queues
+from cogworker.fetch import Fetcher, Work, check_redis_version
 from cogworker.jobs import default_backoff
+from cogworker.queuespec import parse_queues
 from cogworker.scheduler import Poller
 from cogworker.worker import Worker
 

@@ -11,7 +11,7 @@ import time
 import pytest
 from apps import core_jobs
 
-from cogworker import api, client, fetch
+from cogworker import api, client, fetch, lua
 from cogworker.errors import Fenced
 from cogworker.fetch import MARK, Fetcher
 
@@ -41,8 +41,8 @@ def test_a_job_on_an_earlier_queue_wins_over_the_guess(config):
     r, k = config.redis(), config.keys
     f = fetcher(config)
     r.lpush(k.queue("b"), job("b1", "b"), job("b2", "b"))
-    assert f.fetch().raw == job("b1", "b")  # the guess is now b
-    r.lpush(k.queue("a"), job("a1"))
+    assert f.fetch().raw == job("b1", "b")  # the guess is now b, and a is known empty
+    lua.run(r, "push", [k.queue("a"), k.queues, k.wake], [job("a1"), "a"])  # cogworker's push wakes
     work = f.fetch()
     assert work.queue == "a" and work.raw == job("a1")
     # b's job, moved by the guess and put back, is still next at b's fetch end

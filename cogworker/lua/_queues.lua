@@ -4,15 +4,46 @@
 -- The paused queues' keys (key -> true), read in the same step as the move, so no job of
 -- a queue is taken once its pause landed. Best-effort: a paused set of the wrong type
 -- pauses nothing.
+-- Also returns the names, for a worker keeping known-empty queues (a paused queue is
+-- never one of them: a resume by hand, SREM, must count at the next fetch).
 local function paused_keys(set, prefix)
-  local paused = {}
+  local paused, names = {}, {}
   if set and set ~= "" then
-    local names = redis.pcall("SMEMBERS", set)
-    if type(names) == "table" and not names["err"] then
+    local got = redis.pcall("SMEMBERS", set)
+    if type(got) == "table" and not got["err"] then
+      names = got
       for _, name in ipairs(names) do paused[prefix .. name] = true end
     end
   end
-  return paused
+  return paused, names
+end
+
+-- Known-empty queues (docs/architecture.md#idle-queues): a worker of several queues
+-- leaves out of its fetch the queues it found empty, and sends the wake stream's newest
+-- ID as it was then ("since"). Every cogworker write that fills an empty queue XADDs that
+-- stream, so the same newest ID now means they are still empty; a newer one makes the
+-- fetch stale: it takes nothing, and the worker fetches again naming every queue.
+-- since = "" (none kept: nothing to check or report), "*" (every queue named: report the
+-- newest ID if this fetch finds some empty), or the ID the left-out queues were empty at.
+
+-- The stream's newest ID ("0-0" when it has none, "" when it can't be read).
+local function newest_wake(prefix)
+  local got = redis.pcall("XREVRANGE", (string.gsub(prefix, "queue:$", "wake")), "+", "-", "COUNT", 1)
+  if type(got) ~= "table" or got["err"] then return "" end
+  return got[1] and got[1][1] or "0-0"
+end
+
+-- Before the take: the newest ID, and true when the queues left out may have a job now.
+local function wake_moved(since, prefix)
+  if since == "" or since == "*" then return "", false end
+  local newest = newest_wake(prefix)
+  return newest, newest ~= since
+end
+
+-- After the take (gained: some queue was found empty): the newest ID the worker learns at.
+local function learned_at(since, newest, prefix, gained)
+  if since == "*" and gained then return newest_wake(prefix) end
+  return newest
 end
 
 -- One LMOVE per queue of keys[from..to]: the slow path, which names every unreadable key.
@@ -94,9 +125,11 @@ end
 
 -- A fetch that found every queue empty: its look-ahead record goes, and the newest ID of
 -- the wake stream (from which the worker blocks) is returned, "" when it does not block.
-local function went_dry(ahead, identity, wake)
+-- newest: the ID already read by this script ("" when not).
+local function went_dry(ahead, identity, wake, newest)
   if ahead and ahead ~= "" then redis.call("HDEL", ahead, identity) end
   if wake == "" then return "" end
+  if newest and newest ~= "" then return newest end
   local newest = redis.pcall("XREVRANGE", wake, "+", "-", "COUNT", 1)
   if type(newest) == "table" and newest[1] then return newest[1][1] end
   return "0-0"

@@ -15,10 +15,13 @@
 -- ARGV[7] = the set of paused queue names, ARGV[8] = the queue key prefix: a paused
 -- queue is skipped, fleet-wide, from the moment the operator's SADD lands (read here,
 -- in the same step as the move, so no job of it is taken afterwards).
--- Returns {index of the queue or 0, job or "", last wake ID or ""}, then for each queue
--- key that could not be moved from, its name and Redis's error, so the caller can tell a
--- key of the wrong type (logged; one bad key never stops the other queues) from Redis
--- refusing writes (OOM, READONLY: an outage).
+-- ARGV[9] = since, for a worker keeping known-empty queues (_queues.lua; absent = "").
+-- Returns {index of the queue, 0 if none had a job, -1 if stale (nothing taken); job or "";
+-- last wake ID to block from, or ""; the wake ID the worker learns empty queues at, or "";
+-- the paused names (when since is not "")}, then for each queue key that could not be
+-- moved from, its name and Redis's error, so the caller can tell a key of the wrong type
+-- (logged; one bad key never stops the other queues) from Redis refusing writes (OOM,
+-- READONLY: an outage).
 local refused = fenced(KEYS[3])
 if refused then return refused end
 beat(KEYS[4], ARGV[6])
@@ -26,14 +29,23 @@ if ARGV[1] ~= "" then
   redis.call("LREM", KEYS[1], 1, ARGV[1])
   redis.pcall("DEL", KEYS[2])
 end
+local since = ARGV[9] or ""
+local newest, stale = wake_moved(since, ARGV[8])
+if stale then
+  if ARGV[3] and ARGV[3] ~= "" then redis.call("HDEL", ARGV[3], ARGV[4]) end
+  return {-1, "", "", newest, {}}
+end
+local paused, names = paused_keys(ARGV[7], ARGV[8])
+if since == "" then names = {} end
 local bad = {}
 local reply
-local at, job = take_first(KEYS[1], 5, paused_keys(ARGV[7], ARGV[8]), bad)
+local at, job = take_first(KEYS[1], 5, paused, bad)
+newest = learned_at(since, newest, ARGV[8], at ~= 5)
 if at then
-  reply = {at - 4, job, ""}
+  reply = {at - 4, job, "", newest, names}
   if ARGV[3] and ARGV[3] ~= "" then redis.call("HSET", ARGV[3], ARGV[4], ARGV[5]) end
 else
-  reply = {0, "", went_dry(ARGV[3], ARGV[4], ARGV[2])}
+  reply = {0, "", went_dry(ARGV[3], ARGV[4], ARGV[2], newest), newest, names}
 end
 for _, item in ipairs(bad) do table.insert(reply, item) end
 return reply

@@ -9,10 +9,13 @@
 -- KEYS[4..3+m] = the orphan counters of the m acks, KEYS[4+m..] = queues in order.
 -- ARGV[1] = m, ARGV[2] = k, ARGV[3] = the look-ahead records, ARGV[4] = this identity,
 -- ARGV[5] = the fetch's number, ARGV[6] = the identity whose beat is refreshed (or ""),
--- ARGV[7] = the paused set, ARGV[8] = the queue key prefix, ARGV[9..8+m] = the acks.
+-- ARGV[7] = the paused set, ARGV[8] = the queue key prefix, ARGV[9..8+m] = the acks,
+-- ARGV[9+m] = since (fetch.lua's ARGV[9]; absent = "").
 -- Refused (FENCED) before anything, the acks included, if the identity was declared dead.
--- Returns {queue indexes, jobs, unreadable queues with Redis's error}; records
--- "<number>:<n>:0" in the look-ahead records when it took n jobs (else deletes the record).
+-- Returns {queue indexes, jobs, unreadable queues with Redis's error, the wake ID the
+-- worker learns empty queues at or "", the paused names, 1 if stale (nothing taken) else
+-- 0}; records "<number>:<n>:0" in the look-ahead records when it took n jobs (else
+-- deletes the record).
 local refused = fenced(KEYS[2])
 if refused then return refused end
 beat(KEYS[3], ARGV[6])
@@ -22,7 +25,14 @@ for i = 1, m do
 end
 -- Their orphan counters in one command: a call from Lua costs more than the key's delete.
 if m > 0 then redis.pcall("DEL", unpack(KEYS, 4, 3 + m)) end
-local paused = paused_keys(ARGV[7], ARGV[8])
+local since = ARGV[9 + m] or ""
+local newest, stale = wake_moved(since, ARGV[8])
+if stale then
+  redis.call("HDEL", ARGV[3], ARGV[4])
+  return {{}, {}, {}, newest, {}, 1}
+end
+local paused, names = paused_keys(ARGV[7], ARGV[8])
+if since == "" then names = {} end
 local first = 4 + m
 local k = tonumber(ARGV[2])
 local indexes, jobs, bad = {}, {}, {}
@@ -39,4 +49,6 @@ if #jobs > 0 then
 else
   redis.call("HDEL", ARGV[3], ARGV[4])
 end
-return {indexes, jobs, bad}
+-- Every queue before the last job's was empty (all of them when fewer than k came).
+newest = learned_at(since, newest, ARGV[8], at ~= first or #jobs < k)
+return {indexes, jobs, bad, newest, names, 0}

@@ -9,7 +9,8 @@
 -- It checks everything fetch.lua checks and undoes the move when it must not stand.
 -- KEYS and ARGV[1..8] as in fetch.lua, except ARGV[1]: "1" when an ack rode on it (its
 -- LREM is the plain command above; the orphan counter is deleted here, behind the fence).
--- ARGV[9] = the mark, ARGV[10] = the guessed queue's index in KEYS.
+-- ARGV[9] = the mark, ARGV[10] = the guessed queue's index in KEYS, ARGV[11] = since
+-- (fetch.lua's ARGV[9]; absent = "").
 -- Returns as fetch.lua, but the job is nil when it is the LMOVE's own reply (it stands):
 -- never "", which is a job too (an empty entry, filed in dead as not JSON).
 local list = KEYS[1]
@@ -32,7 +33,15 @@ if refused then
 end
 beat(KEYS[4], ARGV[6])
 if ARGV[1] ~= "" then redis.pcall("DEL", KEYS[2]) end
-local paused = paused_keys(ARGV[7], ARGV[8])
+local since = ARGV[11] or ""
+local newest, stale = wake_moved(since, ARGV[8])
+if stale then
+  if moved then undo() end
+  if ARGV[3] ~= "" then redis.call("HDEL", ARGV[3], ARGV[4]) end
+  return {-1, "", "", newest, {}}
+end
+local paused, names = paused_keys(ARGV[7], ARGV[8])
+if since == "" then names = {} end
 if moved then
   -- Strict order: every queue tried before the guess this time must be empty (or paused).
   -- One EXISTS for all of them: an idle queue costs a key lookup, not a command.
@@ -49,17 +58,19 @@ if moved then
 end
 if moved then
   if ARGV[3] ~= "" then redis.call("HSET", ARGV[3], ARGV[4], ARGV[5]) end
-  return {guess - 4, false, ""}  -- false (nil to the client): the job is the LMOVE's reply
+  -- false (nil to the client): the job is the LMOVE's reply
+  return {guess - 4, false, "", learned_at(since, newest, ARGV[8], guess ~= 5), names}
 end
 -- The guess was empty, paused or not first: fetch.lua's choice (the job enters Lua here).
 local bad = {}
 local reply
 local at, job = take_first(list, 5, paused, bad)
+newest = learned_at(since, newest, ARGV[8], at ~= 5)
 if at then
-  reply = {at - 4, job, ""}
+  reply = {at - 4, job, "", newest, names}
   if ARGV[3] ~= "" then redis.call("HSET", ARGV[3], ARGV[4], ARGV[5]) end
 else
-  reply = {0, "", went_dry(ARGV[3], ARGV[4], ARGV[2])}
+  reply = {0, "", went_dry(ARGV[3], ARGV[4], ARGV[2], newest), newest, names}
 end
 for _, item in ipairs(bad) do table.insert(reply, item) end
 return reply

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     from ..commandline import app_queues, check_tls, setup_logging
     from ..config import configure, get_config, logger, validate_redis_url
     from ..errors import RedisVersionError
-    from ..fetch import parse_queues
+    from ..queuespec import parse_queues
 
     try:
         if args.redis_url:
