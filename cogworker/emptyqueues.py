@@ -8,6 +8,10 @@ ID ("since"), and the script checks it before taking anything. A newer ID makes 
 fetch stale (nothing taken): the worker fetches again at once, naming every queue. Writes
 outside cogworker (a raw LPUSH, a hand SREM of the paused set) don't wake the stream:
 every queue is named again at least every ``RESCAN`` seconds, which bounds their wait.
+
+The queues after the one that gave the last job are cut too: a job there can only be
+taken once that queue and every one before it is empty. A fetch cut short that finds no
+job is not dry: the worker fetches again, naming every queue.
 """
 
 from __future__ import annotations
@@ -39,21 +43,27 @@ class EmptyQueues:
         self._order: list[str] | None = None
         self._of: frozenset[str] = self.empty
         self._named: list[str] = []
+        self.gave: str | None = None  # the queue that gave the last job fetched
 
-    def plan(self, order: list[str]) -> tuple[list[str], str]:
-        """The queues this fetch names (``order`` without the known-empty ones), and its
-        ``since`` argument for the script ("" when this worker keeps none)."""
+    def plan(self, order: list[str], whole: bool = False) -> tuple[list[str], str, bool]:
+        """The queues this fetch names (``order`` without the known-empty ones, cut after
+        the one that gave the last job), its ``since`` argument for the script ("" when
+        this worker keeps none), and whether it was cut. ``whole``: every queue named."""
         if not self.on:
-            return order, ""
-        if not self.empty or time.monotonic() >= self.until:
-            return order, EVERY
+            return order, "", False
+        if whole or not self.empty or time.monotonic() >= self.until:
+            return self._cut(order, EVERY, whole)
         if order is not self._order or self.empty is not self._of:
             self._named = [q for q in order if q not in self.empty]
             self._order, self._of = order, self.empty
-        named = self._named
-        if not named:  # all of them: the fetch names every queue, so it can block on the wake
-            return order, EVERY
-        return named, self.at
+        if not self._named:  # all of them: the fetch names every queue, so it can block on the wake
+            return self._cut(order, EVERY, whole)
+        return self._cut(self._named, self.at, whole)
+
+    def _cut(self, named: list[str], since: str, whole: bool) -> tuple[list[str], str, bool]:
+        if whole or self.gave is None or named[-1] == self.gave or self.gave not in named:
+            return named, since, False
+        return named[:named.index(self.gave) + 1], since, True
 
     def learn(self, order: list[str], since: str, newest: str, stale: bool, before: int,
               paused: Iterable[str]) -> None:
@@ -62,6 +72,8 @@ class EmptyQueues:
         are never counted empty: a resume by hand must count at the next fetch."""
         if not since:
             return
+        if not stale:
+            self.gave = order[before] if before < len(order) else None
         if stale or (since != EVERY and newest != since):
             self.forget()
             return

@@ -92,9 +92,10 @@ class Fetcher(InProgressList):
         self._busy: set[str] = set(self.queues[:1])
         self.empty = EmptyQueues(self.queues)
 
-    def plan(self) -> tuple[list[str], str]:
-        """This fetch's order, without the queues known to be empty, and its ``since``."""
-        return self.empty.plan(self.order())
+    def plan(self, whole: bool = False) -> tuple[list[str], str, bool]:
+        """This fetch's order, without the queues known to be empty and cut after the one
+        that gave the last job, its ``since``, and whether it was cut (EmptyQueues.plan)."""
+        return self.empty.plan(self.order(), whole)
 
     def order(self) -> list[str]:
         if not self.weighted:
@@ -116,9 +117,9 @@ class Fetcher(InProgressList):
         # queue: a BLMOVE would take a job without reading the paused set.
         blocking = self.block_timeout > 0
         wake = self.keys.wake if blocking else ""
-        work, wake_id, stale = self._fetch_once(ack, ack_jid, wake)
-        if stale:  # a queue left out may have a job now: again, naming every queue (the ack landed)
-            work, wake_id, _ = self._fetch_once(None, None, wake)
+        work, wake_id, again = self._fetch_once(ack, ack_jid, wake)
+        if again:  # a queue left out may have a job now: again, naming every queue (the ack landed)
+            work, wake_id, _ = self._fetch_once(None, None, wake, whole=True)
         if work is not None:
             return work
         if not blocking:
@@ -137,17 +138,20 @@ class Fetcher(InProgressList):
         self.empty.forget()  # woken (a queue filled) or timed out: the next fetch names every queue
         return None  # the caller fetches again through the script
 
-    def _fetch_once(self, ack: bytes | None, ack_jid: str | None, wake: str) -> tuple[Work | None, Any, bool]:
-        """One fetch: its job, the wake ID to block from, and whether it was stale."""
-        order, since = self.plan()
+    def _fetch_once(self, ack: bytes | None, ack_jid: str | None, wake: str,
+                    whole: bool = False) -> tuple[Work | None, Any, bool]:
+        """One fetch: its job, the wake ID to block from, and whether to fetch again at
+        once naming every queue (it was stale, or cut short and found nothing)."""
+        order, since, cut = self.plan(whole)
         if self._fast_allowed(ack):
-            return self._fetch_fast(order, since, ack, ack_jid, wake)
+            work, wake_id, stale = self._fetch_fast(order, since, ack, ack_jid, wake)
+            return work, wake_id, stale or (cut and work is None)
         keys = [self.in_progress, self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"),
                 self.fence_key, self.keys.last_beat, *(self._queue_keys[q] for q in order)]
         reply = self._run("fetch", keys, [ack or b"", wake, "", "", "", self.beat_as, self.keys.paused,
                                           self.keys.queue_prefix, since], beats=True)
         work, stale = self._work_of(reply, order, since)
-        return work, reply[2], stale
+        return work, reply[2], stale or (cut and work is None)
 
     def send_ahead(self, number: int, ack: bytes | None = None, ack_jid: str | None = None, k: int = 1,
                    older: tuple[batchfetch.Ack, ...] = ()) -> Ahead:
@@ -155,7 +159,7 @@ class Fetcher(InProgressList):
         jobs it takes (up to ``k``) land on this identity's in-progress list like any
         other, and are recorded under ``number`` so an idle sibling may take them
         (``take_ahead``). ``older``: acks due before ``ack``, riding along too."""
-        order, since = self.plan()
+        order, since, _ = self.plan()  # cut and came back empty: the next fetch names every queue
         conn = self._ahead_conn
         if conn is None or self._ahead_pid != os.getpid():
             # Held for good, not borrowed per job: the pool's bookkeeping costs as much as

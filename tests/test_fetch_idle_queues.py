@@ -56,7 +56,7 @@ def busy_on_last(config, jobs=3, n=N, named=None):
     f = fetcher(config, names(n))
     work = f.fetch()
     assert arg_of(work) == "low0"
-    assert f.plan() == ([*(named or []), f"q{n}"], f.empty.at) and f.empty.at
+    assert f.plan() == ([*(named or []), f"q{n}"], f.empty.at, False) and f.empty.at
     return f, work
 
 
@@ -70,6 +70,41 @@ def test_idle_queues_are_not_named_while_the_last_one_is_busy(config):
     # Only q100 named: its LMOVE, never an LMPOP over the 99 idle queues; one wake check each.
     assert calls(r, "lmpop") == 0 and calls(r, "lmove") == 59 and calls(r, "xrevrange") == 59
     assert r.llen(config.keys.in_progress(ME)) == 1
+
+
+def test_queues_after_a_busy_first_one_are_not_named(config):
+    """Cut after the queue that gave the last job; when it runs dry, that fetch is not dry:
+    the next names every queue, and strict order goes on."""
+    r = config.redis()
+    for i in range(30):
+        push("q1", f"first{i}")
+    push("q100", "last")
+    f = fetcher(config)
+    work = f.fetch()
+    assert f.plan() == (["q1"], emptyqueues.EVERY, True)
+    r.config_resetstat()
+    for i in range(1, 30):
+        work = f.fetch(ack=work.raw)
+        assert arg_of(work) == f"first{i}"
+    assert calls(r, "lmpop") == 0 and calls(r, "xrevrange") == 0  # q1's LMOVE alone, each time
+    work = f.fetch(ack=work.raw)  # q1 dry: cut short, nothing; again, every queue named
+    assert (work.queue, arg_of(work)) == ("q100", "last")
+    assert f.fetch(ack=work.raw) is None
+    assert r.llen(config.keys.in_progress(ME)) == 0
+
+
+def test_a_batch_cut_short_leaves_the_lower_queues_to_the_next_fetch(config):
+    for i in range(5):
+        push("q1", f"first{i}")
+    for i in range(5):
+        push("q100", f"last{i}")
+    f = fetcher(config)
+    got = [arg_of(f.fetch())]
+    while len(got) < 10:
+        ahead = f.send_ahead(len(got), None, None, 4)
+        works = f.read_ahead_all(ahead)
+        got += [arg_of(w) for w in works] or [arg_of(f.fetch())]
+    assert got == [f"first{i}" for i in range(5)] + [f"last{i}" for i in range(5)]
 
 
 # Each fill runs up to its yield before the fetcher finds q50 empty, and the rest after.
