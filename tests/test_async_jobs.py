@@ -37,7 +37,8 @@ def test_async_job_runs_and_middleware_wraps_it(own_config, masters, concurrency
     pf_async.returns_coroutine.enqueue("coro1")
     wait_for(lambda: len(lrange(own_config, "test:done")) == 2, what="both done")
     assert sorted(tags(own_config, "test:done")) == ["coro1", "mw1"]
-    assert lrange(own_config, "test:mw") == ["before:mw1", "after:mw1"]  # after: once the body ran
+    # after: once the body ran (the body's "done" lands first, so the test waits for it)
+    wait_for(lambda: lrange(own_config, "test:mw") == ["before:mw1", "after:mw1"], what="the middleware's after")
     wait_for(lambda: in_progress_total(own_config) == 0, what="acked")
     r = own_config.redis()
     assert r.zcard(own_config.keys.retry) == 0 and r.zcard(own_config.keys.dead) == 0
