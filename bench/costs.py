@@ -155,19 +155,21 @@ def c_queues(ctx, plan):
         with RedisServer() as rs:
             config, app = use_redis(rs.url)
             fetch_us = _fetch_script_us(config, app, k, 2_000)
+            first_us = _fetch_script_us(config, app, k, 2_000, on=1)
             fill_cog(app, plan["queues_n"], queue=f"q{k}")
             out[k] = fleet_run(ctx, cog_system(k), rs.url, plan["queues_n"], plan["cap"], log_name=f"queues-{k}")
             out[k]["fetch_script_us"] = fetch_us
+            out[k]["fetch_script_us_first"] = first_us
         say(f"  queues={k:<4} {out[k]['steady']:8,.0f} jobs/s  Redis {out[k]['redis_us_per_job']:6.1f} µs/job"
-            f"  fetch script {fetch_us:5.1f} µs/call")
+            f"  fetch script {fetch_us:5.1f} µs/call (job on the first queue: {first_us:5.1f})")
     return out
 
 
-def _fetch_script_us(config, app, k, n):
+def _fetch_script_us(config, app, k, n, on=None):
     """Redis's time per fetch-and-ack script call (commandstats) for a worker of k queues,
-    the job on the last: cogworker's own Fetcher, non-blocking, in this process."""
+    the job on the last (or on queue ``on``): cogworker's own Fetcher, non-blocking, in this process."""
     from cogworker.fetch import Fetcher
-    fill_cog(app, n + 1, queue=f"q{k}")
+    fill_cog(app, n + 1, queue=f"q{on or k}")
     fetcher = Fetcher(config, "bench-costs", [(f"q{i}", None) for i in range(1, k + 1)], block_timeout=0)
     work = fetcher.fetch()
     r = config.redis()

@@ -58,14 +58,19 @@ def queues(c, out):
     if "fetch_script_us" in c[ks[0]]:
         ax2.plot([int(k) for k in ks], [med(c[k]["fetch_script_us"]) for k in ks], marker="^", ls=":",
                  color="tab:purple", label="Redis time per fetch-and-ack script call (right)")
+    if "fetch_script_us_first" in c[ks[0]]:
+        ax2.plot([int(k) for k in ks], [med(c[k]["fetch_script_us_first"]) for k in ks], marker="v", ls=":",
+                 color="tab:green", label="the same, job on the first queue (right)")
     ax2.set_ylabel("µs (Redis)")
     ax2.set_ylim(bottom=0)
     _legend(ax, ax2)
     ax.set_title("cogworker: cost of idle queues in the fetch order")
     _save(fig, out)
-    return table(["queues", "no-op jobs/s, N = 2", "Redis CPU µs/job (process)", "fetch-and-ack script µs/call"],
-                 [[k, rng(c[k]["steady"]), rng(c[k]["redis_us_per_job"], 1), rng(c[k]["fetch_script_us"], 1)]
-                  for k in ks])
+    first = "fetch_script_us_first" in c[ks[0]]
+    return table(["queues", "no-op jobs/s, N = 2", "Redis CPU µs/job (process)", "fetch-and-ack script µs/call",
+                  *(["the same, job on the first queue"] if first else [])],
+                 [[k, rng(c[k]["steady"]), rng(c[k]["redis_us_per_job"], 1), rng(c[k]["fetch_script_us"], 1),
+                   *([rng(c[k]["fetch_script_us_first"], 1)] if first else [])] for k in ks])
 
 
 def scheduled(c, out):
