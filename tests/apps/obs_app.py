@@ -56,7 +56,10 @@ def stubborn(tag):
 
 @cogworker.job
 def hang(tag):
-    """Its first run hangs (for a test to SIGKILL its child); a rerun succeeds at once."""
+    """Its first run hangs (for a test to SIGKILL its child); a rerun succeeds at once.
+    Counted before it says it started: a kill that followed "started" could otherwise land
+    before the count, and the rerun, counted first, would hang."""
+    first = _r().incr(f"test:runs:{tag}") == 1
     _r().rpush("test:started", f"{tag}:{os.getpid()}")
-    if _r().incr(f"test:runs:{tag}") == 1:
+    if first:
         time.sleep(60)
