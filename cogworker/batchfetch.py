@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .config import as_text
 from .inprogress import jid_of
 
 if TYPE_CHECKING:
@@ -26,12 +27,11 @@ def command(fetcher: Fetcher, sha: str, order: list[str], number: int, k: int,
             fetcher.beat_as, keys.paused, keys.queue_prefix, *(raw for raw, _ in acks), since)
 
 
-def works(reply: list[Any], order: list[str]) -> tuple[list[Work], list[Any], str, list[Any], bool]:
+def works(reply: list[Any], order: list[str]) -> tuple[list[Work], list[Any], str, list[str], bool]:
     """The jobs taken (oldest first) with their queues, the unreadable queues, the wake ID
     empty queues were found at ("" when none), the paused names, and whether it was stale."""
     from .fetch import Work
 
     indexes, jobs, bad, newest, paused, stale = reply
-    newest = newest.decode() if isinstance(newest, bytes) else str(newest)
-    return ([Work(raw, order[int(i) - 1]) for i, raw in zip(indexes, jobs, strict=True)], list(bad), newest,
-            list(paused), bool(int(stale)))
+    return ([Work(raw, order[int(i) - 1]) for i, raw in zip(indexes, jobs, strict=True)], list(bad),
+            as_text(newest), [as_text(name) for name in paused], bool(int(stale)))

@@ -77,7 +77,7 @@ class EmptyQueues:
         if stale or (since != EVERY and newest != since):
             self.forget()
             return
-        found = set(order[:before]).difference(_text(p) for p in paused)
+        found = set(order[:before]).difference(paused)
         if since == EVERY:
             if not newest:  # none found empty (or the stream can't be read): nothing known
                 self.forget()
@@ -91,6 +91,3 @@ class EmptyQueues:
         """The next fetch names every queue (a wake was read, or the last fetch was stale)."""
         self.empty, self.at = frozenset(), ""
 
-
-def _text(name: str | bytes) -> str:
-    return name.decode() if isinstance(name, bytes) else name

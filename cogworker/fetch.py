@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import redis
 
 from . import batchfetch, fastfetch, lua, redis_errors, wire
-from .config import Config, logger
+from .config import Config, as_text, logger
 from .emptyqueues import EmptyQueues
 from .errors import Fenced, RedisVersionError
 from .fastfetch import MARK, Fast
@@ -217,10 +217,11 @@ class Fetcher(InProgressList):
         works, bad, newest, paused, stale = batchfetch.works(reply, ahead.order)
         if bad:
             self._bad_keys(bad, fetched=bool(works))
-        before = ahead.order.index(works[-1].queue) if len(works) == ahead.k else len(ahead.order)
-        self.empty.learn(ahead.order, ahead.since, newest, stale, before, paused)
+        index = ahead.order.index(works[-1].queue) if works else len(ahead.order)
+        # Fewer than asked: every queue named was empty at the end.
+        self.empty.learn(ahead.order, ahead.since, newest, stale, index if len(works) == ahead.k else len(ahead.order),
+                         paused)
         if works:
-            index = ahead.order.index(works[-1].queue)
             self._busy.difference_update(ahead.order[:index])
             self._busy.add(works[-1].queue)
         return works
@@ -300,7 +301,8 @@ class Fetcher(InProgressList):
         index = int(reply[0])
         if len(reply) > 5:
             self._bad_keys(reply[5:], fetched=index > 0)
-        self.empty.learn(order, since, _text(reply[3]), index < 0, index - 1 if index > 0 else len(order), reply[4])
+        self.empty.learn(order, since, as_text(reply[3]), index < 0, index - 1 if index > 0 else len(order),
+                         [as_text(name) for name in reply[4]])
         if index <= 0:
             return None, index < 0
         queue = order[index - 1]
@@ -378,6 +380,3 @@ class Fetcher(InProgressList):
             else:
                 logger.error("queue key %s can't be read (%s): skipped (other queues keep running)", name, error)
 
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -4,15 +4,15 @@
 -- The paused queues' keys (key -> true), read in the same step as the move, so no job of
 -- a queue is taken once its pause landed. Best-effort: a paused set of the wrong type
 -- pauses nothing.
--- Also returns the names, for a worker keeping known-empty queues (a paused queue is
--- never one of them: a resume by hand, SREM, must count at the next fetch).
-local function paused_keys(set, prefix)
+-- Also returns the names when since (below) is not "": a worker keeping known-empty queues
+-- never counts a paused one empty (a resume by hand, SREM, must count at the next fetch).
+local function paused_keys(set, prefix, since)
   local paused, names = {}, {}
   if set and set ~= "" then
     local got = redis.pcall("SMEMBERS", set)
     if type(got) == "table" and not got["err"] then
-      names = got
-      for _, name in ipairs(names) do paused[prefix .. name] = true end
+      if since ~= "" then names = got end
+      for _, name in ipairs(got) do paused[prefix .. name] = true end
     end
   end
   return paused, names
@@ -38,6 +38,12 @@ local function wake_moved(since, prefix)
   if since == "" or since == "*" then return "", false end
   local newest = newest_wake(prefix)
   return newest, newest ~= since
+end
+
+-- A stale fetch's reply (fetch.lua's shape): nothing taken, so its look-ahead record goes.
+local function stale_reply(ahead, identity, newest)
+  if ahead and ahead ~= "" then redis.call("HDEL", ahead, identity) end
+  return {-1, "", "", newest, {}}
 end
 
 -- After the take (gained: some queue was found empty): the newest ID the worker learns at.
@@ -130,7 +136,7 @@ local function went_dry(ahead, identity, wake, newest)
   if ahead and ahead ~= "" then redis.call("HDEL", ahead, identity) end
   if wake == "" then return "" end
   if newest and newest ~= "" then return newest end
-  local newest = redis.pcall("XREVRANGE", wake, "+", "-", "COUNT", 1)
-  if type(newest) == "table" and newest[1] then return newest[1][1] end
+  local got = redis.pcall("XREVRANGE", wake, "+", "-", "COUNT", 1)
+  if type(got) == "table" and got[1] then return got[1][1] end
   return "0-0"
 end

@@ -31,12 +31,8 @@ if ARGV[1] ~= "" then
 end
 local since = ARGV[9] or ""
 local newest, stale = wake_moved(since, ARGV[8])
-if stale then
-  if ARGV[3] and ARGV[3] ~= "" then redis.call("HDEL", ARGV[3], ARGV[4]) end
-  return {-1, "", "", newest, {}}
-end
-local paused, names = paused_keys(ARGV[7], ARGV[8])
-if since == "" then names = {} end
+if stale then return stale_reply(ARGV[3], ARGV[4], newest) end
+local paused, names = paused_keys(ARGV[7], ARGV[8], since)
 local bad = {}
 local reply
 local at, job = take_first(KEYS[1], 5, paused, bad)

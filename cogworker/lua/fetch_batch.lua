@@ -31,8 +31,7 @@ if stale then
   redis.call("HDEL", ARGV[3], ARGV[4])
   return {{}, {}, {}, newest, {}, 1}
 end
-local paused, names = paused_keys(ARGV[7], ARGV[8])
-if since == "" then names = {} end
+local paused, names = paused_keys(ARGV[7], ARGV[8], since)
 local first = 4 + m
 local k = tonumber(ARGV[2])
 local indexes, jobs, bad = {}, {}, {}

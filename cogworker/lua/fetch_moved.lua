@@ -37,11 +37,9 @@ local since = ARGV[11] or ""
 local newest, stale = wake_moved(since, ARGV[8])
 if stale then
   if moved then undo() end
-  if ARGV[3] ~= "" then redis.call("HDEL", ARGV[3], ARGV[4]) end
-  return {-1, "", "", newest, {}}
+  return stale_reply(ARGV[3], ARGV[4], newest)
 end
-local paused, names = paused_keys(ARGV[7], ARGV[8])
-if since == "" then names = {} end
+local paused, names = paused_keys(ARGV[7], ARGV[8], since)
 if moved then
   -- Strict order: every queue tried before the guess this time must be empty (or paused).
   -- One EXISTS for all of them: an idle queue costs a key lookup, not a command.
