@@ -12,6 +12,7 @@ import random
 import time
 
 import pytest
+import redis
 from apps import core_jobs
 
 from cogworker import api, client, emptyqueues, fetch
@@ -236,6 +237,52 @@ def test_a_wake_stream_of_the_wrong_type_leaves_nothing_out(config):
     r.lpush(config.keys.queue("q50"), json.dumps({"class": "apps.core_jobs.record", "args": ["raw"],
                                                   "kwargs": {}, "jid": "r" * 24, "queue": "q50"}))
     assert arg_of(f.fetch(ack=work.raw)) == "raw"  # strict, as before the stream broke
+
+
+def raw_push(config, queue, arg):
+    """As a client outside cogworker: a bare LPUSH, no wake."""
+    config.redis().lpush(config.keys.queue(queue), json.dumps(
+        {"class": "apps.core_jobs.record", "args": [arg], "kwargs": {}, "jid": arg[0] * 24, "queue": queue}))
+
+
+def test_a_redis_restarted_empty_makes_the_next_fetch_name_every_queue(own_config, own_redis):
+    """The wake ID the left-out queues were empty at is gone with the stream: the first
+    fetch after the restart is stale, so jobs written there (even without a wake) are
+    taken in strict order; nothing the restart left is lost."""
+    f, work = busy_on_last(own_config)
+    own_redis.kill()  # SIGKILL: the stream, the queues and the scripts go with it
+    own_redis.restart()
+    raw_push(own_config, "q100", "low-after")
+    raw_push(own_config, "q50", "high-after")
+    got = None
+    for _ in range(3):  # the first call may meet the dead connection
+        try:
+            got = f.fetch(ack=work.raw)
+            break
+        except redis.ConnectionError:
+            continue
+    assert (got.queue, arg_of(got)) == ("q50", "high-after")
+    assert arg_of(f.fetch(ack=got.raw)) == "low-after"
+
+
+def test_a_wake_stream_deleted_by_hand_makes_the_next_fetch_name_every_queue(config):
+    r = config.redis()
+    f, work = busy_on_last(config)
+    r.delete(config.keys.wake)
+    raw_push(config, "q50", "high")
+    got = f.fetch(ack=work.raw)
+    assert (got.queue, arg_of(got)) == ("q50", "high")
+
+
+def test_a_paused_set_of_the_wrong_type_pauses_nothing_and_loses_nothing(config):
+    r = config.redis()
+    r.set(config.keys.paused, "garbage")
+    f, work = busy_on_last(config)
+    push("q50", "high")
+    got = f.fetch(ack=work.raw)
+    assert (got.queue, arg_of(got)) == ("q50", "high")
+    got = f.fetch(ack=got.raw)
+    assert arg_of(got) == "low1"
 
 
 def test_one_queue_reads_no_wake_stream(config):
