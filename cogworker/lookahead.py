@@ -67,10 +67,12 @@ class Depth:
     other: K doubles (up to ``MAX``) while K - 1 jobs of the measured length fit in
     ``HOLD`` and the last batch came back full (the queues are deep); it halves when they
     don't fit, drops to what came back when the queues ran short, and to 1 while a
-    sibling is idle. A job of ``HOLD`` or longer (CPU-bound work) is never hoarded: K = 1."""
+    sibling is idle. A job of ``LONG`` or longer is never batched: K = 1 (such a job
+    outlasts a round trip several times over, so a batch saves it nothing worth a wait)."""
 
     MAX = 8  # bench/README.md: 8 per round trip reaches bare-batch8's protocol
     HOLD = 0.002  # seconds a job fetched ahead may wait behind the others of its batch
+    LONG = HOLD / 3  # docs/architecture.md#batch: 0.1-0.3 ms a round trip here
 
     def __init__(self) -> None:
         self.k = 1
@@ -88,6 +90,9 @@ class Depth:
 
     def came_back(self, asked: int, got: int) -> None:
         job = self.job if self.job is not None else self.HOLD
+        if job >= self.LONG:
+            self.k = 1
+            return
         if got < asked:
             self.k = max(1, got)
         elif self.k < self.MAX and (2 * self.k - 1) * job <= self.HOLD:

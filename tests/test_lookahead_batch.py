@@ -165,6 +165,26 @@ def test_k_stays_one_for_cpu_bound_jobs():
     assert depth.k == 1
 
 
+@pytest.mark.parametrize("seconds", [0.0007, 0.001, 0.0019, 0.003])
+def test_k_stays_one_for_jobs_several_round_trips_long(seconds):
+    """The issue's rule: K = 1 while jobs take longer than a round trip (0.1-0.3 ms here).
+    Before, a job of 0.67-2 ms was fetched two at a time."""
+    depth = Depth()
+    for _ in range(50):
+        depth.ran(seconds)
+        depth.came_back(depth.k, depth.k)
+        assert depth.k == 1
+
+
+@pytest.mark.parametrize("seconds, k", [(0.0002, 8), (0.0003, 4), (0.0006, 4)])
+def test_k_for_jobs_about_a_round_trip_long(seconds, k):
+    depth = Depth()
+    for _ in range(20):
+        depth.ran(seconds)
+        depth.came_back(depth.k, depth.k)
+    assert depth.k == k
+
+
 def test_k_grows_for_short_jobs_on_a_deep_queue_and_adapts():
     depth = Depth()
     for _ in range(10):
