@@ -219,8 +219,8 @@ class Fetcher(InProgressList):
             self._bad_keys(bad, fetched=bool(works))
         index = ahead.order.index(works[-1].queue) if works else len(ahead.order)
         # Fewer than asked: every queue named was empty at the end.
-        self.empty.learn(ahead.order, ahead.since, newest, stale, index if len(works) == ahead.k else len(ahead.order),
-                         paused)
+        before = index if len(works) == ahead.k else len(ahead.order)
+        self.empty.learn(ahead.order, ahead.since, newest, stale, before, paused)
         if works:
             self._busy.difference_update(ahead.order[:index])
             self._busy.add(works[-1].queue)

@@ -41,6 +41,12 @@ def push(queue, arg):
     core_jobs.record.options(queue=queue).enqueue(arg)
 
 
+def raw_push(config, queue, arg):
+    """As a client outside cogworker: a bare LPUSH, no wake."""
+    config.redis().lpush(config.keys.queue(queue), json.dumps(
+        {"class": "apps.core_jobs.record", "args": [arg], "kwargs": {}, "jid": arg[0] * 24, "queue": queue}))
+
+
 def arg_of(work):
     return json.loads(work.raw)["args"][0]
 
@@ -191,11 +197,8 @@ def test_the_fast_fetch_gone_stale_puts_its_guessed_job_back(config, monkeypatch
 def test_a_raw_lpush_to_a_left_out_queue_waits_at_most_the_rescan(config, monkeypatch):
     """The bound for writers outside cogworker, which don't wake the stream."""
     monkeypatch.setattr(emptyqueues, "RESCAN", 0.3)
-    r = config.redis()
     f, work = busy_on_last(config, jobs=5)
-    raw = json.dumps({"class": "apps.core_jobs.record", "args": ["raw"], "kwargs": {}, "jid": "r" * 24,
-                      "queue": "q50"})
-    r.lpush(config.keys.queue("q50"), raw)
+    raw_push(config, "q50", "raw")
     work = f.fetch(ack=work.raw)
     assert arg_of(work) == "low1"  # left out, within the bound
     time.sleep(0.35)
@@ -234,15 +237,8 @@ def test_a_wake_stream_of_the_wrong_type_leaves_nothing_out(config):
     f = fetcher(config)
     work = f.fetch()
     assert f.plan()[0] == names()
-    r.lpush(config.keys.queue("q50"), json.dumps({"class": "apps.core_jobs.record", "args": ["raw"],
-                                                  "kwargs": {}, "jid": "r" * 24, "queue": "q50"}))
+    raw_push(config, "q50", "raw")
     assert arg_of(f.fetch(ack=work.raw)) == "raw"  # strict, as before the stream broke
-
-
-def raw_push(config, queue, arg):
-    """As a client outside cogworker: a bare LPUSH, no wake."""
-    config.redis().lpush(config.keys.queue(queue), json.dumps(
-        {"class": "apps.core_jobs.record", "args": [arg], "kwargs": {}, "jid": arg[0] * 24, "queue": queue}))
 
 
 def test_a_redis_restarted_empty_makes_the_next_fetch_name_every_queue(own_config, own_redis):
