@@ -1,6 +1,6 @@
 """`python -m bench.core`: cogworker's own figures, without the peers (seconds, not minutes).
 
-- single-process no-op throughput: the core worker loop (`cogworker.worker.Worker`, the
+- single-process no-op throughput: the core worker loop (`cogworker.engine.loop.Worker`, the
   loop `python -m cogworker.worker` and every prefork child run), jobs enqueued first;
 - enqueue rate from one producer: single `enqueue` calls and `enqueue_many`;
 - idle pickup latency: one job at a time at random intervals, enqueue -> start;
@@ -99,7 +99,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def single_process_throughput(n: int) -> float:
-    from cogworker.worker import Worker
+    from cogworker.engine.loop import Worker
 
     with Env() as env:
         env.app.noop.enqueue_many([(i,) for i in range(n)])
@@ -133,7 +133,7 @@ def enqueue_rates(n: int) -> tuple[float, float]:
 
 def pickup_latency(n: int) -> list[float]:
     """Enqueue -> start on an idle single-process worker (the job body measures it)."""
-    from cogworker.worker import Worker
+    from cogworker.engine.loop import Worker
 
     with Env() as env:
         worker = Worker([("default", None)])
@@ -221,8 +221,9 @@ def loop_cpu(n: int, counting: bool) -> float:
     child runs), with the job-metrics hook subscribed or not: the exporter's only per-job
     cost. Redis runs in its own process, so it is not in this figure (it is unchanged:
     the exporter adds no Redis call per job)."""
-    from cogworker import hooks, jobmetrics
-    from cogworker.worker import Worker
+    from cogworker.core import hooks
+    from cogworker.metrics import jobcounts as jobmetrics
+    from cogworker.engine.loop import Worker
 
     jobmetrics.enable()
     names = ("succeeded", "retrying", "dead")

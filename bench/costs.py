@@ -168,7 +168,7 @@ def c_queues(ctx, plan):
 def _fetch_script_us(config, app, k, n, on=None):
     """Redis's time per fetch-and-ack script call (commandstats) for a worker of k queues,
     the job on the last (or on queue ``on``): cogworker's own Fetcher, non-blocking, in this process."""
-    from cogworker.fetch import Fetcher
+    from cogworker.engine.fetch.fetcher import Fetcher
     fill_cog(app, n + 1, queue=f"q{on or k}")
     fetcher = Fetcher(config, "bench-costs", [(f"q{i}", None) for i in range(1, k + 1)], block_timeout=0)
     work = fetcher.fetch()
@@ -216,7 +216,7 @@ def _poll_cost(config, r, polls):
     """One pass of the master's poller over both sets: client wall time, and Redis's own
     time in the poll scripts (commandstats: not the process's CPU, which includes its
     timers and the INFO call itself)."""
-    from cogworker.scheduler import Poller
+    from cogworker.fleet.poller import Poller
     poller = Poller(config)
     poller.poll()  # scripts loaded
     r.config_resetstat()

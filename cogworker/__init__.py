@@ -79,9 +79,9 @@ def _version() -> str:
 
 
 if TYPE_CHECKING:  # what the names are, for type checkers and editors
-    from . import hooks
+    from .core import hooks
     from .config import Config, configure, get_config
-    from .cron import disable, enable, periodic
+    from .cron.entries import disable, enable, periodic
     from .errors import (
         BadPayload,
         CogworkerError,
@@ -91,7 +91,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
         RedisVersionError,
         UnknownJob,
     )
-    from .jobs import BoundJob, Job, JobOptions, by_name, enqueue, enqueue_at, job
-    from .middleware import client_middleware, server_middleware
+    from .client.jobs import BoundJob, Job, JobOptions, by_name, enqueue, enqueue_at, job
+    from .core.middleware import client_middleware, server_middleware
 
     __version__: str

@@ -20,7 +20,7 @@ from typing import Any
 
 import redis
 
-from cogworker.housekeeping import STATS_INTERVAL
+from cogworker.fleet.housekeeping import STATS_INTERVAL
 
 SECONDS = float(os.environ.get("DEMO_SECONDS", "12"))
 

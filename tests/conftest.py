@@ -13,9 +13,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 from redis_server import RedisServer  # noqa: E402
 
 import cogworker  # noqa: E402
-from cogworker import cron as periodic_module  # noqa: E402
-from cogworker import jobs as job_module  # noqa: E402
-from cogworker.middleware import client_middleware, server_middleware  # noqa: E402
+from cogworker.cron import entries as periodic_module  # noqa: E402
+from cogworker.client import jobs as job_module  # noqa: E402
+from cogworker.core.middleware import client_middleware, server_middleware  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -105,7 +105,7 @@ def fresh_core_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
     """apps.core_jobs' in-process run records emptied, and a fast reconcile."""
     from apps import core_jobs
 
-    from cogworker import worker as worker_module
+    from cogworker.engine import loop as worker_module
 
     core_jobs.local_runs.clear()
     core_jobs.local_started.clear()

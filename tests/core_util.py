@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from cogworker.worker import Worker
+from cogworker.engine.loop import Worker
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> bool:

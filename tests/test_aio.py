@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from cogworker import aio
+from cogworker.engine import eventloop as aio
 from cogworker.errors import JobTimeout
 
 

@@ -85,7 +85,7 @@ def test_filter_and_chunked_retry_all_and_clear(config, monkeypatch):
 def test_pause_is_read_by_every_fetch(config):
     from apps import core_jobs
 
-    from cogworker.fetch import Fetcher
+    from cogworker.engine.fetch.fetcher import Fetcher
 
     core_jobs.record.options(queue="a").enqueue(1)
     core_jobs.record.options(queue="b").enqueue(2)
@@ -102,7 +102,7 @@ def test_pause_is_read_by_every_fetch(config):
 def test_stats_history_and_processes(config):
     from apps import core_jobs
 
-    from cogworker import stats as stats_module
+    from cogworker.lifecycle import stats as stats_module
 
     core_jobs.record.enqueue_many([(i,) for i in range(3)])
     buf = stats_module.StatsBuffer()

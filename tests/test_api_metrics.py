@@ -13,7 +13,8 @@ import redis
 from apps import pf
 from prefork_harness import wait_for
 
-from cogworker import api, stats
+from cogworker import api
+from cogworker.lifecycle import stats
 
 
 def test_redis_info(config, redis_server):

@@ -9,7 +9,8 @@ import pytest
 from apps import cron_jobs
 
 import cogworker
-from cogworker import api, cron
+from cogworker import api
+from cogworker.cron import entries as cron
 from cogworker.errors import WrongType
 
 T0 = 1_800_000_000  # a minute boundary

@@ -24,7 +24,7 @@ from worker_process import Process
 
 import cogworker
 from cogworker import api
-from cogworker.jobs import by_name
+from cogworker.client.jobs import by_name
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 README = (Path(TESTS_DIR).parent / "README.md").read_text()

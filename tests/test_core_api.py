@@ -14,7 +14,7 @@ from core_util import RunningWorker, queued, ran, wait_for
 
 import cogworker
 from cogworker import config as config_module
-from cogworker import jobs as jobs_module
+from cogworker.client import jobs as jobs_module
 from cogworker.keys import Keys
 
 PAYLOAD_FIELDS = {"class", "args", "kwargs", "jid", "queue", "retry", "created_at", "enqueued_at"}

@@ -12,10 +12,10 @@ from apps import core_jobs
 from core_util import RunningWorker, ran, wait_for, zentries
 
 import cogworker
-from cogworker import worker as worker_module
-from cogworker.runner import Housekeeper
-from cogworker.scheduler import Poller
-from cogworker.worker import Worker
+from cogworker.engine import loop as worker_module
+from cogworker.worker.runner import Housekeeper
+from cogworker.fleet.poller import Poller
+from cogworker.engine.loop import Worker
 
 
 @pytest.mark.parametrize("raw, why", [

@@ -15,13 +15,13 @@ from apps import core_jobs
 from core_util import RunningWorker, queued, ran, wait_for, zentries
 
 import cogworker
-from cogworker import fate
-from cogworker import worker as worker_module
-from cogworker.fetch import Fetcher, Work, check_redis_version
-from cogworker.jobs import default_backoff
-from cogworker.queuespec import parse_queues
-from cogworker.scheduler import Poller
-from cogworker.worker import Worker
+from cogworker.core import fate
+from cogworker.engine import loop as worker_module
+from cogworker.engine.fetch.fetcher import Fetcher, Work, check_redis_version
+from cogworker.client.jobs import default_backoff
+from cogworker.launch.queues import parse_queues
+from cogworker.fleet.poller import Poller
+from cogworker.engine.loop import Worker
 
 
 def fetcher(config, identity="id-a", queues=(("default", None),), block=0.0):
@@ -193,7 +193,7 @@ def test_error_class_is_qualified(config):
         assert wait_for(lambda: r.zcard(config.keys.dead) == 1)
     [(entry, _)] = zentries(r, config.keys.dead)
     assert entry["error_class"] == "apps.core_jobs.Custom"
-    from cogworker.jobs import error_class_name
+    from cogworker.client.jobs import error_class_name
     assert error_class_name(cogworker.ProcessDied()) == "cogworker.ProcessDied"
     assert error_class_name(KeyError()) == "KeyError"
 
@@ -359,7 +359,7 @@ def test_unfileable_failure_is_parked_in_unsettled_at_shutdown(config):
     assert record["set"] == config.keys.dead and json.loads(record["payload"])["jid"] == jid
     assert r.llen(config.keys.queue("default")) == 0
     # Any live process files it later.
-    from cogworker.recovery import file_unsettled
+    from cogworker.fleet.recovery import file_unsettled
     r.delete(config.keys.dead)
     assert file_unsettled(config) == 1
     assert [e["jid"] for e, _ in zentries(r, config.keys.dead)] == [jid]
@@ -472,7 +472,7 @@ def test_a_move_whose_destination_fails_loses_nothing(config):
     r.delete(k.queue("default"))
     on_list()
     r.set(k.queue("default"), "x")
-    from cogworker.recovery import requeue_in_progress
+    from cogworker.fleet.recovery import requeue_in_progress
     requeue_in_progress(config, "mv")
     assert r.lrange(k.in_progress("mv"), 0, -1) == [raw]
     r.delete(k.queue("default"))

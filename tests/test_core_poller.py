@@ -12,8 +12,9 @@ from apps import core_jobs
 from core_util import RunningWorker, queued, ran, wait_for
 
 import cogworker
-from cogworker import lua, scheduler
-from cogworker.scheduler import Poller
+from cogworker.store import lua
+from cogworker.fleet import poller as scheduler
+from cogworker.fleet.poller import Poller
 
 
 def _due_payload(i, queue="default", **extra):
@@ -120,7 +121,7 @@ def test_garbage_in_schedule_goes_to_dead(config):
 def test_garbage_is_filed_by_the_one_dead_entry_builder_and_fires_dead(config):
     """Poller garbage gets the same dead entry as a bad payload a worker fetched: raw
     payload cut at the limit, its jid when readable, and the ``dead`` hook (bad_payload)."""
-    from cogworker import fate, hooks
+    from cogworker.core import fate, hooks
 
     r = config.redis()
     k = config.keys
@@ -170,7 +171,7 @@ def test_orphan_recovery_pass_trims_the_dead_set(config):
     """Paths that bury without the filing script's trim are trimmed by the recovery pass."""
     import time as _time
 
-    from cogworker.recovery import OrphanRecovery
+    from cogworker.fleet.recovery import OrphanRecovery
 
     r = config.redis()
     now = _time.time()

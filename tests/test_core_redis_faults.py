@@ -11,8 +11,8 @@ import pytest
 from apps import core_jobs
 from core_util import RunningWorker, wait_for
 
-from cogworker.fetch import Fetcher
-from cogworker.scheduler import Poller
+from cogworker.engine.fetch.fetcher import Fetcher
+from cogworker.fleet.poller import Poller
 
 
 @pytest.fixture(autouse=True)
@@ -79,7 +79,7 @@ def test_worker_keeps_going_across_a_redis_restart(own_config, own_redis):
 
 
 def _scripts(config):
-    from cogworker import lua
+    from cogworker.store import lua
 
     return list(lua._registered.get(config.redis(), {}).values())
 

@@ -10,7 +10,7 @@ import time
 from apps import core_jobs
 from core_util import RunningWorker, ran, wait_for
 
-from cogworker.worker import Worker
+from cogworker.engine.loop import Worker
 
 
 def test_runs_in_the_main_thread_without_touching_signals(config):

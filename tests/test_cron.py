@@ -13,9 +13,10 @@ from apps import basic, cron_jobs
 from core_util import run_worker_until
 
 import cogworker
-from cogworker import cron, recovery
+from cogworker.cron import entries as cron
+from cogworker.fleet import recovery
 from cogworker.errors import ConfigurationError
-from cogworker.middleware import client_middleware
+from cogworker.core.middleware import client_middleware
 
 T0 = 1_800_000_000  # a minute boundary (divisible by 60)
 

@@ -14,7 +14,7 @@ from test_first_hour import ROOT, load_app
 
 
 def test_a_prefork_child_hands_its_stats_over_when_its_queues_run_dry(config, monkeypatch):
-    from cogworker import worker as worker_module
+    from cogworker.engine import loop as worker_module
     from cogworker.prefork.pipe import PipeReporter
 
     class Handed(worker_module.Reporter):  # as a child's: counts handed over, then batched by the master

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from cogworker.prefork.cli import build_parser
-from cogworker.runner import build_parser as build_runner_parser
+from cogworker.worker.runner import build_parser as build_runner_parser
 
 ROOT = Path(__file__).parent.parent
 DEPLOY = ROOT / "deploy"

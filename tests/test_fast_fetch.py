@@ -11,9 +11,12 @@ import time
 import pytest
 from apps import core_jobs
 
-from cogworker import api, client, fetch, lua
+from cogworker import api
+from cogworker.client import enqueue as client
+from cogworker.engine.fetch import fetcher as fetch
+from cogworker.store import lua
 from cogworker.errors import Fenced
-from cogworker.fetch import MARK, Fetcher
+from cogworker.engine.fetch.fetcher import MARK, Fetcher
 
 
 @pytest.fixture(autouse=True)
@@ -109,7 +112,7 @@ def test_the_look_ahead_fetch_records_its_job_only_when_it_took_one(config):
 
 
 def test_a_reconcile_drops_a_stray_mark(config):
-    from cogworker.worker import Worker
+    from cogworker.engine.loop import Worker
     r, k = config.redis(), config.keys
     w = Worker([("default", None)], config=config, block_timeout=0)
     r.lpush(k.in_progress(w.identity), MARK)

@@ -11,9 +11,10 @@ from apps import core_jobs
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from cogworker import hooks, recovery
+from cogworker.core import hooks
+from cogworker.fleet import recovery
 from cogworker.prefork import reaped
-from cogworker.worker import Worker
+from cogworker.engine.loop import Worker
 
 EVENTS = st.lists(st.sampled_from(["shutdown", "run", "die", "refuse"]), min_size=1, max_size=6)
 

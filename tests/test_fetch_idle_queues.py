@@ -15,9 +15,11 @@ import pytest
 import redis
 from apps import core_jobs
 
-from cogworker import api, client, emptyqueues, fetch
-from cogworker.fetch import MARK, Fetcher
-from cogworker.scheduler import Poller
+from cogworker import api
+from cogworker.client import enqueue as client
+from cogworker.engine.fetch import idle as emptyqueues, fetcher as fetch
+from cogworker.engine.fetch.fetcher import MARK, Fetcher
+from cogworker.fleet.poller import Poller
 
 N = 100
 ME = "host:1:idle"

@@ -13,7 +13,7 @@ import pytest
 import redis
 from apps import core_jobs
 
-from cogworker.fetch import Fetcher
+from cogworker.engine.fetch.fetcher import Fetcher
 
 N = 100
 

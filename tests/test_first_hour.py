@@ -22,9 +22,9 @@ from core_util import queued, ran, run_worker_until, wait_for
 from worker_process import Process
 
 import cogworker
-from cogworker import cron
-from cogworker import jobs as job_module
-from cogworker.commandline import app_queues
+from cogworker.cron import entries as cron
+from cogworker.client import jobs as job_module
+from cogworker.launch.flags import app_queues
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TESTS_DIR)

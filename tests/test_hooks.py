@@ -10,8 +10,8 @@ import pytest
 from apps import core_jobs
 from core_util import ran
 
-from cogworker import hooks
-from cogworker.worker import Worker
+from cogworker.core import hooks
+from cogworker.engine.loop import Worker
 
 
 @pytest.fixture
@@ -113,7 +113,7 @@ def _orphaned(seen) -> list[tuple[str, bool | None, str | None]]:
 
 
 def test_orphaned_fires_once_per_job_requeued_from_a_dead_process(config, seen):
-    from cogworker.recovery import requeue_dead
+    from cogworker.fleet.recovery import requeue_dead
 
     _list(config, "gone:1:a", {"class": "x.y", "jid": "j1", "queue": "low"}, {"class": "x.y", "jid": "j2"})
     assert requeue_dead(config, "gone:1:a", "none") == (2, True)
@@ -123,7 +123,7 @@ def test_orphaned_fires_once_per_job_requeued_from_a_dead_process(config, seen):
 
 
 def test_orphaned_for_a_reaped_child_counted_for_its_running_job_only(config, seen):
-    from cogworker.recovery import requeue_in_progress
+    from cogworker.fleet.recovery import requeue_in_progress
 
     finished, _, _ = _list(config, "child:2:b", {"class": "x.y", "jid": "done"},
                            {"class": "x.y", "jid": "ran"}, {"class": "x.y", "jid": "ahead"})
@@ -132,7 +132,7 @@ def test_orphaned_for_a_reaped_child_counted_for_its_running_job_only(config, se
 
 
 def test_a_stopping_process_requeueing_its_own_list_fires_no_orphaned(config, seen):
-    from cogworker.recovery import requeue_in_progress
+    from cogworker.fleet.recovery import requeue_in_progress
 
     _list(config, "me:3:c", {"class": "x.y", "jid": "mine"})
     assert requeue_in_progress(config, "me:3:c") == 1
@@ -140,7 +140,7 @@ def test_a_stopping_process_requeueing_its_own_list_fires_no_orphaned(config, se
 
 
 def test_a_repeat_orphan_fires_orphaned_then_dead_when_buried(config, seen):
-    from cogworker.recovery import bury_repeat_orphans, requeue_dead
+    from cogworker.fleet.recovery import bury_repeat_orphans, requeue_dead
 
     config.redis().set(config.keys.orphanings("often"), config.max_orphanings)
     _list(config, "gone:4:d", {"class": "x.y", "jid": "often"})
@@ -151,7 +151,7 @@ def test_a_repeat_orphan_fires_orphaned_then_dead_when_buried(config, seen):
 
 
 def test_a_filtered_hook_sees_only_the_jobs_it_wants_and_no_event_is_built_otherwise(monkeypatch):
-    from cogworker import hooks
+    from cogworker.core import hooks
 
     seen: list[str] = []
     built: list[str] = []

@@ -272,7 +272,7 @@ def test_large_jobs_are_fetched_one_at_a_time_by_the_fast_fetch(own_config, mast
     """A batch hands every payload to Lua (which hashes each byte, twice: as the move's
     reply and as the ack); after a job of FAST_MIN_BYTES or more the child asks for one job
     at a time, by the fast fetch's MULTI, whatever K its short jobs reached."""
-    from cogworker.fetch import FAST_MIN_BYTES
+    from cogworker.engine.fetch.fetcher import FAST_MIN_BYTES
 
     m = masters(procs=1)
     m.wait_children()
@@ -291,7 +291,7 @@ def test_a_child_killed_amid_large_jobs_runs_each_job_again_at_most_once(own_con
     """Large jobs go one at a time by the fast fetch (its ack a plain LREM in a MULTI):
     SIGKILLed mid-stream, nothing is lost, only the job it was running may run twice, and
     no mark of the fast fetch is left on any list."""
-    from cogworker.fetch import FAST_MIN_BYTES
+    from cogworker.engine.fetch.fetcher import FAST_MIN_BYTES
 
     m = masters(procs=1)
     m.wait_children()

@@ -19,11 +19,11 @@ from collections import deque
 
 import pytest
 
-from cogworker import lua
+from cogworker.store import lua
 from cogworker.errors import Fenced
-from cogworker.fetch import Fetcher
-from cogworker.inprogress import InProgressList
-from cogworker.lookahead import Depth
+from cogworker.engine.fetch.fetcher import Fetcher
+from cogworker.core.inprogress import InProgressList
+from cogworker.engine.lookahead import Depth
 from cogworker.prefork.siblings import Siblings
 from cogworker.prefork.slots import CLEAR, TAKEN, Slots
 

@@ -17,7 +17,7 @@ from metrics_util import jobs, scrape, value
 from prefork_harness import TESTS, lrange, run_cli, wait_for
 from redis_server import free_port
 
-from cogworker import jobmetrics
+from cogworker.metrics import jobcounts as jobmetrics
 
 
 def scraped(port):

@@ -14,8 +14,8 @@ import pytest
 from apps.pf_faults import events
 from prefork_harness import Master, in_progress_total, queue_len, wait_for
 
-from cogworker.client import push
-from cogworker.jobs import JobOptions, build_payload
+from cogworker.client.enqueue import push
+from cogworker.client.jobs import JobOptions, build_payload
 
 PASSWORD = "s3cret-pw-4711"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from cogworker import fate
-from cogworker.fetch import Fetcher
+from cogworker.core import fate
+from cogworker.engine.fetch.fetcher import Fetcher
 from cogworker.prefork import reaped
 
 RUNNING = {"jid": "j1", "class": "app.slow", "queue": "default", "deadline": None, "run_at": 0.0}

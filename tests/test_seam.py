@@ -9,8 +9,8 @@ import json
 import redis
 from apps import core_jobs
 
-from cogworker import fate
-from cogworker.worker import Worker
+from cogworker.core import fate
+from cogworker.engine.loop import Worker
 
 
 def _one(worker: Worker) -> None:

@@ -18,7 +18,7 @@ from core_util import RunningWorker, wait_for, zentries
 import cogworker
 from cogworker import config as config_module
 from cogworker.errors import ConfigurationError, UnknownJob
-from cogworker.jobs import importable, resolve
+from cogworker.client.jobs import importable, resolve
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 SECRET = "s3cr3t-Pw"

@@ -12,8 +12,12 @@ import redis
 from apps import core_jobs
 
 import cogworker
-from cogworker import api, client, history, hooks, lua, rawpipe, status_enqueue
-from cogworker.fetch import Fetcher
+from cogworker import api
+from cogworker.client import enqueue as client, status as status_enqueue
+from cogworker.lifecycle import history
+from cogworker.core import hooks
+from cogworker.store import lua, pipes as rawpipe
+from cogworker.engine.fetch.fetcher import Fetcher
 
 
 @pytest.fixture

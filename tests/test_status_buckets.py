@@ -13,8 +13,10 @@ from apps import core_jobs
 from core_util import RunningWorker, ran, wait_for
 
 import cogworker
-from cogworker import api, history, status_enqueue
-from cogworker.scheduler import Poller
+from cogworker import api
+from cogworker.lifecycle import history
+from cogworker.client import status as status_enqueue
+from cogworker.fleet.poller import Poller
 
 
 @pytest.fixture

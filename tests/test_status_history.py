@@ -17,8 +17,9 @@ from prefork_harness import lrange
 from prefork_harness import wait_for as pf_wait
 
 import cogworker
-from cogworker import api, history
-from cogworker.scheduler import Poller
+from cogworker import api
+from cogworker.lifecycle import history
+from cogworker.fleet.poller import Poller
 
 ON = {"COGWORKER_TEST_STATUS": "1"}  # the prefork app turns status and history on
 
@@ -109,7 +110,7 @@ def test_traceback_is_capped_to_the_configured_lines(config):
 
 
 def test_a_success_after_failures_and_the_attempts_view(config):
-    from cogworker import stats
+    from cogworker.lifecycle import stats
 
     jid = core_jobs.fail_then_pass.enqueue("b", 1)
     poller = Poller(config)

@@ -4,9 +4,9 @@ TSTP or TERM (docs/architecture.md#operator-api)."""
 
 from __future__ import annotations
 
-from .. import lua
+from ..store import lua
 from ..config import Config, get_config
-from ..heartbeat import process_ttl
+from ..core.heartbeat import process_ttl
 from .records import checked
 
 CONTROL_TTL_MIN = 60  # seconds; longer than any beat interval a live process keeps

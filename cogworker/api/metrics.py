@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import Config, as_text, get_config
-from ..stats import DURATIONS_TTL, THROUGHPUT_TTL, bucket_upper_ms
+from ..lifecycle.stats import DURATIONS_TTL, THROUGHPUT_TTL, bucket_upper_ms
 
 MAX_MINUTES = THROUGHPUT_TTL // 60  # what the throughput hashes are kept for (2 days)
 P95_MINUTES = DURATIONS_TTL // 60 - 1  # what the duration buckets are kept for (3 hours), whole minutes

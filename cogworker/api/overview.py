@@ -8,7 +8,7 @@ from typing import Any
 
 from ..config import Config, as_text, get_config
 from ..errors import NotFound
-from ..stats import day_of
+from ..lifecycle.stats import day_of
 from .queues import Queue, queue_names
 from .records import DayStats, JobRecord, ProcessRecord, RunningJob, Stats, check_page, checked
 from .sets import DeadSet, RetrySet, ScheduledSet

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import cron
+from ..cron import entries as cron
 from ..config import Config, as_text, get_config
 from .records import checked
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .. import lua
+from ..store import lua
 from ..config import Config, as_text, get_config
 from ..errors import ConfigurationError, NotFound
 from .records import JobRecord, check_page, checked

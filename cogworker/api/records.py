@@ -12,7 +12,7 @@ from typing import Any
 
 import redis
 
-from .. import redis_errors
+from ..store import errors as redis_errors
 from ..config import as_text
 from ..errors import WrongType
 

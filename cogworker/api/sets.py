@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import lua
+from ..store import lua
 from ..config import Config, get_config
 from ..errors import BadPayload
 from .records import JobRecord, check_page, checked

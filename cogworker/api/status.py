@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import Config, as_text, get_config
-from ..history import HOUR, hour_of
+from ..lifecycle.history import HOUR, hour_of
 
 STATES = ("queued", "scheduled", "running", "retrying", "succeeded", "dead")
 

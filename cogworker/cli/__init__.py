@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def run_worker(argv: list[str], prog: str) -> None:
-    from ..runner import main as runner_main
+    from ..worker.runner import main as runner_main
 
     runner_main(argv, prog)
 

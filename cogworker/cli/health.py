@@ -14,7 +14,7 @@ from typing import Any
 
 import redis
 
-from ..argtypes import positive_float
+from ..launch.argtypes import positive_float
 from ..config import as_text, get_config
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..argtypes import positive_int
-from ..commandline import OneLineParser, add_version, namespace_arg, redis_url_arg
+from ..launch.argtypes import positive_int
+from ..launch.flags import OneLineParser, add_version, namespace_arg, redis_url_arg
 from . import health, web
 
 SETS = ("retry", "dead", "scheduled")

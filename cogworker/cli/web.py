@@ -8,7 +8,7 @@ import argparse
 import ipaddress
 import os
 
-from ..argtypes import port_arg
+from ..launch.argtypes import port_arg
 from ..config import get_config
 from .output import USAGE, CliError, usage
 

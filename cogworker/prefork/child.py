@@ -20,11 +20,12 @@ from typing import Any, NoReturn
 import redis
 from setproctitle import setproctitle
 
-from .. import heartbeat, logsetup
+from ..core import heartbeat
+from ..launch import logs as logsetup
 from ..config import Config, logger
 from ..errors import Fenced
-from ..heartbeat import clock
-from ..worker import FENCED_EXIT, Worker
+from ..core.heartbeat import clock
+from ..engine.loop import FENCED_EXIT, Worker
 from .flight_slots import FlightSlots
 from .pipe import PipeReporter
 from .siblings import Siblings

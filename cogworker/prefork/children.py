@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
-from .. import fate, heartbeat, stats
+from ..core import fate, heartbeat
+from ..lifecycle import stats
 from ..config import Config, logger
 from ..errors import Fenced
-from ..inprogress import InProgressList
+from ..core.inprogress import InProgressList
 from . import flight_slots
 from .child import child_main
 from .flight_slots import FlightSlots

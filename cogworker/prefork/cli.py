@@ -12,7 +12,7 @@ from setproctitle import setproctitle
 
 # Nothing here imports redis-py or the rest of cogworker: ``main`` first takes the
 # password (--redis-url) out of the process title, then imports them.
-from ..argtypes import positive_float, positive_int
+from ..launch.argtypes import positive_float, positive_int
 from ..errors import ConfigurationError
 from .inbox import BootInterrupted, SignalInbox
 from .slots import MAX_SLOTS
@@ -37,7 +37,7 @@ def default_procs() -> int:
 
 
 def build_parser() -> Parser:
-    from ..commandline import QUEUE_HELP, add_monitoring, add_version, namespace_arg, redis_url_arg
+    from ..launch.flags import QUEUE_HELP, add_monitoring, add_version, namespace_arg, redis_url_arg
 
     parser = Parser(prog=PROG, description="Run cogworker jobs in N forked, shared-nothing children.")
     add_version(parser)
@@ -72,10 +72,10 @@ def main(argv: list[str] | None = None) -> None:
     inbox = SignalInbox()
     args = build_parser().parse_args(argv)
     setproctitle(f"cogworker: master {args.module} [booting]")
-    from ..commandline import app_queues, check_tls, setup_logging
+    from ..launch.flags import app_queues, check_tls, setup_logging
     from ..config import configure, get_config, logger, validate_redis_url
     from ..errors import RedisVersionError
-    from ..queuespec import parse_queues
+    from ..launch.queues import parse_queues
 
     try:
         if args.redis_url:
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def preload(module: str, inbox: SignalInbox) -> None:
     """The app, once, in the master, before forking; a TERM meanwhile interrupts it."""
-    from ..boot import import_app
+    from ..launch.app import import_app
 
     inbox.booting = True
     try:
@@ -127,7 +127,7 @@ def preload(module: str, inbox: SignalInbox) -> None:
 
 
 def stopped_during_boot(signal_name: str) -> NoReturn:
-    from .. import logsetup
+    from ..launch import logs as logsetup
     from ..config import logger
 
     if not logsetup.user_configured():  # interrupted before the logging was set up

@@ -14,9 +14,9 @@ import selectors
 from collections.abc import Callable
 from typing import Any
 
-from .. import jobmetrics
+from ..metrics import jobcounts as jobmetrics
 from ..config import Config
-from ..metrics import Exporter, Processes, Sampler, listen, require_client
+from ..metrics.exporter import Exporter, Processes, Sampler, listen, require_client
 
 
 class MasterMetrics:

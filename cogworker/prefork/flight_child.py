@@ -10,11 +10,11 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from .. import fate
+from ..core import fate
 from ..config import Config
-from ..execute import deadline_of
-from ..fetch import Work
-from ..flights import FlightWorker
+from ..engine.execute import deadline_of
+from ..engine.fetch.fetcher import Work
+from ..engine.flights import FlightWorker
 from .child import TitledReporter
 from .flight_slots import FlightSlots
 from .slots import Slots

@@ -20,14 +20,16 @@ from typing import Any
 import redis
 from setproctitle import setproctitle
 
-from .. import fate, heartbeat, recovery, stats, unique  # noqa: F401 (unique: hook subscriber)
+from ..core import fate, heartbeat
+from ..fleet import recovery
+from ..lifecycle import stats, unique  # noqa: F401 (unique: hook subscriber)
 from ..config import Config, logger
 from ..errors import Fenced
-from ..fetch import check_redis_version
-from ..housekeeping import Housekeeping
-from ..inprogress import InProgressList
-from ..policy import Breaker
-from ..worker import FENCED_EXIT, new_identity
+from ..engine.fetch.fetcher import check_redis_version
+from ..fleet.housekeeping import Housekeeping
+from ..core.inprogress import InProgressList
+from ..store.guard import Breaker
+from ..engine.loop import FENCED_EXIT, new_identity
 from . import reaped
 from .children import ChildrenMixin, ChildState, child_identity
 from .exporting import MasterMetrics

@@ -26,10 +26,11 @@ from collections import deque
 from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
-from .. import fate, jobmetrics
-from ..execute import deadline_of
-from ..fetch import Fetcher, Work, jid_of
-from ..worker import Reporter
+from ..core import fate
+from ..metrics import jobcounts as jobmetrics
+from ..engine.execute import deadline_of
+from ..engine.fetch.fetcher import Fetcher, Work, jid_of
+from ..engine.loop import Reporter
 from .siblings import Siblings
 from .slots import RUNNING, WAITING, SlotWriter
 

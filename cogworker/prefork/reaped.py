@@ -8,13 +8,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import fate, settlement
+from ..core import fate, settlement
 from ..config import Config, logger
 from ..errors import JobTimeout
-from ..fate import Decision, Drop, File
-from ..inprogress import InProgressList, jid_of
-from ..payload import default_backoff
-from ..registry import registry
+from ..core.fate import Decision, Drop, File
+from ..core.inprogress import InProgressList, jid_of
+from ..core.payload import default_backoff
+from ..core.registry import registry
 
 TIMEOUT_GRACE = 5.0  # a job past its soft timeout by this much gets its child killed
 

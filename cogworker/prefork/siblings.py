@@ -39,7 +39,7 @@ from collections.abc import Callable
 import redis
 
 from ..config import logger
-from ..fetch import Fetcher, Work
+from ..engine.fetch.fetcher import Fetcher, Work
 from .slots import CLEAR, TAKEN, TRYING, WAITING, Slots, SlotState, SlotWriter
 
 

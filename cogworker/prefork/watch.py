@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from .. import heartbeat
+from ..core import heartbeat
 from ..config import Config, logger
 from .children import ChildState
 from .reaped import TIMEOUT_GRACE

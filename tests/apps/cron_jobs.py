@@ -48,7 +48,7 @@ def fail_retry(tag):
 
 def _own_lock(name, tag):
     """This run's lock as seen from inside it: [value, ttl]."""
-    from cogworker import unique
+    from cogworker.lifecycle import unique
 
     key = get_config().keys.unique(unique.digest({"class": name, "queue": "default", "args": [tag], "kwargs": {}}))
     return [(_r().get(key) or b"").decode(), _r().ttl(key)]

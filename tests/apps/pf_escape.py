@@ -5,7 +5,7 @@ import os
 
 import cogworker
 from cogworker.config import get_config
-from cogworker.worker import Worker
+from cogworker.engine.loop import Worker
 
 _original = Worker.settle
 

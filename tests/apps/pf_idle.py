@@ -5,6 +5,6 @@ it (a wake the fetch missed) shows, rather than hiding behind the 50 ms default.
 from __future__ import annotations
 
 from apps import pf_faults  # noqa: F401  (its jobs: registered for the children)
-from cogworker import emptyqueues
+from cogworker.engine.fetch import idle as emptyqueues
 
 emptyqueues.RESCAN = 5.0

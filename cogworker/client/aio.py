@@ -1,0 +1,131 @@
+"""Enqueueing from asyncio code (``await job.enqueue_async(...)``), on ``redis.asyncio``:
+the same payloads, the same pipelines and scripts, and the same client middleware as
+``client.py``. Middleware is sync code (``fn(payload, call_next)``): when any is
+installed, the chain runs in a worker thread and its innermost step awaits the write on
+the caller's loop, so each middleware sees the real result (a jid, or None for a
+duplicate) exactly as with ``enqueue``."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import redis.asyncio
+
+from . import enqueue as client, status as status_enqueue
+from ..core import hooks
+from ..store import lua, guard
+from ..lifecycle import unique
+from ..config import Config, get_config
+from ..core.middleware import client_middleware
+from ..core.payload import dumps
+
+# loop -> {redis URL: client}: a redis.asyncio client belongs to the loop it first ran on.
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, redis.asyncio.Redis]] = \
+    weakref.WeakKeyDictionary()
+
+
+def async_redis(config: Config | None = None) -> redis.asyncio.Redis:
+    """This loop's client for the configured Redis (made on first use, kept per loop)."""
+    config = config or get_config()
+    loop = asyncio.get_running_loop()
+    per_loop = _clients.setdefault(loop, {})
+    found = per_loop.get(config.redis_url)
+    if found is None:
+        found = per_loop[config.redis_url] = redis.asyncio.Redis.from_url(
+            config.redis_url, socket_timeout=config.socket_timeout,
+            socket_connect_timeout=config.socket_connect_timeout, health_check_interval=0,
+            retry_on_timeout=False)
+    return found
+
+
+async def _execute(pipe: Any) -> None:
+    """As ``client._execute``: only the job's own write may fail the push."""
+    commands = [c[0][0] for c in pipe.command_stack]
+    results = await pipe.execute(raise_on_error=False)
+    for name, result in zip(commands, results, strict=True):
+        if isinstance(result, Exception) and name not in ("XADD", "SADD", "HSET", "EXPIRE"):
+            raise result
+
+
+async def _write_one(payload: dict[str, Any], at: float | None) -> str | None:
+    """``client.push``'s innermost step, awaited."""
+    if at is not None and at > time.time():
+        payload["at"] = at
+    if payload.get("unique_for"):
+        dumps(payload)
+        unique.prepare(payload)
+    encoded = dumps(payload)
+    conn: Any = async_redis()  # lua.script registers on either kind of client
+    if payload.get("unique_for"):
+        keys, args = unique.push_call(payload, encoded, at)
+        try:
+            pushed = await lua.script(conn, "unique_push")(keys=keys, args=args)
+        except redis.ResponseError as exc:
+            lua.raise_if_fenced(exc)
+            raise
+        jid = payload["jid"] if pushed == 1 else None
+        if jid is not None and status_enqueue.writes_enqueue(get_config(), payload):
+            pipe = conn.pipeline(transaction=False)
+            client.status(pipe, payload, at)
+            try:
+                await pipe.execute()
+            except Exception as exc:  # best-effort, as the sync client's (guard.best_effort)
+                guard.handle("writing job status", exc)
+    else:
+        pipe = conn.pipeline(transaction=False)
+        client._write(pipe, payload, encoded, at)
+        await _execute(pipe)
+        jid = payload["jid"]
+    if jid is not None and hooks.wanted("enqueued"):
+        hooks.fire("enqueued", payload, queue=payload.get("queue"))
+    return jid
+
+
+async def push(payload: dict[str, Any], at: float | None = None) -> str | None:
+    """``client.push``, awaited: the jid, or None when a middleware or a unique lock dropped it."""
+    if not len(client_middleware):
+        return await _write_one(payload, at)
+    dumps(payload)  # bad arguments refused before any middleware sees them
+    loop = asyncio.get_running_loop()
+
+    def chain() -> str | None:
+        def final() -> str | None:
+            return asyncio.run_coroutine_threadsafe(_write_one(payload, at), loop).result()
+        result: str | None = client_middleware.invoke((payload,), final)
+        return result
+
+    return await asyncio.to_thread(chain)
+
+
+async def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
+    """``client.push_many``, awaited: one pipeline for the plain jobs (unique jobs and
+    jobs under client middleware one by one, in order)."""
+    encoded = [dumps(p) for p in payloads]  # all refused before any is written
+    jids: list[str | None] = []
+    by_queue: dict[str, list[str]] = {}
+    bulk: list[dict[str, Any]] = []
+    for payload, raw in zip(payloads, encoded, strict=True):
+        if len(client_middleware) or payload.get("unique_for"):
+            jids.append(await push(payload))
+            continue
+        by_queue.setdefault(payload["queue"], []).append(raw)
+        bulk.append(payload)
+        jids.append(payload["jid"])
+    if by_queue:
+        keys = get_config().keys
+        pipe = async_redis().pipeline(transaction=False)
+        client.status_many(pipe, bulk)
+        for queue, raws in by_queue.items():
+            for i in range(0, len(raws), client.BULK_CHUNK):
+                pipe.lpush(keys.queue(queue), *raws[i:i + client.BULK_CHUNK])
+            pipe.sadd(keys.queues, queue)
+        client.wake(pipe)
+        await _execute(pipe)
+        if hooks.wanted("enqueued"):
+            for payload in bulk:
+                hooks.fire("enqueued", payload, queue=payload["queue"])
+    return jids

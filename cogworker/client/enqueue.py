@@ -1,0 +1,194 @@
+"""Enqueueing: writing a built payload, single, bulk (pipelined) or scheduled; the client
+middleware chain runs here, and ``enqueued`` fires. The handles that build payloads
+(``Job``, ``BoundJob``, ``by_name``) are in ``jobs.py``, above this module."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from redis.exceptions import NoScriptError
+
+from ..core import hooks
+from ..store import lua, guard, pipes as rawpipe
+from . import status as status_enqueue
+from ..lifecycle import unique
+from ..config import Config, get_config
+from ..keys import Keys
+from ..core.middleware import client_middleware
+from ..core.payload import dumps
+
+BULK_CHUNK = 1000  # values per LPUSH in a bulk enqueue
+# Up to this size a single enqueue is one push.lua call; a larger job takes the pipeline,
+# since Lua hashes every byte of the job it is handed (about 1.5 µs per KB).
+PUSH_SCRIPT_MAX = 4096
+# Queues (by key) whose last single push from this process found jobs already waiting:
+# the next push there is a plain LPUSH, as a bare client's (docs/architecture.md#enqueue).
+_backlogged: set[str] = set()
+
+
+def _write(pipe: Any, payload: dict[str, Any], encoded: str, at: float | None) -> None:
+    keys = get_config().keys
+    status(pipe, payload, at)  # before the push: a worker's "running" can't be overwritten by it
+    if at is not None and at > time.time():
+        pipe.zadd(keys.schedule, {encoded: at})
+    else:
+        pipe.lpush(keys.queue(payload["queue"]), encoded)
+        pipe.sadd(keys.queues, payload["queue"])
+        wake(pipe)
+
+
+def status(pipe: Any, payload: dict[str, Any], at: float | None) -> None:
+    """The job's queued/scheduled status, riding in the push's pipeline (no round trip)."""
+    found = status_enqueue.enqueue_fields(get_config(), payload, at)
+    if found is not None:
+        hset(pipe, found)
+
+
+def hset(pipe: Any, found: status_enqueue.EnqueueWrite) -> None:
+    key, ttl, fields = found
+    pipe.hset(key, mapping=fields)
+    if ttl is not None:
+        pipe.expire(key, ttl)
+
+
+def status_many(pipe: Any, payloads: list[dict[str, Any]]) -> None:
+    """Queued statuses of a bulk enqueue: one HSET of the hour's bucket."""
+    config = get_config()
+    wanted = [p for p in payloads if status_enqueue.writes_enqueue(config, p)]
+    if wanted:
+        hset(pipe, status_enqueue.enqueue_bucket(config, wanted, time.time()))
+
+
+def wake(pipe: Any) -> None:
+    """Wakes idle workers of several queues (see fetch.lua); rides in the same pipeline."""
+    pipe.xadd(get_config().keys.wake, {"w": 1}, maxlen=100, approximate=True)
+
+
+def _execute(pipe: Any) -> None:
+    """Runs the pipeline; raises the first error except the wake's and the known-queues
+    set's and the status's (best-effort: a key of the wrong type there must not make a written job look
+    unwritten, or a caller's retry would enqueue it twice)."""
+    commands = [c[0][0] for c in pipe.command_stack]
+    results = pipe.execute(raise_on_error=False)
+    for name, result in zip(commands, results, strict=True):
+        if isinstance(result, Exception) and name not in ("XADD", "SADD", "HSET", "EXPIRE"):
+            raise result
+
+
+def _push_one(client: Any, payload: dict[str, Any], encoded: str) -> None:
+    """A small job onto its queue in one round trip, sent as bare commands (rawpipe: no
+    pipeline or Script object per call). While the queue has a backlog (the last push here
+    found jobs waiting): a plain LPUSH, after the HSET of its queued status if on. The push
+    that made the queue non-empty named it in ``queues`` and woke the idle workers, and
+    those are awake until it is empty again; a plain push that finds it was empty after
+    all does both now, one round trip later. Otherwise push.lua: the push, ``queues``, the
+    wake when it made the queue non-empty, and the status field, in one command."""
+    config = get_config()
+    keys, queue = config.keys, payload["queue"]
+    key = keys.queue(queue)
+    found = status_enqueue.queued_field(config, payload)
+    if key in _backlogged and (found is None or found[1] is None):
+        status = () if found is None else (("HSET", found[0], found[2], found[3]),)
+        # HSET first, as in the pipeline: a worker's later "running" is never overwritten.
+        pushed = rawpipe.send(client, *status, ("LPUSH", key, encoded))[-1]  # a failed HSET: best-effort
+        if rawpipe.ok(pushed) > 1:
+            return
+        _backlogged.discard(key)
+        guard.best_effort("waking idle workers", _name_and_wake, client, keys, queue)
+        return
+    script_keys, args = [key, keys.queues, keys.wake], [encoded, queue]
+    if found is not None:  # its enq:<hour> field rides in the script
+        bucket, ttl, jid, record = found
+        script_keys.append(bucket)
+        args += [jid, record, "" if ttl is None else ttl]
+    [n] = rawpipe.send(client, lua.command(client, "push", script_keys, args))
+    if isinstance(n, NoScriptError):  # not run: Redis lost it (a restart, SCRIPT FLUSH)
+        n = lua.run(client, "push", script_keys, args)
+    if rawpipe.ok(n) > 1:
+        _backlogged.add(key)
+
+
+def _name_and_wake(client: Any, keys: Keys, queue: str) -> None:
+    for reply in rawpipe.send(client, ("SADD", keys.queues, queue),
+                              ("XADD", keys.wake, "MAXLEN", "~", 100, "*", "w", 1)):
+        rawpipe.ok(reply)
+
+
+def push(payload: dict[str, Any], at: float | None = None, config: Config | None = None) -> str | None:
+    """Write one job (to its queue, or to ``schedule`` when ``at`` is in the future).
+
+    Returns its jid, or None when a client middleware or a held unique lock dropped it.
+    Serialization happens before anything is written: a bad argument writes nothing.
+    ``config``: whose client writes it (the prefork master's has a short timeout).
+    """
+    if not client_middleware:
+        return _final(payload, at, config)
+    dumps(payload)  # refuse bad arguments before any middleware sees them (_final checks too)
+    return client_middleware.invoke((payload,), lambda: _final(payload, at, config))
+
+
+def _final(payload: dict[str, Any], at: float | None, config: Config | None) -> str | None:
+    """The push itself, inside the client middleware chain."""
+    if at is not None:
+        if at > time.time():
+            payload["at"] = at
+        else:
+            at = None  # due already: to its queue
+    unique_for = payload.get("unique_for")
+    if unique_for:
+        dumps(payload)  # the clear TypeError before the digest's own serialization
+        unique.prepare(payload)
+    encoded = dumps(payload)
+    client = (config or get_config()).redis()
+    if unique_for:
+        jid = unique.push(client, payload, encoded, at)
+        if jid is not None and status_enqueue.writes_enqueue(get_config(), payload):
+            # The lock and the push are one script: its status follows in a pipeline of its own.
+            pipe = client.pipeline(transaction=False)
+            status(pipe, payload, at)
+            guard.best_effort("writing job status", pipe.execute)
+    elif at is None and len(encoded) <= PUSH_SCRIPT_MAX:
+        _push_one(client, payload, encoded)
+        jid = payload["jid"]
+    else:
+        pipe = client.pipeline(transaction=False)
+        _write(pipe, payload, encoded, at)
+        _execute(pipe)
+        jid = payload["jid"]
+    if jid is not None and hooks.wanted("enqueued"):
+        hooks.fire("enqueued", payload, queue=payload.get("queue"), config=config)
+    return jid
+
+
+def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
+    """Bulk: one pipeline, one multi-value LPUSH per queue and chunk, in order (unique
+    jobs and jobs under client middleware take the single path, one by one)."""
+    encoded = [dumps(p) for p in payloads]  # all refused before any is written
+    jids: list[str | None] = []
+    by_queue: dict[str, list[str]] = {}
+    bulk: list[dict[str, Any]] = []  # written by the pipeline below
+    for payload, raw in zip(payloads, encoded, strict=True):
+        if len(client_middleware) or payload.get("unique_for"):
+            jids.append(push(payload))
+            continue
+        by_queue.setdefault(payload["queue"], []).append(raw)
+        bulk.append(payload)
+        jids.append(payload["jid"])
+    if by_queue:
+        keys = get_config().keys
+        pipe = get_config().redis().pipeline(transaction=False)
+        status_many(pipe, bulk)
+        for queue, raws in by_queue.items():
+            for i in range(0, len(raws), BULK_CHUNK):
+                # LPUSH k a b c leaves a nearest the fetch end: first in, first out.
+                pipe.lpush(keys.queue(queue), *raws[i:i + BULK_CHUNK])
+            pipe.sadd(keys.queues, queue)
+        wake(pipe)
+        _execute(pipe)
+        if hooks.wanted("enqueued"):
+            for payload in bulk:
+                hooks.fire("enqueued", payload, queue=payload["queue"])
+    return jids
+

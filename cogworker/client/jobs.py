@@ -1,0 +1,211 @@
+"""``@job``: the decorator, and the handles that enqueue a job (``Job``, ``BoundJob``,
+``by_name``), which call the client.
+
+The payload (``payload.py``) and the registry of names (``registry.py``) live below the
+client; their names are re-exported here for code that imported them from ``jobs``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, ParamSpec, TypeVar
+
+from . import enqueue as client, aio as client_async
+from ..errors import ConfigurationError
+from ..core.payload import (
+    UNIQUE_UNTIL,
+    BackoffFn,
+    JobOptions,
+    build_payload,
+    default_backoff,
+    dumps,
+    error_class_name,
+    error_message,
+    is_number,
+    new_jid,
+    normalize_retry,
+    to_epoch,
+)
+from ..core.registry import JobDef, importable, register, registry, resolve  # noqa: F401 (re-exported)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Job(JobDef, Generic[P, R]):
+    """A function that can run inline or be enqueued. Made by ``@cogworker.job``."""
+
+    func: Callable[P, R]
+
+    def __init__(self, func: Callable[P, R], opts: JobOptions, name: str | None = None) -> None:
+        super().__init__(func, opts, name)
+        functools.update_wrapper(self, func)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.func(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<cogworker job {self.name} queue={self.opts.queue!r}>"
+
+    def options(self, **overrides: Any) -> BoundJob:
+        """Per-call overrides: ``add.options(queue="low", retry=0).enqueue(1, 2)``."""
+        return BoundJob(self, JobOptions.build(self.opts, **overrides))
+
+    def enqueue(self, *args: Any, **kwargs: Any) -> str | None:
+        """Push the job; returns its jid (None if a unique lock dropped it as a duplicate)."""
+        # BoundJob(self, self.opts).enqueue, without building the handle: asked per job.
+        self.check_arguments(args, kwargs)
+        return client.push(build_payload(self.name, args, kwargs, self.opts))
+
+    def enqueue_in(self, seconds: float, *args: Any, **kwargs: Any) -> str | None:
+        return BoundJob(self, self.opts).enqueue_in(seconds, *args, **kwargs)
+
+    def enqueue_at(self, when: datetime | float, *args: Any, **kwargs: Any) -> str | None:
+        return BoundJob(self, self.opts).enqueue_at(when, *args, **kwargs)
+
+    def enqueue_many(self, calls: Iterable[Sequence[Any] | tuple[Sequence[Any], dict[str, Any]]]
+                     ) -> list[str | None]:
+        return BoundJob(self, self.opts).enqueue_many(calls)
+
+    # From asyncio code (FastAPI, aiohttp): the same payloads, written on redis.asyncio.
+
+    async def enqueue_async(self, *args: Any, **kwargs: Any) -> str | None:
+        return await BoundJob(self, self.opts).enqueue_async(*args, **kwargs)
+
+    async def enqueue_in_async(self, seconds: float, *args: Any, **kwargs: Any) -> str | None:
+        return await BoundJob(self, self.opts).enqueue_in_async(seconds, *args, **kwargs)
+
+    async def enqueue_at_async(self, when: datetime | float, *args: Any, **kwargs: Any) -> str | None:
+        return await BoundJob(self, self.opts).enqueue_at_async(when, *args, **kwargs)
+
+    async def enqueue_many_async(self, calls: Iterable[Sequence[Any] | tuple[Sequence[Any], dict[str, Any]]]
+                                 ) -> list[str | None]:
+        return await BoundJob(self, self.opts).enqueue_many_async(calls)
+
+
+@dataclass(frozen=True)
+class BoundJob:
+    """A job with per-call options (``Job.options``), or known only by its name
+    (``cogworker.by_name``: ``job`` is None when it isn't registered in this process)."""
+
+    job: JobDef | None
+    opts: JobOptions
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            if self.job is None:
+                raise TypeError("BoundJob needs a job or a name")
+            object.__setattr__(self, "name", self.job.name)
+
+    def options(self, **overrides: Any) -> BoundJob:
+        """More overrides on top of these: ``by_name("app.jobs.add").options(retry=0)``."""
+        return BoundJob(self.job, JobOptions.build(self.opts, **overrides), self.name)
+
+    def payload(self, args: Sequence[Any], kwargs: dict[str, Any], now: float | None = None) -> dict[str, Any]:
+        """The job's payload; a TypeError first if a registered job can't take these arguments."""
+        if self.job is not None:
+            self.job.check_arguments(args, kwargs)
+        return build_payload(self.name, args, kwargs, self.opts, now)
+
+    def enqueue(self, *args: Any, **kwargs: Any) -> str | None:
+        return client.push(self.payload(args, kwargs))
+
+    def enqueue_in(self, seconds: float, *args: Any, **kwargs: Any) -> str | None:
+        if not is_number(seconds):
+            raise TypeError(f"enqueue_in takes seconds as a number, got {seconds!r}")
+        return self.enqueue_at(time.time() + seconds, *args, **kwargs)
+
+    def enqueue_at(self, when: datetime | float, *args: Any, **kwargs: Any) -> str | None:
+        at = to_epoch(when)
+        return client.push(self.payload(args, kwargs), at=at)
+
+    def enqueue_many(self, calls: Iterable[Sequence[Any] | tuple[Sequence[Any], dict[str, Any]]]
+                     ) -> list[str | None]:
+        """Bulk enqueue: each item is an args tuple/list, or ``(args, kwargs)``; pipelined."""
+        return client.push_many(self._many(calls))
+
+    def _many(self, calls: Iterable[Sequence[Any] | tuple[Sequence[Any], dict[str, Any]]]) -> list[dict[str, Any]]:
+        now = time.time()
+        payloads = []
+        for call in calls:
+            if (isinstance(call, tuple) and len(call) == 2 and isinstance(call[1], dict)
+                    and isinstance(call[0], (list, tuple))):
+                args, kwargs = call
+            elif isinstance(call, (list, tuple)):
+                args, kwargs = call, {}
+            else:
+                raise TypeError(f"enqueue_many takes args tuples or (args, kwargs) pairs, got {call!r}")
+            payloads.append(self.payload(args, kwargs, now))  # all checked before any is written
+        return payloads
+
+    async def enqueue_async(self, *args: Any, **kwargs: Any) -> str | None:
+        """``enqueue`` from asyncio code, on ``redis.asyncio`` (same payload, same middleware)."""
+        return await client_async.push(self.payload(args, kwargs))
+
+    async def enqueue_in_async(self, seconds: float, *args: Any, **kwargs: Any) -> str | None:
+        if not is_number(seconds):
+            raise TypeError(f"enqueue_in takes seconds as a number, got {seconds!r}")
+        return await self.enqueue_at_async(time.time() + seconds, *args, **kwargs)
+
+    async def enqueue_at_async(self, when: datetime | float, *args: Any, **kwargs: Any) -> str | None:
+        at = to_epoch(when)
+        return await client_async.push(self.payload(args, kwargs), at=at)
+
+    async def enqueue_many_async(self, calls: Iterable[Sequence[Any] | tuple[Sequence[Any], dict[str, Any]]]
+                                 ) -> list[str | None]:
+        return await client_async.push_many(self._many(calls))
+
+
+def job(func: Callable[P, R] | None = None, /, **options: Any) -> Any:
+    """Make a function a job: ``@job`` or ``@job(queue=..., retry=..., timeout=..., unique_for=...)``."""
+    opts = JobOptions.build(**options)  # an unknown option fails here, at decoration
+
+    def wrap(f: Callable[P, R]) -> Job[P, R]:
+        if not callable(f):
+            raise TypeError(f"@job decorates a function, got {f!r}")
+        if inspect.isasyncgenfunction(f) or inspect.isasyncgenfunction(type(f).__call__):
+            # Nothing would iterate it: its body would never run.
+            raise ConfigurationError(f"@job {getattr(f, '__qualname__', f)!r} is an async generator: a job "
+                                     f"returns (make it an async def without yield)")
+        made = Job(f, opts)
+        register(made)
+        return made
+
+    return wrap(func) if func is not None else wrap
+
+
+def by_name(name: str, **options: Any) -> BoundJob:
+    """A job known by its name, with options, as Celery's ``send_task(name, queue=...)``:
+    ``by_name("app.jobs.add", queue="critical", retry=3).enqueue(1, 2)``; it has
+    ``enqueue``, ``enqueue_in``, ``enqueue_at``, ``enqueue_many`` and ``options``.
+
+    The job's code needn't be importable here. If it is registered in this process, its
+    declared options apply (those given override them) and its arguments are checked
+    against its signature at enqueue; otherwise the defaults (queue ``default``, retry 25).
+    An unknown option raises ``ConfigurationError`` here.
+    """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"the job name must be a non-empty string, got {name!r}")
+    known = registry.get(name)
+    base = known.opts if known is not None else JobOptions()
+    return BoundJob(known, JobOptions.build(base, **options) if options else base, name)
+
+
+def enqueue(name: str, *args: Any, **kwargs: Any) -> str | None:
+    """Enqueue by job name, without importing the job's code (options: ``by_name``).
+
+    A registered job's options apply, and its arguments are checked; otherwise the
+    defaults (queue ``default``).
+    """
+    return by_name(name).enqueue(*args, **kwargs)
+
+
+def enqueue_at(name: str, when: Any, *args: Any, **kwargs: Any) -> str | None:
+    """``enqueue`` at a time: an aware datetime, or epoch seconds."""
+    return by_name(name).enqueue_at(when, *args, **kwargs)

@@ -1,0 +1,307 @@
+"""What happened to a fetched job -> what to do with its in-progress entry: the one place
+that decides a job's fate.
+
+``decide(config, payload_or_raw, outcome)`` turns an *outcome* (what happened) into a
+*decision* (what to write). Every process goes through it: the worker and a prefork child
+for the jobs they run, the master for a dead child's jobs, orphan recovery for repeat
+orphans. ``settlement.apply`` writes a decision and then fires the lifecycle hooks.
+
+Decisions are small frozen values that cross the child -> master pipe as they are
+(``to_wire``/``from_wire``); ``Owed`` is what a process still owes Redis, kept as
+``raw -> Decision`` by the worker and as ``jid -> Decision`` by the master.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from ..config import Config
+from .payload import default_backoff, error_class_name, error_message, error_traceback, jid_in
+from .payload import parse_payload  # re-exported: its home was here
+
+MAX_INTERRUPTS = 3
+INTERRUPT_DELAY = 30  # seconds, times the interruption count
+RAW_PAYLOAD_LIMIT = 100_000
+
+Backoff = Callable[[int, BaseException], float]
+
+# -- outcomes: what happened to a fetched job ---------------------------------------------
+
+
+class Succeeded(NamedTuple):  # made per job: a named tuple costs half a frozen dataclass
+    duration: float = 0.0
+
+
+@dataclass(frozen=True)
+class Raised:
+    """It ran and raised ``error``; ``backoff(count, error)``: the delay before the next try."""
+
+    error: BaseException
+    backoff: Backoff = default_backoff
+    duration: float = 0.0
+
+
+@dataclass(frozen=True)
+class NeverStarted:
+    """Fetched, not run: a stop, quiet, a look-ahead returned, a stop-now before it ran."""
+
+
+NEVER_STARTED = NeverStarted()  # fieldless: one instance serves (the worker's default outcome, per job)
+
+
+@dataclass(frozen=True)
+class Abandoned:
+    """A stop-now during its run: handed back, not failed."""
+
+
+@dataclass(frozen=True)
+class Orphaned:
+    """Its process died running it (``counted``: an orphaning is counted for it), or it
+    was only listed."""
+
+    counted: bool = False
+
+
+@dataclass(frozen=True)
+class TimedOut:
+    """Killed past its hard timeout: filed as failed (through its backoff), not orphaned."""
+
+    error: BaseException
+    backoff: Backoff = default_backoff
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    why: str
+
+
+@dataclass(frozen=True)
+class FilingFailed:
+    """It ran and failed, but filing that failure failed: an interruption record."""
+
+    error: BaseException
+
+
+@dataclass(frozen=True)
+class Leaving:
+    """Its process leaves for good with ``owed`` (its settlement) still not written: an
+    ack is dropped (dropping the entry is the ack), a filing parked (never re-run)."""
+
+    owed: Decision
+
+
+Outcome = Succeeded | Raised | NeverStarted | Abandoned | Orphaned | TimedOut | Unreadable | FilingFailed | Leaving
+
+# -- decisions: what to write ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ack:
+    def to_wire(self) -> Any:
+        return "ack"
+
+
+@dataclass(frozen=True)
+class GiveBack:
+    def to_wire(self) -> Any:
+        return "give_back"
+
+
+@dataclass(frozen=True)
+class Drop:
+    """Finished, only the ack is missing: dropping the entry is the ack."""
+
+    def to_wire(self) -> Any:
+        return "drop"
+
+
+@dataclass(frozen=True)
+class File:
+    """``entry`` into ``zset`` (retry or dead) at ``score``, off the in-progress list.
+    ``reason``: "failed" | "interrupted" | "timed_out" | "bad_payload" | "process_died"."""
+
+    zset: str
+    score: float
+    entry: str
+    retrying: bool
+    delay: float = 0.0
+    reason: str = "failed"
+
+    def record(self) -> str:
+        """What ``unsettled`` holds for it: any live process can file it from this alone."""
+        return json.dumps({"set": self.zset, "score": self.score, "payload": self.entry})
+
+    def to_wire(self) -> Any:
+        return ("file", self.zset, self.score, self.entry, self.retrying, self.delay, self.reason)
+
+
+@dataclass(frozen=True)
+class Park:
+    """Into ``unsettled``: a failure that can't be filed now, never re-run."""
+
+    record: str
+
+    def to_wire(self) -> Any:
+        return ("park", self.record)
+
+
+Decision = Ack | GiveBack | Drop | File | Park
+ACK, GIVE_BACK, DROP = Ack(), GiveBack(), Drop()
+_PLAIN: dict[str, Decision] = {"ack": ACK, "give_back": GIVE_BACK, "drop": DROP}
+
+
+def from_wire(value: Any) -> Decision:
+    if isinstance(value, str):
+        return _PLAIN[value]
+    if value[0] == "file":
+        return File(*value[1:])
+    return Park(value[1])
+
+
+# -- the decision ------------------------------------------------------------------------
+
+
+def decide(config: Config, job: dict[str, Any] | bytes, outcome: Outcome) -> Decision:
+    """The one decision. ``job``: the payload as run (updated in place with the failure
+    fields when it failed), or the entry as fetched when it was never parsed."""
+    if isinstance(outcome, Succeeded):
+        return ACK
+    if isinstance(outcome, (NeverStarted, Abandoned, Orphaned)):
+        return GIVE_BACK
+    if isinstance(outcome, Raised):
+        return route_failure(config, _payload(job), outcome.error, outcome.backoff)
+    if isinstance(outcome, TimedOut):
+        return _with_reason(route_failure(config, _payload(job), outcome.error, outcome.backoff), "timed_out")
+    if isinstance(outcome, Leaving):
+        return _on_leaving(outcome.owed)
+    if isinstance(outcome, Unreadable):
+        return plain_dead(config, _raw(job), "cogworker.BadPayload", outcome.why, reason="bad_payload")
+    if isinstance(outcome, FilingFailed):
+        raw = _raw(job)
+        try:
+            return interruption(config, raw, outcome.error)
+        except Exception:
+            # Not even the fetched entry can be rebuilt into a record: the simplest dead one.
+            return plain_dead(config, raw, error_class_name(outcome.error), error_message(outcome.error),
+                              jid_in(raw), reason="interrupted")
+    raise TypeError(f"not an outcome: {outcome!r}")
+
+
+def _on_leaving(owed: Decision) -> Decision:
+    if isinstance(owed, (Ack, Drop)):
+        return DROP
+    if isinstance(owed, File):
+        return Park(owed.record())
+    return owed
+
+
+def _with_reason(filing: File, reason: str) -> File:
+    return File(filing.zset, filing.score, filing.entry, filing.retrying, filing.delay, reason)
+
+
+def _payload(job: dict[str, Any] | bytes) -> dict[str, Any]:
+    return job if isinstance(job, dict) else json.loads(job)
+
+
+def _raw(job: dict[str, Any] | bytes) -> bytes:
+    return job if isinstance(job, bytes) else json.dumps(job).encode()
+
+
+def max_retries(payload: dict[str, Any]) -> int:
+    retry = payload.get("retry", 25)
+    if retry is False:
+        return 0
+    if retry is True:
+        return 25
+    try:
+        return max(0, int(retry))
+    except (TypeError, ValueError):
+        return 25
+
+
+def route_failure(config: Config, payload: dict[str, Any], error: BaseException, backoff: Backoff) -> File:
+    """The retry/dead record for a job that ran and raised ``error``; ``payload`` is
+    updated with the failure fields (it is the job as it will be stored)."""
+    now = time.time()
+    count = int(payload.get("retry_count") or 0) + 1
+    payload.update(retry_count=count, error_class=error_class_name(error),
+                   error_message=error_message(error), failed_at=now)
+    _with_traceback(config, payload, error)
+    if count <= max_retries(payload):
+        delay = float(backoff(count, error))
+        return File(config.keys.retry, now + delay, json.dumps(payload), True, delay)
+    return File(config.keys.dead, now, json.dumps(payload), False)
+
+
+def _with_traceback(config: Config, payload: dict[str, Any], error: BaseException) -> None:
+    """``error_traceback``: the failure's own (capped), or none (an error built by the
+    master, a hard timeout, has no frames: an older one from a previous try is dropped)."""
+    text = error_traceback(error, config.traceback_lines)
+    if text is None:
+        payload.pop("error_traceback", None)
+    else:
+        payload["error_traceback"] = text
+
+
+def interruption(config: Config, raw: bytes, error: BaseException) -> File:
+    """The record for a job that ran and failed, but whose failure could not be filed.
+
+    Built from the payload as fetched (always JSON) plus the failure fields, never from
+    the in-memory job: whatever made that one fail to serialize must not do it again.
+    Never back on the queue: a write that fails every time would re-run it forever.
+    """
+    payload = json.loads(raw)
+    count = int(payload.get("interrupted_count") or 0) + 1
+    attempt = int(payload.get("retry_count") or 0) + 1
+    now = time.time()
+    payload.update(interrupted_count=count, retry_count=attempt, error_class=error_class_name(error),
+                   error_message=error_message(error), failed_at=now)
+    _with_traceback(config, payload, error)
+    if attempt > max_retries(payload) or count > MAX_INTERRUPTS:
+        return File(config.keys.dead, now, json.dumps(payload), False, reason="interrupted")
+    delay = INTERRUPT_DELAY * count
+    return File(config.keys.retry, now + delay, json.dumps(payload), True, delay, reason="interrupted")
+
+
+def plain_dead(config: Config, raw: bytes, error_class: str, message: str, jid: str | None = None,
+               reason: str = "bad_payload") -> File:
+    """The simplest dead entry: for what isn't a job at all, or can't be built into one."""
+    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
+    entry: dict[str, Any] = {"error_class": error_class, "error_message": message,
+                             "failed_at": time.time(), "raw_payload": text[:RAW_PAYLOAD_LIMIT]}
+    if jid:
+        entry["jid"] = jid
+    return File(config.keys.dead, entry["failed_at"], json.dumps(entry), False, reason=reason)
+
+
+class Owed:
+    """What a process still owes Redis: ``raw -> Decision`` (an ``Ack`` or a ``File``).
+
+    Kept so that the process's own reconcile finishes them instead of mistaking the
+    entry for a stray and re-running a job that already ran.
+    """
+
+    def __init__(self) -> None:
+        self.items: dict[bytes, Decision] = {}
+
+    def add(self, raw: bytes, decision: Decision) -> None:
+        self.items[raw] = decision
+
+    def pop(self, raw: bytes) -> None:
+        self.items.pop(raw, None)
+
+    def __contains__(self, raw: object) -> bool:
+        return raw in self.items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def acks(self) -> list[bytes]:
+        return [raw for raw, how in self.items.items() if isinstance(how, Ack)]
+
+    def filings(self) -> dict[bytes, File]:
+        return {raw: how for raw, how in self.items.items() if isinstance(how, File)}

@@ -1,0 +1,223 @@
+"""Running one job: resolve its name, the server middleware around it, its soft timeout
+(SIGALRM; for an async job, its loop's: ``aio.py``), and what happened as a ``fate``
+outcome. Nothing here writes to Redis: the worker settles the outcome."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import ctypes
+import inspect
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from . import eventloop as aio
+from ..core import fate, hooks
+from ..lifecycle import history
+from ..config import Config, logger
+from ..errors import JobTimeout
+from ..core.middleware import server_middleware
+from ..core.payload import default_backoff
+from ..core.registry import JobDef, resolve
+
+_thread_kind = threading.local()
+
+
+def in_job_pool() -> None:
+    """Called in each thread of a worker's job pool (``--concurrency`` above 1): soft
+    timeouts there are ``ThreadTimeout``s (SIGALRM reaches the main thread only)."""
+    _thread_kind.pool = True
+
+
+class HardStop(BaseException):
+    """Raised inside a running job to abandon it (stop-now): it is handed back, not failed."""
+
+
+def execute(config: Config, identity: str, queue: str, payload: dict[str, Any]) -> fate.Succeeded | fate.Raised:
+    """Runs the job: what happened to it (the caller settles it). Raises ``HardStop``."""
+    name = payload["class"]
+    job: Any = None
+    resolution_error: BaseException | None = None
+    try:
+        job = resolve(name, config.import_prefixes)
+    except Exception as exc:  # an unknown or unimportable job fails as the job's own error
+        resolution_error = exc
+    if config.status or config.history:  # asked here: a call per job saved when both are off
+        history.note_started(config, identity, queue, payload)
+    if hooks.wanted("started", payload):
+        hooks.fire("started", payload, queue=queue, identity=identity, config=config)
+    if logger.isEnabledFor(logging.DEBUG):  # cached: no cost per job at INFO
+        logger.debug("start: %s jid=%s", name, payload["jid"],
+                     extra={"event": "job_started", "jid": payload["jid"], "job_class": name, "queue": queue})
+    started = time.perf_counter()
+    error = run_job(job, payload, queue, resolution_error)
+    seconds = time.perf_counter() - started
+    if error is None:
+        return fate.Succeeded(seconds)
+    backoff = job.backoff_for if isinstance(job, JobDef) else default_backoff
+    return fate.Raised(error, backoff, seconds)
+
+
+def launch_async(config: Config, identity: str, queue: str, payload: dict[str, Any],
+                 loop: asyncio.AbstractEventLoop, done: Callable[[fate.Succeeded | fate.Raised], None]) -> bool:
+    """``execute`` for an ``async def`` job when no server middleware is installed (a
+    worker with a loop thread): it starts as a task of ``loop`` from the caller's thread,
+    no pool thread waiting on it; ``done`` gets its outcome (called in the loop's thread).
+    False, having done nothing: not such a job (middleware needs a stack per job: the
+    caller runs ``execute`` in a pool thread)."""
+    if len(server_middleware):
+        return False
+    try:
+        job = resolve(payload["class"], config.import_prefixes)
+    except Exception:  # the pool's execute fails it as the job's own error, through the chain
+        return False
+    if not job.is_async:
+        return False
+    history.note_started(config, identity, queue, payload)
+    if hooks.wanted("started", payload):
+        hooks.fire("started", payload, queue=queue, identity=identity, config=config)
+    logger.debug("start: %s jid=%s", job.name, payload["jid"])
+    timeout = payload.get("timeout")
+    seconds = float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
+    args, kwargs = payload.get("args") or [], payload.get("kwargs") or {}
+
+    async def body() -> Any:
+        return await job.func(*args, **kwargs)  # called on the loop: a bad argument fails the job
+
+    started = time.perf_counter()
+
+    def finished(future: concurrent.futures.Future[Any]) -> None:
+        took = time.perf_counter() - started
+        error = asyncio.CancelledError() if future.cancelled() else future.exception()
+        done(fate.Succeeded(took) if error is None else fate.Raised(error, job.backoff_for, took))
+
+    asyncio.run_coroutine_threadsafe(aio.guarded(body(), seconds, job.name), loop).add_done_callback(finished)
+    return True
+
+
+def run_job(job: Any, payload: dict[str, Any], queue: str,
+            resolution_error: BaseException | None) -> BaseException | None:
+    """The job's own outcome: None, or what it (or a middleware) raised.
+
+    A resolution failure is raised as the chain's innermost step, so every server
+    middleware sees it like a perform-time error.
+    """
+    timeout = payload.get("timeout")
+    timer: SoftTimeout | None = None
+    if isinstance(timeout, (int, float)) and timeout > 0:
+        timer = ThreadTimeout(timeout) if getattr(_thread_kind, "pool", False) else SoftTimeout(timeout)
+
+    def perform() -> Any:
+        if resolution_error is not None:
+            raise resolution_error
+        func = job.func if isinstance(job, JobDef) else job
+        result = func(*payload.get("args") or [], **payload.get("kwargs") or {})
+        if result is None:  # most jobs: nothing to await or refuse (two calls saved per job)
+            return None
+        if inspect.isawaitable(result):
+            # An async job (or a sync one returning a coroutine): awaited here, inside
+            # the middleware chain, its soft timeout now the loop's (docs/architecture.md#async).
+            left = timer.disarm() if timer else None
+            return aio.run(result, left, getattr(job, "name", payload["class"]))
+        return job.refuse_awaitable(result) if isinstance(job, JobDef) else result
+    try:
+        try:
+            if timer:
+                timer.arm()
+            server_middleware.invoke((job if resolution_error is None else None, payload, queue), perform)
+        finally:
+            # Inside the outer try: a timeout landing as it is disarmed is still the job's outcome.
+            if timer:
+                timer.disarm()
+        return None
+    except HardStop:
+        raise
+    except BaseException as exc:  # the job's own failure (even a SystemExit) is its outcome, not ours
+        if isinstance(exc, JobTimeout) and not exc.args:
+            # Raised as a class in a pool thread (ThreadTimeout): given its message here.
+            return JobTimeout(f"job ran past its timeout of {timeout:g}s").with_traceback(exc.__traceback__)
+        return exc
+
+
+def deadline_of(payload: dict[str, Any]) -> float | None:
+    """When the job's soft timeout expires (``time.time()``), or None."""
+    timeout = payload.get("timeout")
+    return time.time() + float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
+
+
+class SoftTimeout:
+    """Raises JobTimeout inside the job at its deadline (SIGALRM: main thread only)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = float(seconds)
+        self.usable = threading.current_thread() is threading.main_thread()
+        self._previous: Any = None
+        self._armed = False
+
+    def arm(self) -> None:
+        if not self.usable:
+            return
+        seconds = self.seconds
+
+        def expire(signum: int, frame: Any) -> None:
+            raise JobTimeout(f"job ran past its timeout of {seconds:g}s")
+
+        self._previous = signal.signal(signal.SIGALRM, expire)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        self._armed = True
+
+    def disarm(self) -> float | None:
+        """Stops the timer; returns the seconds it had left (None: it never ran here).
+        Twice is harmless."""
+        if not self.usable:
+            return self.seconds
+        if not self._armed:
+            return None
+        self._armed = False
+        left, _ = signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, self._previous or signal.SIG_DFL)
+        return max(left, 0.001)
+
+
+class ThreadTimeout(SoftTimeout):
+    """Raises JobTimeout inside a job running in a pool thread, at its deadline, as an
+    asynchronous exception (``PyThreadState_SetAsyncExc``): it lands at the job's next
+    Python instruction, so a thread blocked in one long C call (a ``time.sleep``, a
+    socket read without a timeout) sees it only when that call returns; the master's
+    hard-timeout kill covers that case. A lock orders it with ``disarm``: once disarmed,
+    none can land (one pending is cleared)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(seconds)
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._thread_id = threading.get_ident()
+        self._fired = False
+        self._started = 0.0
+
+    def arm(self) -> None:
+        self._started = time.monotonic()
+        self._timer = threading.Timer(self.seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _expire(self) -> None:
+        with self._lock:
+            if self._timer is None:
+                return
+            self._fired = True
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), ctypes.py_object(JobTimeout))
+
+    def disarm(self) -> float | None:
+        with self._lock:
+            timer, self._timer = self._timer, None
+            if timer is None:
+                return None
+            timer.cancel()
+            if self._fired:  # not yet raised: cleared, so it can't land after the job
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), None)
+        return max(self.seconds - (time.monotonic() - self._started), 0.001)

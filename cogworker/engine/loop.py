@@ -1,0 +1,338 @@
+"""The worker loop of one identity: fetch -> execute -> settle, one job at a time.
+
+Fetching is a strategy (``lookahead.py``: plain, or with the next fetch sent while a job
+runs); running one job is ``execute.py``; settling its outcome is ``settling.py``. A
+prefork child runs this loop unchanged; so does ``python -m cogworker.worker MODULE``
+(``runner.py``). It has no signal handling of its own: whoever owns it calls ``stop()``,
+``quiet()`` or ``hard_stop()``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import redis
+
+from ..core import fate
+from ..lifecycle import history, stats, unique
+from ..store import guard, errors as redis_errors  # noqa: F401 (unique: hook subscriber)
+from ..config import Config, get_config, logger
+from ..errors import Fenced
+from .execute import HardStop, execute
+from .fetch.fetcher import Fetcher, Work, check_redis_version
+from .lookahead import LookAhead, Plain
+from ..store.guard import Outage
+from .reporter import Reporter
+from .ledger import ACK_ATTEMPTS, Settling
+
+__all__ = ["ACK_ATTEMPTS", "FENCED_EXIT", "HardStop", "Reporter", "Worker", "new_identity"]
+
+RECONCILE_INTERVAL = 5.0
+STATS_INTERVAL = 1.0
+FENCED_EXIT = 75  # a process declared dead leaves with this (EX_TEMPFAIL: restart it, under a new identity)
+
+
+def new_identity() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
+
+
+class Worker(Settling):
+    """One identity, one job at a time, stoppable from outside. ``lookahead``: the next
+    fetch may go out while a job runs (when the reporter allows it: a prefork child
+    with siblings); the single-process runner passes False."""
+
+    def __init__(self, queues: list[tuple[str, int | None]], *, config: Config | None = None,
+                 identity: str | None = None, reporter: Reporter | None = None,
+                 max_jobs: int | None = None, block_timeout: float = 1.0,
+                 should_stop: Callable[[], bool] | None = None, lookahead: bool = True) -> None:
+        self.config = config or get_config()
+        self.identity = identity or new_identity()
+        self.fetcher = Fetcher(self.config, self.identity, queues, block_timeout)
+        self.reporter = reporter or Reporter(self.config)
+        self.max_jobs = max_jobs
+        self.should_stop = should_stop
+        self.fetching = LookAhead(self) if lookahead else Plain(self)
+        self.pending = fate.Owed()
+        self.current: Work | None = None
+        self.ack_due: bytes | None = None  # rides on the next fetch
+        self.ack_due_jid: str | None = None
+        self.jobs_done = 0
+        self._stopping = threading.Event()
+        self._quiet = threading.Event()
+        self._strays: set[bytes] = set()
+        # This process's runs are counted by the stats hook subscriber, into this buffer.
+        self._stats = stats.counting(self.identity)
+        self._last_stats = time.monotonic()
+        # ... and its job status/history by that subscriber, into this one (written by a thread).
+        self._status = history.buffering(self.identity)
+        self._last_reconcile = time.monotonic()
+        self._outage = Outage(f"worker {self.identity}")
+        self._fence_lock = threading.Lock()
+        self._fence_logged = False
+
+    # -- control (thread- and signal-safe: they only set flags) --------------------------
+
+    def stop(self) -> None:
+        """Finish the current job, then leave the loop."""
+        self._stopping.set()
+
+    def quiet(self) -> None:
+        """Stop fetching; a running job finishes."""
+        self._quiet.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set() or bool(self.should_stop and self.should_stop())
+
+    @property
+    def quieted(self) -> bool:
+        return self._quiet.is_set()
+
+    @property
+    def busy(self) -> bool:
+        return self.current is not None
+
+    @property
+    def fenced(self) -> bool:
+        return self.fetcher.fenced
+
+    def declare_fenced(self) -> bool:
+        """Logs, once per process whichever thread learns it first, that this identity was
+        declared dead; True the first time."""
+        with self._fence_lock:
+            if self._fence_logged:
+                return False
+            self._fence_logged = True
+        self.fetcher.fenced = True
+        logger.error("worker %s was declared dead by another process (its beat stayed unchanged for %gs): its "
+                     "jobs were requeued elsewhere; leaving without acking or filing them", self.identity,
+                     self.config.orphan_threshold)
+        return True
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Checks the server and registers this identity's in-progress list before any
+        fetch, so orphan recovery can find it even if this process dies at once."""
+        while not self.stopping:
+            try:
+                check_redis_version(self.config.redis())
+                self._register()
+                self._outage.ok()
+                return
+            except redis.RedisError as exc:
+                if not redis_errors.is_outage(exc):
+                    raise
+                self._stopping.wait(self.redis_away(exc))  # a stop ends the backoff
+
+    def _register(self) -> None:
+        keys = self.config.keys
+        pipe = self.config.redis().pipeline(transaction=False)
+        pipe.sadd(keys.in_progress_identities, self.identity)
+        pipe.hset(keys.last_beat, self.identity, time.time())
+        try:
+            pipe.execute()
+        except redis.ResponseError as exc:
+            if redis_errors.is_outage(exc):
+                raise
+            # A key of the wrong type: logged, and the worker runs anyway (orphan
+            # recovery's boot-time scan still finds this identity's list).
+            logger.error("worker %s: couldn't register (%s); running anyway", self.identity, exc)
+
+    def run(self) -> None:
+        self.startup()
+        self.reporter.ready()  # booted: Redis answered, this identity is registered
+        self._status.start(self.config)
+        try:
+            while self._going_on():
+                self.housekeep(holding=self.fetching.holding)
+                if self._quiet.is_set():  # (the property, inline: asked per job)
+                    self._stay_quiet()
+                    continue
+                work = self.fetching.next()
+                if work is None:
+                    continue
+                self.fetching.before_run()  # look-ahead: the next fetch goes out now
+                self.process(work)
+                self.fetching.after_run()  # ... and is read now
+        except Fenced:
+            self._leave_fenced()
+        finally:
+            self._leave()
+
+    def _going_on(self) -> bool:
+        if self.stopping or self.fenced:
+            return False
+        if self.max_jobs is not None and self.jobs_done >= self.max_jobs:
+            logger.info("worker %s: did %d jobs (max_jobs), leaving", self.identity, self.jobs_done)
+            return False
+        return True
+
+    def _stay_quiet(self) -> None:
+        self.fetching.give_back()
+        if self.ack_due is not None:  # quieted since: acknowledged now, not at stop
+            raw, self.ack_due = self.ack_due, None
+            self.acknowledge(raw)
+        time.sleep(0.2)
+
+    def _leave(self) -> None:
+        try:
+            if not self.fenced:
+                self.fetching.leave()  # a job fetched ahead, never started: straight back to its queue
+                self.finish()
+        except Fenced:
+            self._leave_fenced()
+        self._status.stop(self.config)
+        self.fetcher.close()
+
+    def riding_acks(self) -> tuple[bytes | None, ...]:
+        """Acks that may or may not have landed (due, or riding on a fetch): what a
+        leaving process drops rather than requeues (``requeue_rest``)."""
+        return (self.ack_due, *self.fetching.riding_acks())
+
+    def _leave_fenced(self) -> None:
+        """Declared dead: what this process holds was requeued elsewhere, so it settles
+        nothing (an ack or a filing would now be about someone else's copy) and leaves."""
+        self.declare_fenced()
+        self.pending.items.clear()
+        self.ack_due = None
+        self._stopping.set()
+
+    def fetch(self) -> Work | None:
+        """One job (the ack due riding on the fetch), or None."""
+        try:
+            work = self.fetcher.fetch(ack=self.ack_due, ack_jid=self.ack_due_jid, on_empty=self._idle)
+        except redis.RedisError as exc:
+            if self.ack_due is not None:
+                # Unknown whether it landed; LREM is idempotent, so reconcile just repeats it.
+                self.owe(self.ack_due, fate.ACK)
+                self.ack_due = None
+            if redis_errors.is_outage(exc):  # away, out of memory or read-only: jobs stay queued
+                self._stopping.wait(self.redis_away(exc))  # a stop ends the backoff
+            else:
+                logger.error("worker %s: fetch failed: %s: %s", self.identity, type(exc).__name__, exc)
+                time.sleep(1.0)
+            return None
+        self.ack_due = None
+        self._outage.ok()
+        return work
+
+    def _idle(self) -> Work | None:
+        """Every queue is empty (the last job's ack has landed). A prefork child's stats go
+        to the master now, not up to a second or a blocking fetch later, so the counters
+        are current soon after the workers go idle. Then a job from elsewhere, if the
+        owner has one (a sibling's look-ahead job)."""
+        if self.reporter.stats_when_idle:
+            self.flush_stats()
+            self._last_stats = time.monotonic()
+        return self.reporter.waiting(self.fetcher)
+
+    def redis_away(self, exc: BaseException) -> float:
+        """An outage: logged once; a READONLY reply drops every connection first (the
+        server is a replica now). Returns how long to back off."""
+        if redis_errors.reconnect_if_readonly(self.config, exc):
+            self.fetcher.close()  # the look-ahead's own connection too
+        return self._outage.failed(exc)
+
+    def housekeep(self, force: bool = False, holding: Callable[[], Iterable[bytes]] = tuple) -> None:
+        """``holding``: what the fetch strategy holds, asked only when reconcile runs (not per job)."""
+        now = time.monotonic()
+        if force or now - self._last_stats >= STATS_INTERVAL:
+            self._last_stats = now
+            self.flush_stats()
+        if force or now - self._last_reconcile >= RECONCILE_INTERVAL:
+            self._last_reconcile = now
+            try:
+                self.reconcile(holding())
+            except redis.RedisError as exc:  # skipped this time (``Fenced`` goes up: the loop leaves)
+                guard.handle(f"worker {self.identity}: reconcile", exc)
+
+    def flush_stats(self) -> None:
+        if not self._stats:
+            return
+        snap = self._stats.take()
+        try:
+            self.reporter.stats(snap)
+        except Exception as exc:  # counters are never worth a job: kept for the next flush, or dropped (below)
+            if isinstance(exc, redis.ResponseError) and not redis_errors.is_outage(exc):
+                # Redis ran the batch and refused part of it (a key of the wrong type): the
+                # rest is written, so sending it again would count it twice.
+                logger.error("stats partly not written (dropped): %s", exc)
+                return
+            self._stats.merge(snap)
+            logger.debug("stats not delivered yet: %s", exc)
+
+    # -- one job -------------------------------------------------------------------------
+
+    def admit(self, work: Work) -> dict[str, Any] | None:
+        """The job's payload if it may start now; else None, the job already handed back
+        (stopping), buried (unreadable) or dropped (taken by a sibling)."""
+        if self.stopping or self._quiet.is_set():
+            self.give_back(work)  # fetched by a blocking call that began before the stop
+            return None
+        payload, why = fate.parse_payload(work.raw)
+        if payload is None:
+            self.bury_bad_payload(work, why)
+            return None
+        return payload if self._may_start(work) else None
+
+    def process(self, work: Work) -> None:
+        payload = self.admit(work)
+        if payload is None:
+            return
+        self.current = work
+        # What a failure around the run leaves: before the job ran, a hand-back; once it
+        # ran, whatever its outcome dictates, so a bug in the bookkeeping can't re-queue
+        # a job that already ran.
+        outcome: fate.Outcome = fate.NEVER_STARTED
+        self.reporter.started(work, payload)
+        try:
+            outcome = execute(self.config, self.identity, work.queue, payload)
+        except HardStop:
+            logger.warning("jid=%s abandoned by a stop-now; handing it back", payload["jid"])
+        except Fenced:
+            raise
+        except Exception:  # a bug in the bookkeeping around the run: logged; the outcome stands
+            logger.exception("bookkeeping failed around jid=%s", payload["jid"])
+        finally:
+            self.current = None
+            if not self.fenced:
+                self.settle(work, payload, outcome)
+            else:
+                self.reporter.finished(work, outcome)
+            self.jobs_done += 1
+
+    def _may_start(self, work: Work) -> bool:
+        """Raises ``Fenced`` if this identity was declared dead. Free while its lease holds
+        (its own scripts, or its master's beat, refreshed its beat lately); one round trip
+        when the lease ran out (a freeze, or a long job with nobody beating for it). False
+        if Redis can't say: the job stays listed, unstarted, and reconcile hands it back."""
+        vouched = self.reporter.vouched_at()
+        if self.reporter.told_fenced():
+            self.fetcher.fenced = True
+            raise Fenced(self.identity)
+        if self.fetcher.lease_left(vouched) > 0:
+            return True
+        try:
+            self.fetcher.confirm()
+            return True
+        except redis.RedisError as exc:
+            logger.warning("worker %s: couldn't confirm it is alive before starting jid=%s (%s); left listed",
+                           self.identity, work.jid(), exc)
+            return False
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m cogworker.worker MODULE``: the whole system in one process."""
+    from ..worker.runner import main as run_main
+
+    run_main(argv)
+
+
+if __name__ == "__main__":
+    main()

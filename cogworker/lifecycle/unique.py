@@ -1,0 +1,103 @@
+"""Unique jobs: one lock per (job, queue, arguments), owned by the jid that took it.
+
+The lock is ``unique:<digest>`` = jid, SET NX with a TTL. It is only ever deleted or
+extended by its owner (compare-and-delete/extend scripts), so a job can't free a lock a
+later duplicate took after this one's expired.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from typing import Any
+
+import redis
+
+from ..core import hooks
+from ..store import lua
+from ..config import get_config
+
+
+def digest(payload: dict[str, Any]) -> str:
+    canonical = json.dumps([payload["class"], payload["queue"], payload.get("args", []),
+                            payload.get("kwargs", {})], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def lock_ttl(payload: dict[str, Any], extra: float = 0.0) -> int:
+    return max(1, math.ceil(float(payload["unique_for"]) + max(0.0, extra)))
+
+
+def prepare(payload: dict[str, Any]) -> None:
+    """Stamp the digest into a unique job's payload, so every later step can find its lock."""
+    payload["unique_digest"] = digest(payload)
+
+
+def push(client: redis.Redis, payload: dict[str, Any], encoded: str, at: float | None) -> str | None:
+    keys, args = push_call(payload, encoded, at)
+    pushed = lua.run(client, "unique_push", keys, args)
+    return payload["jid"] if pushed == 1 else None
+
+
+def push_call(payload: dict[str, Any], encoded: str, at: float | None) -> tuple[list[Any], list[Any]]:
+    """The keys and arguments of ``unique_push.lua`` for this job (the sync and the
+    async client send the same)."""
+    keys = get_config().keys
+    scheduled = at is not None and at > time.time()
+    target = keys.schedule if scheduled else keys.queue(payload["queue"])
+    ttl = lock_ttl(payload, (at - time.time()) if scheduled and at else 0.0)
+    return ([keys.unique(payload["unique_digest"]), target, keys.queues],
+            [payload["jid"], ttl, encoded, repr(at) if scheduled else "", payload["queue"]])
+
+
+def holds(payload: dict[str, Any]) -> bool:
+    return bool(payload.get("unique_digest")) and payload.get("unique_for") is not None
+
+
+def release(client: Any, payload: dict[str, Any]) -> None:
+    """Free the lock if this job owns it (success, start, or a terminal failure)."""
+    if holds(payload):
+        lua.run(client, "release_lock", [get_config().keys.unique(payload["unique_digest"])],
+                [payload["jid"]])
+
+
+def extend(client: Any, payload: dict[str, Any], delay: float) -> None:
+    """Keep the lock across a retry's wait: the job isn't done, so no duplicate yet."""
+    if holds(payload):
+        lua.run(client, "extend_lock", [get_config().keys.unique(payload["unique_digest"])],
+                [payload["jid"], lock_ttl(payload, delay)])
+
+
+# -- as hook subscribers: the lock follows the job's transitions ------------------------------
+# Best-effort steps after the write that made the transition: they never change a job's fate.
+# (A periodic entry's running lock follows the same events, in cron_claims.py.)
+
+def _on_started(event: hooks.JobEvent) -> None:
+    """``unique_until="start"``: the job starts, so a duplicate may be enqueued now."""
+    if event.payload.get("unique_until") == "start":
+        release((event.config or get_config()).redis(), event.payload)
+
+
+def _on_succeeded(event: hooks.JobEvent) -> None:
+    if event.payload.get("unique_digest") and event.payload.get("unique_until", "success") == "success":
+        release((event.config or get_config()).redis(), event.payload)
+
+
+def _on_filed(event: hooks.JobEvent) -> None:
+    """A retry keeps the lock over its wait (no duplicate while the job isn't done); dead frees it."""
+    payload = event.payload
+    if not payload.get("unique_digest"):
+        return
+    client = (event.config or get_config()).redis()
+    if event.name == "retrying":
+        extend(client, payload, event.delay or 0.0)
+    elif payload.get("unique_until", "success") == "success":
+        release(client, payload)
+
+
+# A key filter, asked without a Python call per job; the hook itself checks for "start".
+hooks.subscribe("started", _on_started, when="unique_until")
+hooks.subscribe("succeeded", _on_succeeded, when="unique_digest")
+hooks.subscribe(("retrying", "dead"), _on_filed, when="unique_digest")

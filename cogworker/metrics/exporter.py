@@ -1,0 +1,199 @@
+"""What ``/metrics`` shows (docs/architecture.md#metrics): the job counts the processes
+of this host made (``jobmetrics``), the process gauges their owner gives, and the Redis
+side (queue sizes and latency, the scheduled/retry/dead sets), sampled every few
+seconds in one pipeline. Rendered with ``prometheus-client`` (the ``metrics`` extra):
+a registry with one collector, read at each scrape.
+
+Shared by the prefork master (which adds its children's counts from their pipes) and
+the single-process runner."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import Config
+from ..errors import ConfigurationError
+from .jobcounts import BUCKETS, JobMetrics
+from .http import MetricsServer
+
+SAMPLE_INTERVAL = 5.0
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def require_client() -> None:
+    """A one-line error at boot, not a traceback at the first scrape."""
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        raise ConfigurationError("--metrics-port needs prometheus-client: pip install 'cogworker[metrics]'") from None
+
+
+def listen(host: str, port: int, render: Callable[[], bytes]) -> MetricsServer:
+    """The listening socket, bound now (at boot): a port in use is a one-line error."""
+    try:
+        return MetricsServer(host, port, render)
+    except OSError as exc:
+        raise ConfigurationError(f"--metrics-port {port}: can't listen on {host}:{port}: "
+                                 f"{exc.strerror or exc}") from None
+
+
+@dataclass
+class Sample:
+    """The Redis side, as last sampled. ``up``: the last sample went through."""
+
+    queues: dict[str, tuple[int, float]] = field(default_factory=dict)  # queue -> (size, latency seconds)
+    scheduled: int = 0
+    retry: int = 0
+    dead: int = 0
+    up: bool = False
+    outages: int = 0
+    at: float = float("-inf")  # monotonic
+
+
+def sample_redis(config: Config, queues: list[str], client: Any = None) -> Sample:
+    """Sizes and latencies in one pipeline: LLEN and the oldest entry of each queue,
+    ZCARD of the three sets. Raises on a Redis error (the caller counts the outage)."""
+    keys = config.keys
+    pipe = (client or config.redis()).pipeline(transaction=False)
+    for queue in queues:
+        pipe.llen(keys.queue(queue))
+        pipe.lindex(keys.queue(queue), -1)  # the oldest: fetch takes from the right end
+    for key in (keys.schedule, keys.retry, keys.dead):
+        pipe.zcard(key)
+    replies = pipe.execute()
+    now = time.time()
+    sample = Sample(up=True)
+    for i, queue in enumerate(queues):
+        size, oldest = replies[2 * i], replies[2 * i + 1]
+        sample.queues[queue] = (int(size), _waited(oldest, now))
+    sample.scheduled, sample.retry, sample.dead = (int(n) for n in replies[-3:])
+    return sample
+
+
+def _waited(raw: bytes | None, now: float) -> float:
+    if raw is None:
+        return 0.0
+    try:
+        enqueued = json.loads(raw).get("enqueued_at")
+    except (ValueError, AttributeError):
+        return 0.0  # an unreadable entry: its age is unknown, not an error of the scrape
+    return max(0.0, now - float(enqueued)) if isinstance(enqueued, (int, float)) else 0.0
+
+
+class Sampler:
+    """Samples at most every ``interval`` seconds; ``sample_redis`` runs through ``step``
+    (the master's circuit breaker, so an outage costs one short timeout)."""
+
+    def __init__(self, config: Config, queues: list[str], step: Callable[..., tuple[bool, Any]],
+                 interval: float = SAMPLE_INTERVAL) -> None:
+        self.config = config
+        self.queues = queues
+        self.step = step
+        self.interval = interval
+        self.last = Sample(up=True)  # until the first sample (made at once) says otherwise
+
+    def due(self) -> float:
+        """Seconds until the next sample."""
+        return max(0.0, self.last.at + self.interval - time.monotonic())
+
+    def maybe_sample(self, client: Any = None) -> None:
+        if self.due() > 0:
+            return
+        ok, sample = self.step("sampling queue sizes", sample_redis, self.config, self.queues, client)
+        outages = self.last.outages + (1 if self.last.up and not ok else 0)
+        if ok:
+            sample.outages = outages
+            self.last = sample
+        else:
+            self.last = Sample(self.last.queues, self.last.scheduled, self.last.retry, self.last.dead, False, outages)
+        self.last.at = time.monotonic()
+
+
+@dataclass
+class Processes:
+    """The process side, given by the owner at each scrape."""
+
+    children: int = 0
+    busy: int = 0
+    exits: dict[str, int] = field(default_factory=dict)  # reason -> count
+
+
+class Exporter:
+    """The registry and its one collector; ``render()`` is one scrape's body."""
+
+    def __init__(self, jobs: JobMetrics, sampler: Sampler, processes: Callable[[], Processes]) -> None:
+        from prometheus_client import CollectorRegistry
+
+        self.jobs = jobs
+        self.sampler = sampler
+        self.processes = processes
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self)  # a collector: it has collect()
+
+    def render(self) -> bytes:
+        from prometheus_client import generate_latest
+
+        return generate_latest(self.registry)
+
+    def collect(self) -> Iterator[Any]:
+        yield from job_families(self.jobs.copy())
+        yield from redis_families(self.sampler.last)
+        yield from process_families(self.processes())
+
+
+def job_families(snap: dict[str, Any]) -> Iterator[Any]:
+    from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+
+    jobs = CounterMetricFamily("cogworker_jobs", "Job transitions made on this host, by outcome",
+                               labels=["queue", "job_class", "outcome"])
+    for labels, n in sorted(snap["counts"].items()):
+        jobs.add_metric(list(labels), n)
+    yield jobs
+    durations = HistogramMetricFamily("cogworker_job_duration_seconds", "Run time of jobs run on this host",
+                                      labels=["queue", "job_class"])
+    for labels, counts in sorted(snap["durations"].items()):
+        cumulative, buckets = 0.0, []
+        for le, n in zip([*(repr(b) for b in BUCKETS), "+Inf"], counts[:-1], strict=True):
+            cumulative += n
+            buckets.append((le, cumulative))
+        durations.add_metric(list(labels), buckets, counts[-1])
+    yield durations
+    fires = CounterMetricFamily("cogworker_periodic_fires", "Periodic slots this host fired", labels=["entry"])
+    for entry, n in sorted(snap["fires"].items()):
+        fires.add_metric([entry], n)
+    yield fires
+    yield CounterMetricFamily("cogworker_orphans_requeued", "Jobs this host requeued from dead processes' lists",
+                              value=snap["orphans_requeued"])
+
+
+def redis_families(sample: Sample) -> Iterator[Any]:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    size = GaugeMetricFamily("cogworker_queue_size", "Jobs waiting on the queue", labels=["queue"])
+    latency = GaugeMetricFamily("cogworker_queue_latency_seconds", "How long the oldest waiting job has waited",
+                                labels=["queue"])
+    for queue, (n, waited) in sorted(sample.queues.items()):
+        size.add_metric([queue], n)
+        latency.add_metric([queue], waited)
+    yield size
+    yield latency
+    yield GaugeMetricFamily("cogworker_scheduled_size", "Jobs scheduled for later", value=sample.scheduled)
+    yield GaugeMetricFamily("cogworker_retry_size", "Jobs waiting for a retry", value=sample.retry)
+    yield GaugeMetricFamily("cogworker_dead_size", "Jobs in the dead set", value=sample.dead)
+    yield GaugeMetricFamily("cogworker_redis_up", "1 if the last sample reached Redis", value=int(sample.up))
+    yield CounterMetricFamily("cogworker_redis_outages", "Times Redis became unreachable", value=sample.outages)
+
+
+def process_families(procs: Processes) -> Iterator[Any]:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    yield GaugeMetricFamily("cogworker_children", "Live worker processes", value=procs.children)
+    yield GaugeMetricFamily("cogworker_children_busy", "Worker processes running a job", value=procs.busy)
+    exits = CounterMetricFamily("cogworker_child_exits", "Children that left, by why", labels=["reason"])
+    for reason, n in sorted(procs.exits.items()):
+        exits.add_metric([reason], n)
+    yield exits

@@ -1,0 +1,84 @@
+"""What a Redis error reply means for the caller.
+
+Three replies look alike (a ``ResponseError``) but call for different handling:
+- OOM (``maxmemory`` reached, ``noeviction``): Redis refuses writes for a while. Nothing
+  is wrong with a key or a job: back off, log once, and leave every job where it is.
+- READONLY: the server became a replica (a failover). Also an outage, and the
+  connections must be dropped: after a failover the same address may lead to the new
+  primary once reconnected.
+- WRONGTYPE: one key holds the wrong type. That key is skipped (and logged); the rest
+  keeps working.
+"""
+
+from __future__ import annotations
+
+import redis
+
+from ..config import Config
+
+OOM, READONLY, WRONGTYPE, OTHER = "oom", "readonly", "wrongtype", "other"
+
+# redis-py strips the reply's code from the message of the classes it maps (OOM ->
+# OutOfMemoryError, READONLY -> ReadOnlyError); a Lua pcall hands the reply over whole.
+_OOM_TEXT = "command not allowed when used memory"
+_READONLY_TEXT = "can't write against a read only replica"
+_OOM_ERROR = getattr(redis.exceptions, "OutOfMemoryError", ())
+
+
+def classify(error: BaseException | str | bytes) -> str:
+    """``"oom"``, ``"readonly"``, ``"wrongtype"`` or ``"other"``, from an exception or
+    the text of an error reply."""
+    if _OOM_ERROR and isinstance(error, _OOM_ERROR):
+        return OOM
+    if isinstance(error, redis.ReadOnlyError):
+        return READONLY
+    text = error.decode(errors="replace") if isinstance(error, bytes) else str(error)
+    code = text.lstrip("-").split(" ", 1)[0]
+    if code == "OOM" or _OOM_TEXT in text:
+        return OOM
+    if code == "READONLY" or _READONLY_TEXT in text:
+        return READONLY
+    if code == "UNBLOCKED" and "replica" in text:  # a blocking call cut off as the server stepped down
+        return READONLY
+    if code == "WRONGTYPE" or "WRONGTYPE" in text:
+        return WRONGTYPE
+    return OTHER
+
+
+def is_outage(error: BaseException) -> bool:
+    """Redis away, or refusing writes for now (OOM, READONLY): back off and retry; don't
+    blame a key, an entry or a job for it."""
+    if isinstance(error, (redis.ConnectionError, redis.TimeoutError)):
+        return True
+    return isinstance(error, redis.RedisError) and classify(error) in (OOM, READONLY)
+
+
+def describe(error: BaseException) -> str:
+    """The outage, for its one log line."""
+    kind = classify(error) if isinstance(error, redis.ResponseError) else OTHER
+    if kind == OOM:
+        return f"Redis is out of memory (OOM: {error}); jobs stay where they are"
+    if kind == READONLY:
+        return "Redis is read-only (READONLY: a replica now, after a failover?); reconnecting"
+    return f"Redis unavailable ({type(error).__name__}: {error})"
+
+
+def as_error(text: str | bytes) -> redis.RedisError:
+    """The exception a command would have raised for this error reply (one a script
+    caught with pcall and returned)."""
+    message = text.decode(errors="replace") if isinstance(text, bytes) else text
+    kind = classify(message)
+    if kind == READONLY:
+        return redis.ReadOnlyError(message)
+    if kind == OOM and _OOM_ERROR:
+        return _OOM_ERROR(message)
+    return redis.ResponseError(message)
+
+
+def reconnect_if_readonly(config: Config, error: BaseException) -> bool:
+    """A READONLY reply: this process's connections lead to a replica. Drops them all, so
+    the next command connects (and resolves the address) afresh. True if it did."""
+    if not isinstance(error, redis.RedisError) or classify(error) != READONLY:
+        return False
+    config.redis().connection_pool.disconnect()
+    return True

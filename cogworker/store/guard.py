@@ -1,0 +1,137 @@
+"""One policy for errors around Redis work, used everywhere instead of a local try/except.
+
+Every failure of a piece of Redis work is one of three kinds, and each kind has one answer:
+
+- **outage** (Redis away, timing out, out of memory, read-only after a failover): logged
+  once when it starts and once when it ends (``Outage``), backed off, retried later. A
+  READONLY reply also drops the connections (the address may lead to the new primary).
+- **bad key** (WRONGTYPE: a key holds the wrong type): logged with the key's error; that
+  step is skipped, the others go on.
+- **bug** (anything else): logged with its traceback; the process goes on.
+
+``best_effort`` is the same answer for the steps after a job's fate is written (stats,
+history, locks, logs): whatever they raise is logged and never changes the fate.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import redis
+
+from . import errors as redis_errors
+from ..config import Config, logger
+
+T = TypeVar("T")
+
+OUTAGE, BAD_KEY, BUG = "outage", "bad key", "bug"
+MAX_BACKOFF = 5.0
+
+
+def kind_of(exc: BaseException) -> str:
+    """``"outage"``, ``"bad key"`` or ``"bug"``."""
+    if redis_errors.is_outage(exc):
+        return OUTAGE
+    if isinstance(exc, redis.RedisError) and redis_errors.classify(exc) == redis_errors.WRONGTYPE:
+        return BAD_KEY
+    return BUG
+
+
+class Outage:
+    """Logs a Redis outage once when it starts and once when it ends, not per attempt
+    (and again if its kind changes: away, out of memory, read-only)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.since: float | None = None
+        self.failures = 0
+        self.kind = ""
+
+    @property
+    def active(self) -> bool:
+        return self.since is not None
+
+    def failed(self, exc: BaseException) -> float:
+        """Records one failed attempt; returns how long to back off (0.2 s doubling to 5 s)."""
+        self.failures += 1
+        kind = redis_errors.classify(exc) if isinstance(exc, redis.ResponseError) else "away"
+        if self.since is None or kind != self.kind:
+            self.since = self.since or time.monotonic()
+            self.kind = kind
+            logger.error("%s: %s; retrying with backoff", self.what, redis_errors.describe(exc))
+        return min(0.1 * 2 ** min(self.failures, 6), MAX_BACKOFF)
+
+    def ok(self) -> None:
+        if self.since is not None:
+            logger.warning("%s: Redis is back after %.1fs", self.what, time.monotonic() - self.since)
+        self.since = None
+        self.failures = 0
+
+
+def handle(what: str, exc: BaseException, outage: Outage | None = None, config: Config | None = None,
+           log: logging.Logger = logger) -> float:
+    """Applies the policy to ``exc`` raised by the step ``what``. Returns the backoff in
+    seconds for an outage (0 otherwise)."""
+    kind = kind_of(exc)
+    if kind == OUTAGE:
+        if config is not None:
+            redis_errors.reconnect_if_readonly(config, exc)
+        if outage is not None:
+            return outage.failed(exc)
+        log.debug("%s: %s", what, redis_errors.describe(exc))
+        return 0.0
+    if kind == BAD_KEY:
+        log.error("%s failed (a key of the wrong type; skipped): %s", what, exc)
+    else:
+        log.error("%s failed: %s: %s", what, type(exc).__name__, exc, exc_info=exc)
+    return 0.0
+
+
+def best_effort(what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+    """Runs ``fn``; whatever it raises is logged by the policy and swallowed (None)."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:  # the policy itself: sorted by handle()
+        handle(what, exc)
+        return None
+
+
+class Breaker:
+    """The policy for a loop that must not stall on Redis (the master, housekeeping):
+    ``step`` runs one piece of Redis work through ``handle``; after an outage, if
+    ``skips``, every step is skipped until the backoff ends, so an outage costs one
+    timeout, not one per call."""
+
+    def __init__(self, what: str, config: Config | None = None, skips: bool = True) -> None:
+        self.what = what
+        self.config = config
+        self.skips = skips
+        self.outage = Outage(what)
+        self.retry_at = 0.0
+        self.failed_at = -float("inf")  # monotonic: the last outage-kind failure
+
+    def closed(self) -> bool:
+        """Redis steps may run (no outage backoff pending)."""
+        return not self.skips or time.monotonic() >= self.retry_at
+
+    def reset(self) -> None:
+        """One more try now, even if the backoff isn't over."""
+        self.retry_at = 0.0
+
+    def step(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[bool, T | None]:
+        """``(True, result)``, or ``(False, None)`` if it failed or was skipped."""
+        if not self.closed():
+            return False, None
+        try:
+            result = fn(*args, **kwargs)
+        except Exception as exc:  # the policy sorts it: outage, bad key or bug; never raised
+            delay = handle(f"{self.what}: {what}", exc, self.outage, self.config)
+            if kind_of(exc) == OUTAGE:
+                self.failed_at = time.monotonic()
+                self.retry_at = self.failed_at + delay
+            return False, None
+        self.outage.ok()
+        return True, result
