@@ -222,8 +222,8 @@ def loop_cpu(n: int, counting: bool) -> float:
     cost. Redis runs in its own process, so it is not in this figure (it is unchanged:
     the exporter adds no Redis call per job)."""
     from cogworker.core import hooks
-    from cogworker.metrics import jobcounts as jobmetrics
     from cogworker.engine.loop import Worker
+    from cogworker.metrics import jobcounts as jobmetrics
 
     jobmetrics.enable()
     names = ("succeeded", "retrying", "dead")

@@ -89,9 +89,10 @@ def _redis_per_call(r, fn, n):
 def _enqueue_steps(config, app, r, arg):
     """The calls timed apart: the bare client's, then cogworker's enqueue piece by piece
     (its own building blocks, called as its client calls them)."""
-    from cogworker.store import lua, pipes as rawpipe
     from cogworker.client import status as status_enqueue
     from cogworker.core.payload import build_payload, dumps
+    from cogworker.store import lua
+    from cogworker.store import pipes as rawpipe
     bare_raw = json.dumps({"class": "noop", "args": [arg]})
     job = app.noop
     payload = build_payload(job.name, (arg,), {}, job.opts)

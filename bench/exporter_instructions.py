@@ -30,8 +30,8 @@ from bench.core import Env
 
 def hook(n: int, mode: str) -> None:
     from cogworker.core import hooks
-    from cogworker.metrics import jobcounts as jobmetrics
     from cogworker.lifecycle import stats
+    from cogworker.metrics import jobcounts as jobmetrics
 
     counting = stats.counting("bench")  # noqa: F841 (held: the stats subscriber counts into it)
     payload = {"jid": "0" * 24, "class": "core_app.noop", "queue": "default", "args": [1]}
@@ -46,8 +46,8 @@ def main() -> None:
         hook(int(sys.argv[2]), sys.argv[3])
         return
     n, mode = int(sys.argv[1]), sys.argv[2]
-    from cogworker.metrics import jobcounts as jobmetrics
     from cogworker.engine.loop import Worker
+    from cogworker.metrics import jobcounts as jobmetrics
 
     if mode == "on":
         jobmetrics.enable()

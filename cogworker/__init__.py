@@ -12,14 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 # public name -> the submodule that defines it
 _HOMES = {
-    "by_name": "jobs", "enqueue": "jobs", "enqueue_at": "jobs",
+    "by_name": "client.jobs", "enqueue": "client.jobs", "enqueue_at": "client.jobs",
     "Config": "config", "configure": "config", "get_config": "config",
     "disable": "cron", "enable": "cron", "periodic": "cron",
     "BadPayload": "errors", "CogworkerError": "errors", "ConfigurationError": "errors", "JobTimeout": "errors",
     "ProcessDied": "errors", "RedisVersionError": "errors", "UnknownJob": "errors",
-    "BoundJob": "jobs", "Job": "jobs", "JobOptions": "jobs", "job": "jobs",
-    "client_middleware": "middleware", "server_middleware": "middleware",
+    "BoundJob": "client.jobs", "Job": "client.jobs", "JobOptions": "client.jobs", "job": "client.jobs",
+    "client_middleware": "core.middleware", "server_middleware": "core.middleware",
 }
+# public module paths that live deeper in the tree (docs/architecture.md#public-paths):
+# ``from cogworker import hooks``, ``cogworker.stats.attempts(jid)``
+_MODULES = {"hooks": "core.hooks", "stats": "lifecycle.stats"}
 
 __all__ = [
     "BadPayload",
@@ -45,6 +48,7 @@ __all__ = [
     "job",
     "periodic",
     "server_middleware",
+    "stats",
 ]
 
 
@@ -52,6 +56,8 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is not None:
         value = getattr(importlib.import_module(f".{home}", __name__), name)
+    elif name in _MODULES:
+        value = importlib.import_module(f".{_MODULES[name]}", __name__)
     elif name == "__version__":
         value = _version()
     else:
@@ -79,9 +85,11 @@ def _version() -> str:
 
 
 if TYPE_CHECKING:  # what the names are, for type checkers and editors
-    from .core import hooks
+    from .client.jobs import BoundJob, Job, JobOptions, by_name, enqueue, enqueue_at, job
     from .config import Config, configure, get_config
-    from .cron.entries import disable, enable, periodic
+    from .core import hooks
+    from .core.middleware import client_middleware, server_middleware
+    from .cron import disable, enable, periodic
     from .errors import (
         BadPayload,
         CogworkerError,
@@ -91,7 +99,6 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
         RedisVersionError,
         UnknownJob,
     )
-    from .client.jobs import BoundJob, Job, JobOptions, by_name, enqueue, enqueue_at, job
-    from .core.middleware import client_middleware, server_middleware
+    from .lifecycle import stats
 
     __version__: str

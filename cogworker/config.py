@@ -1,4 +1,4 @@
-"""Settings, the environment, and the Redis connection.
+"""Settings, the environment, and the process's Redis client (opened by ``store.connection``).
 
 Connections are per process: a forked child must never share its parent's sockets, so
 the client is rebuilt whenever ``os.getpid()`` changes.
@@ -10,16 +10,14 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import cast
 from urllib.parse import parse_qs, urlparse
 
-import redis
-from redis import Redis  # for annotations inside Config, whose method ``redis`` shadows the module
-
 from .errors import ConfigurationError
 from .keys import Keys
+from .store import Client, lua
+from .store.connection import connect
 
 logger = logging.getLogger("cogworker")
 
@@ -191,7 +189,7 @@ class Config:
         validate_liveness(self)
         self.keys = Keys(self.namespace)
         self._lock = threading.Lock()
-        self._client: Redis | None = None
+        self._client: Client | None = None
         self._pid = 0
 
     def __repr__(self) -> str:
@@ -199,7 +197,7 @@ class Config:
         shown["redis_url"] = redact_url(self.redis_url)  # configs end up in logs and tracebacks
         return "Config(" + ", ".join(f"{name}={value!r}" for name, value in shown.items()) + ")"
 
-    def redis(self) -> Redis:
+    def redis(self) -> Client:
         """This process's client (bytes in, bytes out: raw payloads must round-trip exactly)."""
         pid = os.getpid()
         client = self._client
@@ -211,14 +209,8 @@ class Config:
                 client = self._client
         return client
 
-    def new_client(self, socket_timeout: float | None = None) -> Redis:
-        return redis.Redis.from_url(
-            self.redis_url,
-            socket_timeout=socket_timeout or self.socket_timeout,
-            socket_connect_timeout=self.socket_connect_timeout,
-            health_check_interval=0,
-            retry_on_timeout=False,
-        )
+    def new_client(self, socket_timeout: float | None = None) -> Client:
+        return connect(self.redis_url, socket_timeout or self.socket_timeout, self.socket_connect_timeout)
 
 
 _config: Config | None = None
@@ -254,16 +246,5 @@ def configure(redis_url: str | None = None, namespace: str | None = None, **sett
         if namespace is not None:
             kwargs["namespace"] = namespace
         _config = Config(**kwargs)
-    for forget in _on_configure:
-        forget()
+    lua.reset()  # the scripts are kept per client: a new config means new clients
     return _config
-
-
-# Called after every ``configure``: caches kept per client (the scripts of ``lua``) are
-# dropped, since a new config means new clients. Registered by the caching modules, so
-# that this bottom layer imports none of them.
-_on_configure: list[Callable[[], None]] = []
-
-
-def on_configure(forget: Callable[[], None]) -> None:
-    _on_configure.append(forget)

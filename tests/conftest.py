@@ -13,9 +13,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 from redis_server import RedisServer  # noqa: E402
 
 import cogworker  # noqa: E402
-from cogworker.cron import entries as periodic_module  # noqa: E402
 from cogworker.client import jobs as job_module  # noqa: E402
 from cogworker.core.middleware import client_middleware, server_middleware  # noqa: E402
+from cogworker.cron import ticker as periodic_module  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from apps import cron_jobs
 
 import cogworker
 from cogworker import api
-from cogworker.cron import entries as cron
+from cogworker.cron import ticker as cron
 from cogworker.errors import WrongType
 
 T0 = 1_800_000_000  # a minute boundary

@@ -13,9 +13,9 @@ from core_util import RunningWorker, ran, wait_for, zentries
 
 import cogworker
 from cogworker.engine import loop as worker_module
-from cogworker.worker.runner import Housekeeper
-from cogworker.fleet.poller import Poller
 from cogworker.engine.loop import Worker
+from cogworker.fleet.poller import Poller
+from cogworker.worker.runner import Housekeeper
 
 
 @pytest.mark.parametrize("raw, why", [

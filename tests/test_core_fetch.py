@@ -15,13 +15,13 @@ from apps import core_jobs
 from core_util import RunningWorker, queued, ran, wait_for, zentries
 
 import cogworker
+from cogworker.client.jobs import default_backoff
 from cogworker.core import fate
 from cogworker.engine import loop as worker_module
 from cogworker.engine.fetch.fetcher import Fetcher, Work, check_redis_version
-from cogworker.client.jobs import default_backoff
-from cogworker.launch.queues import parse_queues
-from cogworker.fleet.poller import Poller
 from cogworker.engine.loop import Worker
+from cogworker.fleet.poller import Poller
+from cogworker.launch.queues import parse_queues
 
 
 def fetcher(config, identity="id-a", queues=(("default", None),), block=0.0):

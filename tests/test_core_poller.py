@@ -12,9 +12,9 @@ from apps import core_jobs
 from core_util import RunningWorker, queued, ran, wait_for
 
 import cogworker
-from cogworker.store import lua
 from cogworker.fleet import poller as scheduler
 from cogworker.fleet.poller import Poller
+from cogworker.store import lua
 
 
 def _due_payload(i, queue="default", **extra):

@@ -10,9 +10,9 @@ import redis
 from apps import core_jobs
 from core_util import RunningWorker, ran, wait_for
 
-from cogworker.lifecycle import stats
-from cogworker.fleet.poller import Poller
 from cogworker.engine.loop import Reporter, Worker
+from cogworker.fleet.poller import Poller
+from cogworker.lifecycle import stats
 
 
 def test_attempts_of_a_job_that_dies(config):

@@ -13,10 +13,10 @@ from apps import basic, cron_jobs
 from core_util import run_worker_until
 
 import cogworker
-from cogworker.cron import entries as cron
-from cogworker.fleet import recovery
-from cogworker.errors import ConfigurationError
 from cogworker.core.middleware import client_middleware
+from cogworker.cron import ticker as cron
+from cogworker.errors import ConfigurationError
+from cogworker.fleet import recovery
 
 T0 = 1_800_000_000  # a minute boundary (divisible by 60)
 

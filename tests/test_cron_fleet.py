@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import cogworker
-from cogworker.cron import entries as cron
+from cogworker.cron import ticker as cron
 
 TESTS = Path(__file__).parent
 

@@ -14,9 +14,9 @@ from apps import core_jobs
 from cogworker import api
 from cogworker.client import enqueue as client
 from cogworker.engine.fetch import fetcher as fetch
-from cogworker.store import lua
-from cogworker.errors import Fenced
 from cogworker.engine.fetch.fetcher import MARK, Fetcher
+from cogworker.errors import Fenced
+from cogworker.store import lua
 
 
 @pytest.fixture(autouse=True)

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cogworker.core import hooks
+from cogworker.engine.loop import Worker
 from cogworker.fleet import recovery
 from cogworker.prefork import reaped
-from cogworker.engine.loop import Worker
 
 EVENTS = st.lists(st.sampled_from(["shutdown", "run", "die", "refuse"]), min_size=1, max_size=6)
 

@@ -13,11 +13,11 @@ from core_util import RunningWorker, wait_for
 
 import cogworker
 from cogworker.core import heartbeat
-from cogworker.store import lua
-from cogworker.errors import ConfigurationError, Fenced
 from cogworker.engine.fetch.fetcher import Fetcher, Work
-from cogworker.fleet.recovery import OrphanRecovery, requeue_dead, requeue_in_progress
 from cogworker.engine.loop import Worker
+from cogworker.errors import ConfigurationError, Fenced
+from cogworker.fleet.recovery import OrphanRecovery, requeue_dead, requeue_in_progress
+from cogworker.store import lua
 
 ME = "host:1:me"
 
@@ -252,8 +252,8 @@ def test_a_job_landed_on_a_fenced_list_is_never_started_nor_lost(config):
 
 def test_no_blocking_move_once_the_lease_ran_out(config, monkeypatch):
     """Frozen between the fetch script and the BLMOVE: the fetch script checks again first."""
-    from cogworker.engine.fetch import fetcher as fetch
     from cogworker.core import inprogress
+    from cogworker.engine.fetch import fetcher as fetch
 
     f = Fetcher(config, ME, [("default", None)], block_timeout=0.5)
     ticks = iter(range(0, 10_000, 1000))

@@ -17,7 +17,8 @@ from apps import core_jobs
 
 from cogworker import api
 from cogworker.client import enqueue as client
-from cogworker.engine.fetch import idle as emptyqueues, fetcher as fetch
+from cogworker.engine.fetch import fetcher as fetch
+from cogworker.engine.fetch import idle as emptyqueues
 from cogworker.engine.fetch.fetcher import MARK, Fetcher
 from cogworker.fleet.poller import Poller
 

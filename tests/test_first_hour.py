@@ -22,8 +22,8 @@ from core_util import queued, ran, run_worker_until, wait_for
 from worker_process import Process
 
 import cogworker
-from cogworker.cron import entries as cron
 from cogworker.client import jobs as job_module
+from cogworker.cron import ticker as cron
 from cogworker.launch.flags import app_queues
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))

@@ -19,13 +19,13 @@ from collections import deque
 
 import pytest
 
-from cogworker.store import lua
-from cogworker.errors import Fenced
-from cogworker.engine.fetch.fetcher import Fetcher
 from cogworker.core.inprogress import InProgressList
+from cogworker.engine.fetch.fetcher import Fetcher
 from cogworker.engine.lookahead import Depth
+from cogworker.errors import Fenced
 from cogworker.prefork.siblings import Siblings
 from cogworker.prefork.slots import CLEAR, TAKEN, Slots
+from cogworker.store import lua
 
 OWNER, TAKER = "host:1:owner", "host:2:taker"
 

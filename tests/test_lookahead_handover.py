@@ -18,12 +18,12 @@ import pytest
 from apps import pf_faults
 from prefork_harness import in_progress_total, queue_len, wait_for
 
-from cogworker.store import lua
 from cogworker.engine.fetch.fetcher import Fetcher
+from cogworker.engine.loop import Worker
+from cogworker.fleet.recovery import requeue_in_progress
 from cogworker.prefork.siblings import Siblings
 from cogworker.prefork.slots import CLEAR, TRYING, Slots
-from cogworker.fleet.recovery import requeue_in_progress
-from cogworker.engine.loop import Worker
+from cogworker.store import lua
 
 OWNER, TAKER = "host:1:owner", "host:2:taker"
 QUEUES = [("default", None)]

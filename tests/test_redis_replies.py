@@ -15,8 +15,8 @@ from core_util import RunningWorker, wait_for
 from prefork_harness import wait_for as wait_until
 from redis_server import RedisServer
 
-from cogworker.store import errors as redis_errors
 from cogworker.fleet.poller import Poller
+from cogworker.store import errors as redis_errors
 
 
 @pytest.fixture(autouse=True)

@@ -17,8 +17,8 @@ from core_util import RunningWorker, wait_for, zentries
 
 import cogworker
 from cogworker import config as config_module
-from cogworker.errors import ConfigurationError, UnknownJob
 from cogworker.client.jobs import importable, resolve
+from cogworker.errors import ConfigurationError, UnknownJob
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 SECRET = "s3cr3t-Pw"

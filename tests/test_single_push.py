@@ -13,11 +13,13 @@ from apps import core_jobs
 
 import cogworker
 from cogworker import api
-from cogworker.client import enqueue as client, status as status_enqueue
-from cogworker.lifecycle import history
+from cogworker.client import enqueue as client
+from cogworker.client import status as status_enqueue
 from cogworker.core import hooks
-from cogworker.store import lua, pipes as rawpipe
 from cogworker.engine.fetch.fetcher import Fetcher
+from cogworker.lifecycle import history
+from cogworker.store import lua
+from cogworker.store import pipes as rawpipe
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ from core_util import RunningWorker, ran, wait_for
 
 import cogworker
 from cogworker import api
-from cogworker.lifecycle import history
 from cogworker.client import status as status_enqueue
 from cogworker.fleet.poller import Poller
+from cogworker.lifecycle import history
 
 
 @pytest.fixture

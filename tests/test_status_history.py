@@ -18,8 +18,8 @@ from prefork_harness import wait_for as pf_wait
 
 import cogworker
 from cogworker import api
-from cogworker.lifecycle import history
 from cogworker.fleet.poller import Poller
+from cogworker.lifecycle import history
 
 ON = {"COGWORKER_TEST_STATUS": "1"}  # the prefork app turns status and history on
 

@@ -19,10 +19,10 @@ from apps import core_jobs
 from core_util import ran, wait_for
 
 import cogworker
-from cogworker.lifecycle import stats
 from cogworker.fleet.housekeeping import Housekeeping
-from cogworker.store.guard import Breaker
+from cogworker.lifecycle import stats
 from cogworker.prefork.master import Master, Settings
+from cogworker.store.guard import Breaker
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -120,8 +120,8 @@ def test_an_outage_is_logged_once_and_backed_off(own_redis, own_config, caplog):
 
 
 def test_the_runners_thread_is_the_housekeeping_component(config):
-    from cogworker.worker.runner import Housekeeper
     from cogworker.engine.loop import Worker
+    from cogworker.worker.runner import Housekeeper
 
     keeper = Housekeeper(Worker([("default", None)], block_timeout=0.2), ["default"], cron=False)
     assert isinstance(keeper.duties, Housekeeping)

@@ -15,12 +15,12 @@ from apps import basic, cron_jobs
 from core_util import run_worker_until as _run_worker_until
 
 import cogworker
-from cogworker.store import lua
-from cogworker.fleet import recovery
-from cogworker.lifecycle import unique
-from cogworker.errors import ConfigurationError
 from cogworker.engine.fetch.fetcher import Work
 from cogworker.engine.loop import Worker
+from cogworker.errors import ConfigurationError
+from cogworker.fleet import recovery
+from cogworker.lifecycle import unique
+from cogworker.store import lua
 
 TESTS = Path(__file__).parent
 

@@ -336,7 +336,7 @@ def post(client: TestClient, path: str, **form: str):
 def test_queue_clear_job_page_actions_and_periodic_enable_run_now(seeded, config):
     from apps import cron_jobs
 
-    from cogworker.cron import entries as cron
+    from cogworker.cron import ticker as cron
 
     cogworker.periodic("0 3 * * *", cron_jobs.tick, args=("n",), name="nightly", queue="cronq")
     cron.Ticker(config, [cron.entries["nightly"]]).publish()

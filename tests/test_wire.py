@@ -8,8 +8,8 @@ import json
 import hiredis
 import pytest
 
-from cogworker.store import wire
 from cogworker.engine.fetch.fetcher import Fetcher
+from cogworker.store import wire
 
 BIG = b"{" + b"x" * (wire.BIG + 10) + b"}"
 

@@ -4,9 +4,9 @@ TSTP or TERM (docs/architecture.md#operator-api)."""
 
 from __future__ import annotations
 
-from ..store import lua
 from ..config import Config, get_config
 from ..core.heartbeat import process_ttl
+from ..store import lua
 from .records import checked
 
 CONTROL_TTL_MIN = 60  # seconds; longer than any beat interval a live process keeps

@@ -11,6 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import store
 from ..config import Config, as_text, get_config
 from ..lifecycle.stats import DURATIONS_TTL, THROUGHPUT_TTL, bucket_upper_ms
 
@@ -54,7 +55,7 @@ class _Tally:
 
 def redis_info(config: Config | None = None) -> RedisInfo:
     config = config or get_config()
-    pipe = config.redis().pipeline(transaction=False)
+    pipe = store.pipeline(config.redis())
     for section in ("server", "memory", "clients"):
         pipe.info(section)
     server, memory, clients = pipe.execute()
@@ -82,7 +83,7 @@ def _minutes(minutes: int, config: Config, durations: int = 0) -> list[tuple[int
     one round trip. A missing or unreadable hash is empty."""
     now = int(time.time() // 60)
     numbers = list(range(now - minutes + 1, now + 1))
-    pipe = config.redis().pipeline(transaction=False)
+    pipe = store.pipeline(config.redis())
     for minute in numbers:
         pipe.hgetall(config.keys.throughput(minute))
     for minute in numbers[len(numbers) - durations:] if durations else []:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from .. import store
 from ..config import Config, as_text, get_config
 from ..errors import NotFound
 from ..lifecycle.stats import day_of
@@ -32,7 +33,7 @@ def stats(config: Config | None = None) -> Stats:
     config = config or get_config()
     client, keys = config.redis(), config.keys
     names = queue_names(config)
-    pipe = client.pipeline(transaction=False)
+    pipe = store.pipeline(client)
     pipe.get(keys.stats_processed)
     pipe.get(keys.stats_failed)
     for name in names:
@@ -72,7 +73,7 @@ def processes(config: Config | None = None) -> list[ProcessRecord]:
     client, keys = config.redis(), config.keys
     with checked(client, keys.processes, "set"):
         identities = sorted(as_text(i) for i in client.smembers(keys.processes))
-    pipe = client.pipeline(transaction=False)
+    pipe = store.pipeline(client)
     for identity in identities:
         pipe.hgetall(keys.process(identity))
         pipe.hgetall(keys.workers(identity))

@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cron import entries as cron
+from .. import store
 from ..config import Config, as_text, get_config
+from ..cron import ticker as cron
 from .records import checked
 
 
@@ -48,7 +49,7 @@ def periodic_entries(config: Config | None = None) -> list[PeriodicEntry]:
     with checked(client, keys.periodic_disabled, "set"):
         disabled = cron.disabled(config)
     names = sorted(n for n, rec in published.items() if isinstance(rec, dict))  # JSON, but not a record: skipped
-    pipe = client.pipeline(transaction=False)
+    pipe = store.pipeline(client)
     for name in names:
         pipe.get(keys.periodic_last_slot(name))
     slots = pipe.execute(raise_on_error=False)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..store import lua
 from ..config import Config, as_text, get_config
 from ..errors import ConfigurationError, NotFound
+from ..store import lua
 from .records import JobRecord, check_page, checked
 
 FIND_CHUNK = 1000  # list entries the find script reads per call

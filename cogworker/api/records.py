@@ -10,11 +10,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis
-
-from ..store import errors as redis_errors
+from .. import store
 from ..config import as_text
 from ..errors import WrongType
+from ..store import errors as redis_errors
 
 _JID = re.compile(rb'"jid"\s*:\s*"([^"\\]+)"')
 
@@ -27,17 +26,17 @@ def check_page(offset: int, limit: int) -> None:
 
 
 @contextmanager
-def checked(client: redis.Redis, key: str, expected: str) -> Iterator[None]:
+def checked(client: store.Client, key: str, expected: str) -> Iterator[None]:
     """A WRONGTYPE reply about ``key`` as one clear line (``WrongType``). Redis refused
     the command, so nothing was changed."""
     try:
         yield
-    except redis.ResponseError as exc:
+    except store.ResponseError as exc:
         if redis_errors.classify(exc) != redis_errors.WRONGTYPE:
             raise
         try:
             actual = as_text(client.type(key))
-        except redis.RedisError:
+        except store.RedisError:
             actual = "another type"
         raise WrongType(f"key {key} holds a {actual}, not a {expected}: left as it is") from None
 

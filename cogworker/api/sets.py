@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..store import lua
 from ..config import Config, get_config
 from ..errors import BadPayload
+from ..store import lua
 from .records import JobRecord, check_page, checked
 
 CHUNK = 500  # entries per script call of retry_all / clear: a few ms of Redis each

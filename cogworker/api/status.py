@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from .. import store
 from ..config import Config, as_text, get_config
 from ..lifecycle.history import HOUR, hour_of
 
@@ -69,7 +70,7 @@ def status(jid: str, config: Config | None = None, now: float | None = None) -> 
     the newest of its ``status:<jid>`` hash, its ``enq:`` record and its ``done:`` record."""
     config = config or get_config()
     now = time.time() if now is None else now
-    pipe = config.redis().pipeline(transaction=False)
+    pipe = store.pipeline(config.redis())
     pipe.hgetall(config.keys.status(jid))
     reads = _bucket_reads(config, jid, "enq", config.status_ttl, now) + \
         _bucket_reads(config, jid, "done", config.status_ttl, now)
@@ -115,7 +116,7 @@ def history(jid: str, config: Config | None = None, now: float | None = None) ->
     duplicates. An entry that isn't readable is skipped."""
     config = config or get_config()
     now = time.time() if now is None else now
-    pipe = config.redis().pipeline(transaction=False)
+    pipe = store.pipeline(config.redis())
     pipe.lrange(config.keys.history(jid), 0, -1)
     # Read whatever this process's own settings: the writers' may differ.
     reads = _bucket_reads(config, jid, "done", config.history_ttl, now)

@@ -13,8 +13,7 @@ import sys
 from collections.abc import Callable
 from urllib.parse import unquote, urlsplit
 
-import redis
-
+from .. import store
 from ..config import configure, get_config, redact_url
 from ..errors import BadPayload, ConfigurationError, NotFound, WrongType
 from .output import NOT_FOUND, UNREACHABLE, USAGE, CliError, one_line
@@ -80,14 +79,14 @@ def run(argv: list[str]) -> int:
         return fail(str(exc), USAGE)
     except (NotFound, WrongType, BadPayload) as exc:  # the API's: unknown name, key of the wrong type, raw entry
         return fail(str(exc), NOT_FOUND)
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
+    except (store.ConnectionError, store.TimeoutError) as exc:
         url = get_config().redis_url
         return fail(f"Redis at {redact_url(url)} is unreachable: {scrub(str(exc), url)}", UNREACHABLE)
-    except redis.ResponseError as exc:
+    except store.ResponseError as exc:
         if str(exc).startswith("WRONGTYPE"):
             return fail(f"a key holds the wrong type of value, nothing changed: {exc}", NOT_FOUND)
         return fail(f"Redis refused: {scrub(str(exc), get_config().redis_url)}", NOT_FOUND)
-    except redis.RedisError as exc:
+    except store.RedisError as exc:
         return fail(f"Redis error: {type(exc).__name__}: {scrub(str(exc), get_config().redis_url)}", UNREACHABLE)
     except BrokenPipeError:
         return 0  # `cogworker jobs dead | head`: the reader had enough

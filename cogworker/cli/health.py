@@ -12,10 +12,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import redis
-
-from ..launch.argtypes import positive_float
+from .. import store
 from ..config import as_text, get_config
+from ..launch.argtypes import positive_float
 
 
 def add_parser(sub: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
@@ -29,7 +28,7 @@ def add_parser(sub: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         ok, reason = check(args.max_age, args.identity)
-    except redis.RedisError as exc:
+    except store.RedisError as exc:
         ok, reason = False, f"Redis unreachable: {type(exc).__name__}"
     if args.json:
         import json
@@ -62,7 +61,7 @@ def records(identity: str | None) -> list[tuple[str, dict[str, str]]]:
     config = get_config()
     client, keys = config.redis(), config.keys
     names = [identity] if identity else sorted(as_text(i) for i in client.smembers(keys.processes))
-    pipe = client.pipeline(transaction=False)
+    pipe = store.pipeline(client)
     for name in names:
         pipe.hgetall(keys.process(name))
     host = socket.gethostname()

@@ -8,8 +8,8 @@ import argparse
 import ipaddress
 import os
 
-from ..launch.argtypes import port_arg
 from ..config import get_config
+from ..launch.argtypes import port_arg
 from .output import USAGE, CliError, usage
 
 USER_ENV, PASSWORD_ENV = "COGWORKER_WEB_USERNAME", "COGWORKER_WEB_PASSWORD"

@@ -13,32 +13,31 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-import redis.asyncio
-
-from . import enqueue as client, status as status_enqueue
-from ..core import hooks
-from ..store import lua, guard
-from ..lifecycle import unique
+from .. import store
 from ..config import Config, get_config
+from ..core import hooks
 from ..core.middleware import client_middleware
 from ..core.payload import dumps
+from ..lifecycle import unique
+from ..store import guard, lua
+from ..store.connection import connect_async
+from . import enqueue as client
+from . import status as status_enqueue
 
 # loop -> {redis URL: client}: a redis.asyncio client belongs to the loop it first ran on.
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, redis.asyncio.Redis]] = \
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, store.AsyncClient]] = \
     weakref.WeakKeyDictionary()
 
 
-def async_redis(config: Config | None = None) -> redis.asyncio.Redis:
+def async_redis(config: Config | None = None) -> store.AsyncClient:
     """This loop's client for the configured Redis (made on first use, kept per loop)."""
     config = config or get_config()
     loop = asyncio.get_running_loop()
     per_loop = _clients.setdefault(loop, {})
     found = per_loop.get(config.redis_url)
     if found is None:
-        found = per_loop[config.redis_url] = redis.asyncio.Redis.from_url(
-            config.redis_url, socket_timeout=config.socket_timeout,
-            socket_connect_timeout=config.socket_connect_timeout, health_check_interval=0,
-            retry_on_timeout=False)
+        found = per_loop[config.redis_url] = connect_async(
+            config.redis_url, config.socket_timeout, config.socket_connect_timeout)
     return found
 
 
@@ -64,19 +63,19 @@ async def _write_one(payload: dict[str, Any], at: float | None) -> str | None:
         keys, args = unique.push_call(payload, encoded, at)
         try:
             pushed = await lua.script(conn, "unique_push")(keys=keys, args=args)
-        except redis.ResponseError as exc:
+        except store.ResponseError as exc:
             lua.raise_if_fenced(exc)
             raise
         jid = payload["jid"] if pushed == 1 else None
         if jid is not None and status_enqueue.writes_enqueue(get_config(), payload):
-            pipe = conn.pipeline(transaction=False)
+            pipe = store.pipeline(conn)
             client.status(pipe, payload, at)
             try:
                 await pipe.execute()
             except Exception as exc:  # best-effort, as the sync client's (guard.best_effort)
                 guard.handle("writing job status", exc)
     else:
-        pipe = conn.pipeline(transaction=False)
+        pipe = store.pipeline(conn)
         client._write(pipe, payload, encoded, at)
         await _execute(pipe)
         jid = payload["jid"]
@@ -117,7 +116,7 @@ async def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
         jids.append(payload["jid"])
     if by_queue:
         keys = get_config().keys
-        pipe = async_redis().pipeline(transaction=False)
+        pipe = store.pipeline(async_redis())
         client.status_many(pipe, bulk)
         for queue, raws in by_queue.items():
             for i in range(0, len(raws), client.BULK_CHUNK):

@@ -8,16 +8,16 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from redis.exceptions import NoScriptError
-
-from ..core import hooks
-from ..store import lua, guard, pipes as rawpipe
-from . import status as status_enqueue
-from ..lifecycle import unique
+from .. import store
 from ..config import Config, get_config
-from ..keys import Keys
+from ..core import hooks
 from ..core.middleware import client_middleware
 from ..core.payload import dumps
+from ..keys import Keys
+from ..lifecycle import unique
+from ..store import NoScriptError, guard, lua
+from ..store import pipes as rawpipe
+from . import status as status_enqueue
 
 BULK_CHUNK = 1000  # values per LPUSH in a bulk enqueue
 # Up to this size a single enqueue is one push.lua call; a larger job takes the pipeline,
@@ -146,14 +146,14 @@ def _final(payload: dict[str, Any], at: float | None, config: Config | None) -> 
         jid = unique.push(client, payload, encoded, at)
         if jid is not None and status_enqueue.writes_enqueue(get_config(), payload):
             # The lock and the push are one script: its status follows in a pipeline of its own.
-            pipe = client.pipeline(transaction=False)
+            pipe = store.pipeline(client)
             status(pipe, payload, at)
             guard.best_effort("writing job status", pipe.execute)
     elif at is None and len(encoded) <= PUSH_SCRIPT_MAX:
         _push_one(client, payload, encoded)
         jid = payload["jid"]
     else:
-        pipe = client.pipeline(transaction=False)
+        pipe = store.pipeline(client)
         _write(pipe, payload, encoded, at)
         _execute(pipe)
         jid = payload["jid"]
@@ -178,7 +178,7 @@ def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
         jids.append(payload["jid"])
     if by_queue:
         keys = get_config().keys
-        pipe = get_config().redis().pipeline(transaction=False)
+        pipe = store.pipeline(get_config().redis())
         status_many(pipe, bulk)
         for queue, raws in by_queue.items():
             for i in range(0, len(raws), BULK_CHUNK):

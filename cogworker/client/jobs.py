@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, ParamSpec, TypeVar
 
-from . import enqueue as client, aio as client_async
-from ..errors import ConfigurationError
-from ..core.payload import (
+from ..core.payload import (  # noqa: F401 (re-exported: their home was this module)
     UNIQUE_UNTIL,
     BackoffFn,
     JobOptions,
@@ -32,6 +30,9 @@ from ..core.payload import (
     to_epoch,
 )
 from ..core.registry import JobDef, importable, register, registry, resolve  # noqa: F401 (re-exported)
+from ..errors import ConfigurationError
+from . import aio as client_async
+from . import enqueue as client
 
 P = ParamSpec("P")
 R = TypeVar("R")

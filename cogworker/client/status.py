@@ -10,8 +10,8 @@ import time
 from typing import Any, NamedTuple
 
 from ..config import Config
-from ..lifecycle.history import FIELDS, HOUR, enq_ttl, hour_of, status_fields
 from ..keys import Keys
+from ..lifecycle.history import FIELDS, HOUR, enq_ttl, hour_of, status_fields
 
 EnqueueWrite = tuple[str, "int | None", dict[str, Any]]  # key, ttl (None: set already), fields to HSET
 

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from ..config import Config
 from .payload import default_backoff, error_class_name, error_message, error_traceback, jid_in
-from .payload import parse_payload  # re-exported: its home was here
+from .payload import parse_payload as parse_payload  # re-exported: its home was here
 
 MAX_INTERRUPTS = 3
 INTERRUPT_DELAY = 30  # seconds, times the interruption count

@@ -12,10 +12,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis
-
-from ..store import lua, errors as redis_errors
+from .. import store
 from ..config import Config, logger
+from ..store import errors as redis_errors
+from ..store import lua
 
 
 @dataclass
@@ -88,7 +88,7 @@ def take_control(config: Config, identity: str, client: Any = None) -> str | Non
     key = config.keys.control(identity)
     try:
         raw = (client or config.redis()).getdel(key)
-    except redis.ResponseError as exc:
+    except store.ResponseError as exc:
         if redis_errors.classify(exc) != redis_errors.WRONGTYPE:
             raise
         # Not a request (someone else's key): never a reason to skip the beat itself.

@@ -15,11 +15,10 @@ import time
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-import redis
-
-from ..store import lua
+from .. import store
 from ..config import Config, as_bytes_list
 from ..errors import Fenced
+from ..store import lua
 from .heartbeat import clock
 
 ORPHANINGS_TTL = 7 * 24 * 3600
@@ -61,7 +60,7 @@ class InProgressList:
         self.lease = config.orphan_threshold / 2
 
     @property
-    def client(self) -> redis.Redis:
+    def client(self) -> store.Client:
         return self.config.redis()
 
     def _run(self, name: str, keys: list[Any], args: list[Any], beats: bool = False) -> Any:

@@ -11,16 +11,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-import redis
-
-from ..core import hooks
-from ..store import lua, guard, errors as redis_errors
+from .. import store
 from ..config import Config, get_config, logger
+from ..core import hooks
 from ..core.payload import JobOptions, build_payload, new_jid
 from ..core.registry import registry
+from ..store import errors as redis_errors
+from ..store import guard, lua
 
 if TYPE_CHECKING:
-    from .entries import Entry
+    from .ticker import Entry
 
 NOT_OURS, CLAIMED, PRIMED, SKIPPED_RUNNING, SKIPPED_DISABLED, SKIPPED_MISSED = 0, 1, 2, 3, 4, 5
 COUNT_CAP = 1000  # missed slots counted for the log line at most (then "1000+")
@@ -136,7 +136,7 @@ class SlotClaims(ABC):
                 [keys.periodic_last_slot(entry.pjid), keys.periodic_lock(entry.pjid, slot),
                  keys.periodic_running(entry.pjid), keys.periodic_disabled],
                 [slot, mode, lock_ttl, jid, "1" if entry.unique else "", QUEUED_TTL, entry.pjid, *extra])
-        except (redis.ConnectionError, redis.TimeoutError):
+        except (store.ConnectionError, store.TimeoutError):
             # The reply is lost, not necessarily the claim: settled (fired if it landed)
             # before this entry is looked at again, so the slot can't be taken and lost.
             if doubt is None and mode in ("claim", "prime_new"):

@@ -15,14 +15,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from . import eventloop as aio
-from ..core import fate, hooks
-from ..lifecycle import history
 from ..config import Config, logger
-from ..errors import JobTimeout
+from ..core import fate, hooks
 from ..core.middleware import server_middleware
 from ..core.payload import default_backoff
 from ..core.registry import JobDef, resolve
+from ..errors import JobTimeout
+from ..lifecycle import history
+from . import eventloop as aio
 
 _thread_kind = threading.local()
 

@@ -26,10 +26,10 @@ from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from . import eventloop as aio
-from ..core import fate
 from ..config import logger
+from ..core import fate
 from ..errors import Fenced
+from . import eventloop as aio
 from .execute import HardStop, execute, in_job_pool, launch_async
 from .fetch.fetcher import Work
 from .loop import Worker

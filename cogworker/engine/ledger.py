@@ -12,13 +12,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-import redis
-
-from ..core import fate, hooks, settlement
-from ..store import guard
-from ..lifecycle import stats
+from .. import store
 from ..config import logger
+from ..core import fate, hooks, settlement
 from ..errors import Fenced
+from ..lifecycle import stats
+from ..store import guard
 from .fetch.fast import MARK
 from .fetch.fetcher import Work, jid_of
 
@@ -122,7 +121,7 @@ class Settling(ABC):
             try:
                 self.fetcher.acknowledge(raw)
                 return
-            except redis.RedisError as exc:
+            except store.RedisError as exc:
                 if attempt == ACK_ATTEMPTS:
                     logger.error("couldn't acknowledge finished jid=%s after %d attempts (will retry): %s",
                                  jid_of(raw), attempt, exc)
@@ -135,7 +134,7 @@ class Settling(ABC):
         reconcile (or the owner's shutdown, or orphan recovery) requeues it later."""
         try:
             settlement.apply(self.fetcher, work.raw, fate.GIVE_BACK, queue=work.queue)
-        except redis.RedisError as exc:
+        except store.RedisError as exc:
             logger.error("couldn't hand back jid=%s (left in progress): %s", work.jid(), exc)
 
     def interrupt(self, work: Work, error: BaseException, duration: float | None = None) -> None:
@@ -167,7 +166,7 @@ class Settling(ABC):
         decision = fate.decide(self.config, work.raw, fate.Unreadable(why))
         try:
             settlement.apply(self.fetcher, work.raw, decision, queue=work.queue)
-        except redis.RedisError:
+        except store.RedisError:
             self.owe(work.raw, decision)
 
     def settle_pending(self, listed: set[bytes] | None = None) -> None:
@@ -179,7 +178,7 @@ class Settling(ABC):
                 continue
             try:
                 settlement.apply(self.fetcher, raw, how)
-            except redis.RedisError as exc:
+            except store.RedisError as exc:
                 logger.debug("still couldn't settle jid=%s: %s", jid_of(raw), exc)
                 continue
             self.pending.pop(raw)
@@ -219,7 +218,7 @@ class Settling(ABC):
             self.acknowledge(raw)
         try:
             self.settle_pending(set(self.fetcher.listed()))
-        except redis.RedisError as exc:  # each stays owed: parked below, or kept listed by the requeue at exit
+        except store.RedisError as exc:  # each stays owed: parked below, or kept listed by the requeue at exit
             guard.handle(f"worker {self.identity}: settling what it owes", exc)
         self.park_owed(quiet=True)
         self.flush_stats()
@@ -233,7 +232,7 @@ class Settling(ABC):
                 settlement.apply(self.fetcher, raw, fate.decide(self.config, raw, fate.Leaving(filing)))
                 self.pending.pop(raw)
                 self.reporter.settled(raw)
-            except redis.RedisError as exc:
+            except store.RedisError as exc:
                 if not quiet:
                     raise
                 logger.error("couldn't hand over the unsettled failure of jid=%s: %s", jid_of(raw), exc)

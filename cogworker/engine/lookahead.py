@@ -18,12 +18,11 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING
 
-import redis
-
+from .. import store
+from ..config import logger
 from ..core import fate
 from ..store import errors as redis_errors
 from .fetch.batch import Ack
-from ..config import logger
 from .fetch.fetcher import Ahead, Work, jid_of, large
 
 if TYPE_CHECKING:
@@ -146,7 +145,7 @@ class LookAhead(Plain):
         w.reporter.looked_ahead(self.number, ack_jid)
         try:
             self.ahead = w.fetcher.send_ahead(self.number, w.ack_due, ack_jid, k, tuple(self.acks))
-        except redis.RedisError as exc:
+        except store.RedisError as exc:
             logger.debug("look-ahead not sent: %s", exc)
             w.reporter.looked_ahead(0, None)
             self._flush_acks()
@@ -225,12 +224,12 @@ class LookAhead(Plain):
         works: list[Work] = []
         try:
             works = w.fetcher.read_ahead_all(ahead)
-        except redis.exceptions.NoScriptError:
+        except store.NoScriptError:
             # Scripts flushed (or a new server): it did not run, so neither did its acks.
             # Made now, while the slot still names those jobs for the master.
             for raw in _riding(ahead):
                 w.acknowledge(raw)
-        except redis.RedisError as exc:
+        except store.RedisError as exc:
             # Unknown whether it ran: the acks are owed (LREM is idempotent) and jobs it
             # may have moved are strays that reconcile requeues.
             for raw in _riding(ahead):

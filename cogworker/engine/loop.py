@@ -16,19 +16,19 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import redis
-
-from ..core import fate
-from ..lifecycle import history, stats, unique
-from ..store import guard, errors as redis_errors  # noqa: F401 (unique: hook subscriber)
+from .. import store
 from ..config import Config, get_config, logger
+from ..core import fate
 from ..errors import Fenced
+from ..lifecycle import history, stats, unique  # noqa: F401 (unique: hook subscriber)
+from ..store import errors as redis_errors
+from ..store import guard
+from ..store.guard import Outage
 from .execute import HardStop, execute
 from .fetch.fetcher import Fetcher, Work, check_redis_version
-from .lookahead import LookAhead, Plain
-from ..store.guard import Outage
-from .reporter import Reporter
 from .ledger import ACK_ATTEMPTS, Settling
+from .lookahead import LookAhead, Plain
+from .reporter import Reporter
 
 __all__ = ["ACK_ATTEMPTS", "FENCED_EXIT", "HardStop", "Reporter", "Worker", "new_identity"]
 
@@ -125,19 +125,19 @@ class Worker(Settling):
                 self._register()
                 self._outage.ok()
                 return
-            except redis.RedisError as exc:
+            except store.RedisError as exc:
                 if not redis_errors.is_outage(exc):
                     raise
                 self._stopping.wait(self.redis_away(exc))  # a stop ends the backoff
 
     def _register(self) -> None:
         keys = self.config.keys
-        pipe = self.config.redis().pipeline(transaction=False)
+        pipe = store.pipeline(self.config.redis())
         pipe.sadd(keys.in_progress_identities, self.identity)
         pipe.hset(keys.last_beat, self.identity, time.time())
         try:
             pipe.execute()
-        except redis.ResponseError as exc:
+        except store.ResponseError as exc:
             if redis_errors.is_outage(exc):
                 raise
             # A key of the wrong type: logged, and the worker runs anyway (orphan
@@ -207,7 +207,7 @@ class Worker(Settling):
         """One job (the ack due riding on the fetch), or None."""
         try:
             work = self.fetcher.fetch(ack=self.ack_due, ack_jid=self.ack_due_jid, on_empty=self._idle)
-        except redis.RedisError as exc:
+        except store.RedisError as exc:
             if self.ack_due is not None:
                 # Unknown whether it landed; LREM is idempotent, so reconcile just repeats it.
                 self.owe(self.ack_due, fate.ACK)
@@ -249,7 +249,7 @@ class Worker(Settling):
             self._last_reconcile = now
             try:
                 self.reconcile(holding())
-            except redis.RedisError as exc:  # skipped this time (``Fenced`` goes up: the loop leaves)
+            except store.RedisError as exc:  # skipped this time (``Fenced`` goes up: the loop leaves)
                 guard.handle(f"worker {self.identity}: reconcile", exc)
 
     def flush_stats(self) -> None:
@@ -259,7 +259,7 @@ class Worker(Settling):
         try:
             self.reporter.stats(snap)
         except Exception as exc:  # counters are never worth a job: kept for the next flush, or dropped (below)
-            if isinstance(exc, redis.ResponseError) and not redis_errors.is_outage(exc):
+            if isinstance(exc, store.ResponseError) and not redis_errors.is_outage(exc):
                 # Redis ran the batch and refused part of it (a key of the wrong type): the
                 # rest is written, so sending it again would count it twice.
                 logger.error("stats partly not written (dropped): %s", exc)
@@ -321,18 +321,7 @@ class Worker(Settling):
         try:
             self.fetcher.confirm()
             return True
-        except redis.RedisError as exc:
+        except store.RedisError as exc:
             logger.warning("worker %s: couldn't confirm it is alive before starting jid=%s (%s); left listed",
                            self.identity, work.jid(), exc)
             return False
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m cogworker.worker MODULE``: the whole system in one process."""
-    from ..worker.runner import main as run_main
-
-    run_main(argv)
-
-
-if __name__ == "__main__":
-    main()

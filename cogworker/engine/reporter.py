@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from ..config import Config
 from ..core import fate
 from ..lifecycle import stats
-from ..config import Config
 from .fetch.fetcher import Fetcher, Work
 
 

@@ -17,11 +17,11 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..lifecycle import stats
 from ..config import Config
+from ..lifecycle import stats
 from ..store.guard import Breaker
-from .recovery import OrphanRecovery
 from .poller import Poller
+from .recovery import OrphanRecovery
 
 STATS_INTERVAL = 1.0
 
@@ -45,7 +45,7 @@ class Housekeeping:
         self.next_beat = self.next_recovery = self.next_stats = 0.0
         self.ticker: Any = None
         if cron:
-            from ..cron import entries as periodic
+            from ..cron import ticker as periodic
 
             # None when the app registered no periodic entries. Slots wait for the first
             # recovery pass (a job of a dead process's slot is requeued first).

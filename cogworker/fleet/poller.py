@@ -8,12 +8,12 @@ from __future__ import annotations
 import random
 import time
 
-import redis
-
-from ..core import fate, settlement
-from ..store import lua, guard, errors as redis_errors
+from .. import store
 from ..config import Config, logger
+from ..core import fate, settlement
 from ..core.payload import jid_in
+from ..store import errors as redis_errors
+from ..store import guard, lua
 
 BATCH = 100
 
@@ -39,7 +39,7 @@ class Poller:
             try:
                 moved += self.drain(zset)
                 self._logged.pop(zset, None)
-            except redis.RedisError as exc:
+            except store.RedisError as exc:
                 if guard.kind_of(exc) == guard.OUTAGE:
                     raise  # Redis away or refusing writes (OOM, READONLY): the caller's policy backs off
                 message = f"{type(exc).__name__}: {exc}"

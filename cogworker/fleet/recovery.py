@@ -9,17 +9,18 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-import redis
-
-# unique, cron_claims: hook subscribers (the locks follow the jobs this module files and requeues)
-from ..cron import claims as cron_claims
-from ..lifecycle import history, unique
-from ..core import hooks, settlement
-from ..store import lua, guard, errors as redis_errors  # noqa: F401
+from .. import store
 from ..config import Config, as_bytes_list, as_text, logger
+from ..core import hooks, settlement
 from ..core.fate import File
 from ..core.heartbeat import clock, deregister
 from ..core.inprogress import InProgressList
+
+# unique, cron.claims, history: hook subscribers (the locks follow the jobs this module files and requeues)
+from ..cron import claims as cron_claims  # noqa: F401
+from ..lifecycle import history, unique  # noqa: F401
+from ..store import errors as redis_errors  # noqa: F401
+from ..store import guard, lua
 
 FENCE_TTL = 7 * 24 * 3600  # as set by requeue.lua
 
@@ -113,7 +114,7 @@ def complete_raw_burials(config: Config, raws: list[bytes]) -> None:
             client.zadd(keys.dead, {json.dumps(job): time.time()})
             client.zrem(keys.dead, raw)
             buried_as_dead(config, job)
-        except redis.RedisError as exc:
+        except store.RedisError as exc:
             logger.error("completing the dead entry of a repeat orphan failed: %s", exc)
 
 
@@ -171,7 +172,7 @@ def trim_dead(config: Config) -> None:
     """The dead set's limits (10,000 entries, 180 days), for the paths that add to it
     without the filing script's trim (poller garbage, repeat orphans, unsettled)."""
     keys = config.keys
-    pipe = config.redis().pipeline(transaction=False)
+    pipe = store.pipeline(config.redis())
     pipe.zremrangebyscore(keys.dead, "-inf", f"({time.time() - config.dead_timeout!r}")
     pipe.zremrangebyrank(keys.dead, 0, -(config.dead_max_jobs + 1))
     pipe.execute()
@@ -207,7 +208,7 @@ class OrphanRecovery:
         found: set[str] = set(self.scanned)
         try:
             found |= {as_text(m) for m in client.smembers(keys.in_progress_identities)}
-        except redis.ResponseError as exc:  # wrong type: the scan can still find lists
+        except store.ResponseError as exc:  # wrong type: the scan can still find lists
             logger.error("orphan recovery: can't read %s: %s", keys.in_progress_identities, exc)
         if scan:
             prefix = keys.in_progress_prefix
@@ -236,7 +237,7 @@ class OrphanRecovery:
         """One pass. One identity that can't be processed never stops the others."""
         try:
             moved = self._recover(sorted(self.candidates(scan) - self.own - set(own)))
-        except redis.RedisError as exc:
+        except store.RedisError as exc:
             if guard.kind_of(exc) == guard.OUTAGE:
                 self.forget_observations()  # Redis didn't answer: what we watched may be its stall
             raise  # the caller's policy logs it (and backs off an outage)
@@ -245,7 +246,7 @@ class OrphanRecovery:
                            ("trimming the dead set", trim_dead)):
             try:
                 step(self.config)
-            except redis.RedisError as exc:
+            except store.RedisError as exc:
                 if guard.kind_of(exc) == guard.OUTAGE:
                     self.forget_observations()
                     raise
@@ -260,7 +261,7 @@ class OrphanRecovery:
             return [], sent
         try:
             raw = self.config.redis().hmget(self.config.keys.last_beat, identities)
-        except redis.ResponseError as exc:  # last_beat of the wrong type: the process keys decide
+        except store.ResponseError as exc:  # last_beat of the wrong type: the process keys decide
             logger.error("orphan recovery: can't read %s: %s", self.config.keys.last_beat, exc)
             raw = [None] * len(identities)
         return [as_text(value) if value else "none" for value in raw], sent
@@ -307,7 +308,7 @@ class OrphanRecovery:
                 self.seen[identity] = (value, now)  # forgotten a threshold after its fence
                 return n
             deregister(self.config, identity)
-        except redis.RedisError as exc:
+        except store.RedisError as exc:
             if guard.kind_of(exc) == guard.OUTAGE:
                 raise
             # Asked again a threshold later, not on every pass (one line per threshold).

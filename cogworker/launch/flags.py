@@ -7,11 +7,10 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
-import redis
-
-from .argtypes import port_arg, positive_int
+from .. import store
 from ..config import Config, logger, validate_namespace, validate_redis_url
 from ..errors import ConfigurationError
+from .argtypes import port_arg, positive_int
 from .queues import parse_queues
 
 
@@ -49,8 +48,8 @@ QUEUE_HELP = ("a queue to work, repeatable: strict order, or weighted with ,WEIG
 def declared_queues() -> dict[str, list[str]]:
     """queue -> what declares it ("job app.jobs.add", "periodic entry report-5m"), for
     every job and periodic entry registered so far, in the order they were registered."""
-    from ..cron.entries import entries
     from ..core.registry import registry
+    from ..cron.ticker import entries
 
     found: dict[str, list[str]] = {}
     for job in registry.values():
@@ -97,7 +96,7 @@ def check_tls(config: Config) -> None:
         return
     try:
         config.redis().ping()
-    except redis.ConnectionError as exc:
+    except store.ConnectionError as exc:
         if "CERTIFICATE_VERIFY_FAILED" not in str(exc) and "certificate verify failed" not in str(exc):
             return
         reason = str(exc).split("certificate verify failed:", 1)[-1].split("(_ssl", 1)[0].strip(" .")
@@ -105,7 +104,7 @@ def check_tls(config: Config) -> None:
             f"Redis's TLS certificate can't be verified ({reason or 'certificate verify failed'}): for a "
             "self-signed certificate such as Heroku Redis's, add ?ssl_cert_reqs=none to the rediss:// URL "
             "(encrypted, but the server unverified), or give its CA with ?ssl_ca_certs=/path/to/ca.pem") from None
-    except redis.RedisError:
+    except store.RedisError:
         return
 
 

@@ -35,9 +35,9 @@ import time
 import weakref
 from typing import Any
 
-from ..core import hooks
-from ..store import lua, guard
 from ..config import Config, get_config
+from ..core import hooks
+from ..store import guard, lua
 
 FLUSH_INTERVAL = 1.0
 HOUR = 3600

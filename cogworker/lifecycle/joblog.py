@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import logging
 
-from ..core import hooks
 from ..config import logger
+from ..core import hooks
 
 
 def enable() -> None:

@@ -15,8 +15,9 @@ import weakref
 from collections import defaultdict
 from typing import Any
 
-from ..core import hooks
+from .. import store
 from ..config import Config, as_text
+from ..core import hooks
 
 THROUGHPUT_TTL = 2 * 24 * 3600
 DAY_TTL = 35 * 24 * 3600  # per-day totals, for a month of history (as Sidekiq keeps)
@@ -167,7 +168,7 @@ class StatsBuffer:
 def flush(config: Config, snap: dict[str, Any]) -> None:
     """Write a snapshot in one round trip. Raises on a Redis error: the caller keeps it."""
     keys = config.keys
-    pipe = config.redis().pipeline(transaction=False)
+    pipe = store.pipeline(config.redis())
     if snap["processed"]:
         pipe.incrby(keys.stats_processed, snap["processed"])
     if snap["failed"]:

@@ -13,11 +13,10 @@ import math
 import time
 from typing import Any
 
-import redis
-
+from .. import store
+from ..config import get_config
 from ..core import hooks
 from ..store import lua
-from ..config import get_config
 
 
 def digest(payload: dict[str, Any]) -> str:
@@ -35,7 +34,7 @@ def prepare(payload: dict[str, Any]) -> None:
     payload["unique_digest"] = digest(payload)
 
 
-def push(client: redis.Redis, payload: dict[str, Any], encoded: str, at: float | None) -> str | None:
+def push(client: store.Client, payload: dict[str, Any], encoded: str, at: float | None) -> str | None:
     keys, args = push_call(payload, encoded, at)
     pushed = lua.run(client, "unique_push", keys, args)
     return payload["jid"] if pushed == 1 else None

@@ -15,10 +15,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import store
 from ..config import Config
 from ..errors import ConfigurationError
-from .jobcounts import BUCKETS, JobMetrics
 from .http import MetricsServer
+from .jobcounts import BUCKETS, JobMetrics
 
 SAMPLE_INTERVAL = 5.0
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -58,7 +59,7 @@ def sample_redis(config: Config, queues: list[str], client: Any = None) -> Sampl
     """Sizes and latencies in one pipeline: LLEN and the oldest entry of each queue,
     ZCARD of the three sets. Raises on a Redis error (the caller counts the outage)."""
     keys = config.keys
-    pipe = (client or config.redis()).pipeline(transaction=False)
+    pipe = store.pipeline(client or config.redis())
     for queue in queues:
         pipe.llen(keys.queue(queue))
         pipe.lindex(keys.queue(queue), -1)  # the oldest: fetch takes from the right end

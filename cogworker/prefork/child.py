@@ -17,15 +17,15 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
-import redis
 from setproctitle import setproctitle
 
-from ..core import heartbeat
-from ..launch import logs as logsetup
+from .. import store
 from ..config import Config, logger
-from ..errors import Fenced
+from ..core import heartbeat
 from ..core.heartbeat import clock
 from ..engine.loop import FENCED_EXIT, Worker
+from ..errors import Fenced
+from ..launch import logs as logsetup
 from .flight_slots import FlightSlots
 from .pipe import PipeReporter
 from .siblings import Siblings
@@ -158,7 +158,7 @@ class Child:
         sent = clock()
         try:
             refused = heartbeat.beat(self.config, [record])
-        except redis.RedisError:
+        except store.RedisError:
             return
         if refused:
             self.leave_fenced()
@@ -183,7 +183,7 @@ class Child:
             heartbeat.deregister(self.config, self.identity)
         except Fenced:
             self.leave_fenced()
-        except redis.RedisError as exc:
+        except store.RedisError as exc:
             logger.error("child %d: couldn't hand back its job (orphan recovery will): %s", self.index, exc)
 
 
@@ -203,7 +203,7 @@ def child_main(index: int, config: Config, conn: Connection, slots: Slots,
             # The master can't clean up after us: leave nothing behind.
             try:
                 heartbeat.deregister(config, child.identity)
-            except redis.RedisError:
+            except store.RedisError:
                 pass
     except BaseException:
         traceback.print_exc()

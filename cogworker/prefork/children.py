@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
-from ..core import fate, heartbeat
-from ..lifecycle import stats
 from ..config import Config, logger
-from ..errors import Fenced
+from ..core import fate, heartbeat
 from ..core.inprogress import InProgressList
+from ..errors import Fenced
+from ..lifecycle import stats
 from . import flight_slots
 from .child import child_main
 from .flight_slots import FlightSlots

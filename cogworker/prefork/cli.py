@@ -10,10 +10,11 @@ from typing import NoReturn
 
 from setproctitle import setproctitle
 
+from ..errors import ConfigurationError
+
 # Nothing here imports redis-py or the rest of cogworker: ``main`` first takes the
 # password (--redis-url) out of the process title, then imports them.
 from ..launch.argtypes import positive_float, positive_int
-from ..errors import ConfigurationError
 from .inbox import BootInterrupted, SignalInbox
 from .slots import MAX_SLOTS
 
@@ -72,9 +73,9 @@ def main(argv: list[str] | None = None) -> None:
     inbox = SignalInbox()
     args = build_parser().parse_args(argv)
     setproctitle(f"cogworker: master {args.module} [booting]")
-    from ..launch.flags import app_queues, check_tls, setup_logging
     from ..config import configure, get_config, logger, validate_redis_url
     from ..errors import RedisVersionError
+    from ..launch.flags import app_queues, check_tls, setup_logging
     from ..launch.queues import parse_queues
 
     try:
@@ -127,8 +128,8 @@ def preload(module: str, inbox: SignalInbox) -> None:
 
 
 def stopped_during_boot(signal_name: str) -> NoReturn:
-    from ..launch import logs as logsetup
     from ..config import logger
+    from ..launch import logs as logsetup
 
     if not logsetup.user_configured():  # interrupted before the logging was set up
         logsetup.setup("INFO", "text")

@@ -14,8 +14,8 @@ import selectors
 from collections.abc import Callable
 from typing import Any
 
-from ..metrics import jobcounts as jobmetrics
 from ..config import Config
+from ..metrics import jobcounts as jobmetrics
 from ..metrics.exporter import Exporter, Processes, Sampler, listen, require_client
 
 

@@ -10,8 +10,8 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ..core import fate
 from ..config import Config
+from ..core import fate
 from ..engine.execute import deadline_of
 from ..engine.fetch.fetcher import Work
 from ..engine.flights import FlightWorker

@@ -17,19 +17,19 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-import redis
 from setproctitle import setproctitle
 
-from ..core import fate, heartbeat
-from ..fleet import recovery
-from ..lifecycle import stats, unique  # noqa: F401 (unique: hook subscriber)
+from .. import store
 from ..config import Config, logger
-from ..errors import Fenced
-from ..engine.fetch.fetcher import check_redis_version
-from ..fleet.housekeeping import Housekeeping
+from ..core import heartbeat
 from ..core.inprogress import InProgressList
-from ..store.guard import Breaker
+from ..engine.fetch.fetcher import check_redis_version
 from ..engine.loop import FENCED_EXIT, new_identity
+from ..errors import Fenced
+from ..fleet import recovery
+from ..fleet.housekeeping import Housekeeping
+from ..lifecycle import stats, unique  # noqa: F401 (unique: hook subscriber)
+from ..store.guard import Breaker
 from . import reaped
 from .children import ChildrenMixin, ChildState, child_identity
 from .exporting import MasterMetrics
@@ -116,7 +116,7 @@ class Master(SignalsMixin, ChildrenMixin, WatchMixin):
     # -- Redis, through the one error policy, with its circuit breaker ----------------------
 
     @property
-    def client(self) -> redis.Redis:
+    def client(self) -> store.Client:
         return self.config.redis()
 
     @property
@@ -187,7 +187,7 @@ class Master(SignalsMixin, ChildrenMixin, WatchMixin):
     def boot_checks(self) -> None:
         try:
             check_redis_version(self.client)
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
+        except (store.ConnectionError, store.TimeoutError) as exc:
             logger.error("master: Redis unavailable at boot (%s); children will wait for it", exc)
 
     # -- the loop ----------------------------------------------------------------------------

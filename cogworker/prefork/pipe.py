@@ -27,10 +27,10 @@ from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
 from ..core import fate
-from ..metrics import jobcounts as jobmetrics
 from ..engine.execute import deadline_of
 from ..engine.fetch.fetcher import Fetcher, Work, jid_of
 from ..engine.loop import Reporter
+from ..metrics import jobcounts as jobmetrics
 from .siblings import Siblings
 from .slots import RUNNING, WAITING, SlotWriter
 

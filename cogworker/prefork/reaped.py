@@ -8,13 +8,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core import fate, settlement
 from ..config import Config, logger
-from ..errors import JobTimeout
+from ..core import fate, settlement
 from ..core.fate import Decision, Drop, File
 from ..core.inprogress import InProgressList, jid_of
 from ..core.payload import default_backoff
 from ..core.registry import registry
+from ..errors import JobTimeout
 
 TIMEOUT_GRACE = 5.0  # a job past its soft timeout by this much gets its child killed
 
@@ -104,14 +104,14 @@ def apply(config: Config, identity: str, owed: Reaped, listed: list[bytes]) -> t
 
 def _file(lst: InProgressList, raw: bytes, decision: File, jid: str) -> bool:
     """Filed, or parked in unsettled if it can't be (never re-run); False: neither."""
-    import redis
+    from .. import store
 
     try:
         settlement.apply(lst, raw, decision)
         return True
-    except redis.ResponseError as exc:
+    except store.ResponseError as exc:
         logger.error("master: couldn't file jid=%s (%s); parking it in unsettled", jid, exc)
     try:
         return settlement.apply(lst, raw, fate.Park(decision.record()))
-    except redis.ResponseError:
+    except store.ResponseError:
         return False

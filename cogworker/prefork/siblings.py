@@ -36,8 +36,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-import redis
-
+from .. import store
 from ..config import logger
 from ..engine.fetch.fetcher import Fetcher, Work
 from .slots import CLEAR, TAKEN, TRYING, WAITING, Slots, SlotState, SlotWriter
@@ -84,7 +83,7 @@ class Siblings:
             return
         try:
             left = fetcher.claim_ahead(self.slot.ahead_number, self.slot.started)
-        except redis.RedisError as exc:
+        except store.RedisError as exc:
             left = 0
             logger.warning("%d job(s) fetched ahead: couldn't tell whether a sibling took them (%s: %s); "
                            "not starting them (they are requeued from whichever list holds them)",
@@ -108,7 +107,7 @@ class Siblings:
             try:
                 if with_looked_ahead(self.slots, i, act):
                     return taken[0]
-            except redis.RedisError as exc:
+            except store.RedisError as exc:
                 # Maybe taken after all (a lost reply): our reconcile requeues it if so.
                 logger.debug("couldn't take a sibling's job: %s", exc)
                 return None

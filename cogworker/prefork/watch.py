@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from ..core import heartbeat
 from ..config import Config, logger
+from ..core import heartbeat
 from .children import ChildState
 from .reaped import TIMEOUT_GRACE
 from .slots import Slots

@@ -12,9 +12,15 @@ Three replies look alike (a ``ResponseError``) but call for different handling:
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import redis
 
-from ..config import Config
+
+class Connected(Protocol):
+    """What owns this process's client (``Config``): the seam never imports the settings."""
+
+    def redis(self) -> redis.Redis: ...
 
 OOM, READONLY, WRONGTYPE, OTHER = "oom", "readonly", "wrongtype", "other"
 
@@ -75,7 +81,7 @@ def as_error(text: str | bytes) -> redis.RedisError:
     return redis.ResponseError(message)
 
 
-def reconnect_if_readonly(config: Config, error: BaseException) -> bool:
+def reconnect_if_readonly(config: Connected, error: BaseException) -> bool:
     """A READONLY reply: this process's connections lead to a replica. Drops them all, so
     the next command connects (and resolves the address) afresh. True if it did."""
     if not isinstance(error, redis.RedisError) or classify(error) != READONLY:

@@ -23,7 +23,9 @@ from typing import Any, TypeVar
 import redis
 
 from . import errors as redis_errors
-from ..config import Config, logger
+from .errors import Connected
+
+logger = logging.getLogger("cogworker")  # the package's one logger (config.logger)
 
 T = TypeVar("T")
 
@@ -71,7 +73,7 @@ class Outage:
         self.failures = 0
 
 
-def handle(what: str, exc: BaseException, outage: Outage | None = None, config: Config | None = None,
+def handle(what: str, exc: BaseException, outage: Outage | None = None, config: Connected | None = None,
            log: logging.Logger = logger) -> float:
     """Applies the policy to ``exc`` raised by the step ``what``. Returns the backoff in
     seconds for an outage (0 otherwise)."""
@@ -105,7 +107,7 @@ class Breaker:
     ``skips``, every step is skipped until the backoff ends, so an outage costs one
     timeout, not one per call."""
 
-    def __init__(self, what: str, config: Config | None = None, skips: bool = True) -> None:
+    def __init__(self, what: str, config: Connected | None = None, skips: bool = True) -> None:
         self.what = what
         self.config = config
         self.skips = skips

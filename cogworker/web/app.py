@@ -4,7 +4,6 @@ under a prefix in another app. It reads and changes the system only through
 
 from __future__ import annotations
 
-import redis
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -12,6 +11,7 @@ from starlette.responses import Response
 from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 
+from .. import store
 from ..config import Config, redact_url
 from ..errors import BadPayload, NotFound, WrongType
 from . import job, overview, periodic, queues, sets
@@ -48,7 +48,7 @@ def create_app(auth: AuthHook | None = None, read_only: bool = False, config: Co
               Mount("/static", StaticFiles(packages=[("cogworker.web", "static")]), name="static")]
     app = Starlette(routes=routes, exception_handlers={
         NotFound: not_found, WrongType: refused, BadPayload: refused, HTTPException: http_error,
-        redis.ConnectionError: unreachable, redis.TimeoutError: unreachable})
+        store.ConnectionError: unreachable, store.TimeoutError: unreachable})
     app.state.config = config
     app.state.read_only = read_only
     return Guard(app, auth, read_only)

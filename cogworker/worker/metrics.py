@@ -11,8 +11,8 @@ import dataclasses
 import threading
 from collections.abc import Callable
 
-from ..metrics import jobcounts as jobmetrics
 from ..config import Config
+from ..metrics import jobcounts as jobmetrics
 from ..metrics.exporter import Exporter, Processes, Sampler, listen, require_client
 from ..metrics.http import serve_forever
 from ..store.guard import Breaker

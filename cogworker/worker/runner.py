@@ -11,9 +11,12 @@ import sys
 import threading
 from typing import Any
 
-import redis
-
+from .. import store
+from ..config import configure, get_config, logger, redact_url, validate_redis_url
 from ..core import heartbeat
+from ..engine.loop import FENCED_EXIT, HardStop, Worker
+from ..errors import ConfigurationError, Fenced, RedisVersionError
+from ..fleet.housekeeping import Housekeeping
 from ..launch.app import import_app
 from ..launch.flags import (
     QUEUE_HELP,
@@ -26,12 +29,8 @@ from ..launch.flags import (
     redis_url_arg,
     setup_logging,
 )
-from ..config import configure, get_config, logger, redact_url, validate_redis_url
-from ..errors import ConfigurationError, Fenced, RedisVersionError
-from ..fleet.housekeeping import Housekeeping
-from ..store.guard import Breaker
 from ..launch.queues import parse_queues
-from ..engine.loop import FENCED_EXIT, HardStop, Worker
+from ..store.guard import Breaker
 
 
 class Housekeeper(threading.Thread):
@@ -167,7 +166,7 @@ def clean_up(worker: Worker) -> None:
         heartbeat.deregister(worker.config, worker.identity)
     except Fenced:
         worker.declare_fenced()  # declared dead as it stopped: what it held runs elsewhere
-    except redis.RedisError as exc:
+    except store.RedisError as exc:
         logger.error("couldn't clean up on exit (orphan recovery will): %s", exc)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import redis
+from ... import store
 
 # Pushed on the list just before the fast fetch's LMOVE and removed by its script in the
 # same MULTI: where the script finds it says whether the LMOVE moved a job.
@@ -45,13 +45,13 @@ def commands(sha: str, keys: list[Any], args: list[Any], ack: bytes | None,
 def replies(conn: Any, fast: Fast) -> list[Any]:
     """A fast fetch's replies: MULTI's, one per queued command, then EXEC's. A command
     refused as it was queued (OOM, READONLY) made EXEC discard everything: raised."""
-    refused: redis.ResponseError | None = None
+    refused: store.ResponseError | None = None
     for _ in range(fast.queued + 1):
         try:
             conn.read_response()
-        except redis.ResponseError as exc:
+        except store.ResponseError as exc:
             refused = refused or exc
     try:
         return list(conn.read_response())
-    except redis.ResponseError as exc:
+    except store.ResponseError as exc:
         raise (refused or exc) from None

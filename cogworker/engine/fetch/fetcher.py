@@ -10,16 +10,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-import redis
-
-from . import batch as batchfetch, fast as fastfetch
-from ...store import lua, errors as redis_errors, wire
+from ... import store
 from ...config import Config, as_text, logger
-from .idle import EmptyQueues
-from ...errors import Fenced, RedisVersionError
-from .fast import MARK, Fast
 from ...core.heartbeat import clock
 from ...core.inprogress import InProgressList, _text_field, jid_of
+from ...errors import Fenced, RedisVersionError
+from ...store import errors as redis_errors
+from ...store import lua, wire
+from . import batch as batchfetch
+from . import fast as fastfetch
+from .fast import MARK, Fast
+from .idle import EmptyQueues
 
 MIN_REDIS_VERSION = (6, 2)
 # The fast fetch pays off for large jobs only (no payload enters Lua, where Redis hashes
@@ -61,7 +62,7 @@ class Work(NamedTuple):
         return jid_of(self.raw)
 
 
-def check_redis_version(client: redis.Redis) -> None:
+def check_redis_version(client: store.Client) -> None:
     version = client.info("server").get("redis_version", "0")
     parts = tuple(int(p) for p in str(version).split(".")[:2] if p.isdigit())
     if parts < MIN_REDIS_VERSION:
@@ -208,10 +209,10 @@ class Fetcher(InProgressList):
             return [work] if work is not None else []
         try:
             reply = ahead.conn.read_response()
-        except redis.exceptions.NoScriptError:
+        except store.NoScriptError:
             self._batch_sha = ""  # loaded again before the next one
             raise
-        except redis.ResponseError as exc:
+        except store.ResponseError as exc:
             self._raise_fenced(exc)
             raise
         self.vouch(ahead.sent_at)
@@ -229,13 +230,13 @@ class Fetcher(InProgressList):
 
     def read_ahead(self, ahead: Ahead) -> Work | None:
         """The look-ahead's job, or None if every queue was empty. Raises what the fetch
-        raised: ``redis.exceptions.NoScriptError`` means it did not run at all."""
+        raised: ``store.NoScriptError`` means it did not run at all."""
         if ahead.fast is not None:
             work, _, _ = self._read_fast(ahead.conn, ahead.fast, ahead.order, ahead.since, ahead.sent_at)
             return work
         try:
             reply = ahead.conn.read_response()
-        except redis.ResponseError as exc:
+        except store.ResponseError as exc:
             self._raise_fenced(exc)
             raise
         self.vouch(ahead.sent_at)
@@ -285,8 +286,8 @@ class Fetcher(InProgressList):
                      sent: float) -> tuple[Work | None, Any, bool]:
         """The script's reply decides; the job is the LMOVE's reply when the move stood."""
         reply = replies[-1]
-        if isinstance(reply, redis.ResponseError):
-            if not isinstance(reply, redis.exceptions.NoScriptError) and not str(reply).startswith("NOSCRIPT"):
+        if isinstance(reply, store.ResponseError):
+            if not isinstance(reply, store.NoScriptError) and not str(reply).startswith("NOSCRIPT"):
                 self._raise_fenced(reply)
                 raise reply
             # Scripts flushed: the plain commands ran, the script did not. It runs now on
@@ -313,7 +314,7 @@ class Fetcher(InProgressList):
         # fetch_moved.lua says nil when the job is its LMOVE's reply; an entry may be b"".
         return Work(moved if reply[1] is None else reply[1], queue), False
 
-    def _raise_fenced(self, exc: redis.ResponseError) -> None:
+    def _raise_fenced(self, exc: store.ResponseError) -> None:
         try:
             lua.raise_if_fenced(exc)
         except Fenced:
@@ -350,7 +351,7 @@ class Fetcher(InProgressList):
         try:
             self.client.xread({self.keys.wake: since}, count=1, block=max(1, int(block * 1000)))
             return True
-        except redis.ResponseError as exc:
+        except store.ResponseError as exc:
             if redis_errors.classify(exc) == redis_errors.READONLY:
                 raise  # an outage, not a bad key
             self._log_bad_key(self.keys.wake, str(exc))

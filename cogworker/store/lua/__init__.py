@@ -17,7 +17,6 @@ from typing import Any
 import redis
 from redis.commands.core import Script
 
-from ...config import on_configure
 from ...errors import Fenced
 
 _DIR = Path(__file__).parent
@@ -84,5 +83,3 @@ def reset() -> None:
     with _lock:
         _registered.clear()
 
-
-on_configure(reset)

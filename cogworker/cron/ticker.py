@@ -19,11 +19,14 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from redis.typing import EncodableT
-
-from ..store import guard, errors as redis_errors
+from .. import store
 from ..config import Config, logger
-from .claims import (
+from ..core.payload import JobOptions, dumps
+from ..core.registry import JobDef, registry
+from ..errors import ConfigurationError
+from ..store import EncodableT, guard
+from ..store import errors as redis_errors
+from .claims import (  # noqa: F401 (the running lock's names, re-exported: their home was here)
     QUEUED_TTL,
     RUNNING_GRACE,
     RUNNING_TTL,
@@ -37,9 +40,6 @@ from .claims import (
 )
 from .control import disable, disabled, enable, run_now, schedule  # noqa: F401 (re-exported: their home was here)
 from .expr import check_cron, cron_iter
-from ..errors import ConfigurationError
-from ..core.payload import JobOptions, dumps
-from ..core.registry import JobDef, registry
 
 entries: dict[str, Entry] = {}
 
@@ -221,7 +221,7 @@ class Ticker(SlotClaims):
     def _publish(self) -> None:
         keys = self.config.keys
         client = self.config.redis()
-        pipe = client.pipeline(transaction=False)
+        pipe = store.pipeline(client)
         for entry in self.entries:
             pipe.get(keys.periodic_last_slot(entry.pjid))
         last_slots = pipe.execute(raise_on_error=False)
