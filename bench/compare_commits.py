@@ -54,7 +54,10 @@ CHILD = textwrap.dedent('''
             cmp_app.noop.enqueue(i)
         print(n / (time.perf_counter() - started))
     elif mode == "work":
-        from cogworker.worker import Worker
+        try:
+            from cogworker.engine.loop import Worker
+        except ImportError:  # a checkout from before the packages (6755add and older)
+            from cogworker.worker import Worker
         extra = {"lookahead": False} if "lookahead" in inspect.signature(Worker).parameters else {}
         worker = Worker([("default", None)], block_timeout=0.05, max_jobs=n, **extra)
         cpu, started = time.process_time(), time.perf_counter()

@@ -123,7 +123,7 @@ def test_second_sigterm_hands_the_running_job_back(config, start):
     assert r.zcard(config.keys.retry) == 0 and r.zcard(config.keys.dead) == 0
 
 
-OLD_REDIS = old_redis_code("cogworker.runner")
+OLD_REDIS = old_redis_code("cogworker.worker.runner")
 
 
 def test_old_redis_stops_the_runner_with_a_clear_error(config, start):

@@ -9,7 +9,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import store
 from ..config import Config, get_config, logger
@@ -18,9 +18,7 @@ from ..core.payload import JobOptions, build_payload, new_jid
 from ..core.registry import registry
 from ..store import errors as redis_errors
 from ..store import guard, lua
-
-if TYPE_CHECKING:
-    from .ticker import Entry
+from .entry import Entry
 
 NOT_OURS, CLAIMED, PRIMED, SKIPPED_RUNNING, SKIPPED_DISABLED, SKIPPED_MISSED = 0, 1, 2, 3, 4, 5
 COUNT_CAP = 1000  # missed slots counted for the log line at most (then "1000+")

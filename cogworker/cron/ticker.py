@@ -14,7 +14,6 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -39,6 +38,7 @@ from .claims import (  # noqa: F401 (the running lock's names, re-exported: thei
     running_ttl,
 )
 from .control import disable, disabled, enable, run_now, schedule  # noqa: F401 (re-exported: their home was here)
+from .entry import Entry
 from .expr import check_cron, cron_iter
 
 entries: dict[str, Entry] = {}
@@ -46,20 +46,6 @@ entries: dict[str, Entry] = {}
 NOT_READY_WAIT = 0.2
 OUTAGE_WAIT = 0.5
 PUBLISH_RETRY = 60.0  # a schedule that couldn't be published at boot is tried again this often
-
-
-@dataclass(frozen=True)
-class Entry:
-    pjid: str
-    cron: str
-    job_name: str
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    queue: str = "default"
-    retry: int = 25
-    unique: bool = False
-    tz: str = "UTC"
-    catch_up: bool | None = None
 
 
 def periodic(cron: str, job: JobDef | str, args: Sequence[Any] = (),

@@ -16,23 +16,49 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .. import store
 from ..config import logger
 from ..core import fate
 from ..store import errors as redis_errors
 from .fetch.batch import Ack
-from .fetch.fetcher import Ahead, Work, jid_of, large
+from .fetch.fetcher import Ahead, Fetcher, Work, jid_of, large
+from .reporter import Reporter
 
-if TYPE_CHECKING:
-    from .loop import Worker
+
+class Owner(Protocol):
+    """What a strategy needs of the loop that owns it (``loop.Worker``)."""
+
+    identity: str
+    fetcher: Fetcher
+    reporter: Reporter
+    max_jobs: int | None
+    jobs_done: int
+    ack_due: bytes | None  # the last job's ack, riding on the next fetch
+    ack_due_jid: str | None
+
+    @property
+    def stopping(self) -> bool: ...
+
+    @property
+    def quieted(self) -> bool: ...
+
+    def fetch(self) -> Work | None: ...
+
+    def acknowledge(self, raw: bytes) -> None: ...
+
+    def give_back(self, work: Work) -> None: ...
+
+    def owe(self, raw: bytes, decision: fate.Decision) -> None: ...
+
+    def redis_away(self, exc: BaseException) -> float: ...
 
 
 class Plain:
     """No look-ahead: the loop fetches when it needs a job."""
 
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: Owner) -> None:
         self.worker = worker
 
     def next(self) -> Work | None:
@@ -105,7 +131,7 @@ class LookAhead(Plain):
     """The next fetch goes out while a job runs (only when the reporter allows it: it has
     siblings to hand those jobs to, none of them idle)."""
 
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: Owner) -> None:
         super().__init__(worker)
         self.held: deque[Work] = deque()  # fetched ahead, not started, oldest first
         self.ahead: Ahead | None = None  # sent, its reply unread

@@ -26,35 +26,13 @@ from ..core.heartbeat import clock
 from ..engine.loop import FENCED_EXIT, Worker
 from ..errors import Fenced
 from ..launch import logs as logsetup
+from .flight_child import FlightReporter, flight_worker
 from .flight_slots import FlightSlots
-from .pipe import PipeReporter
-from .siblings import Siblings
+from .pipe import TitledReporter
 from .slots import Slots
 
 WATCH_INTERVAL = 0.2
 METRICS_INTERVAL = 1.0
-
-
-class TitledReporter(PipeReporter):
-    """Keeps the process title saying what the child does (``ps`` is the first tool an
-    operator reaches for)."""
-
-    def __init__(self, config: Config, conn: Connection, slots: Slots, index: int, lookahead: bool) -> None:
-        slot = slots.writer(index)
-        super().__init__(config, conn, slot, Siblings(slots, slot) if lookahead else None)
-        self.index = index
-        self.stopping = False
-
-    def title(self, state: str) -> None:
-        setproctitle(f"cogworker: child {self.index} {'stopping' if self.stopping else state}")
-
-    def started(self, work: Any, payload: dict[str, Any]) -> None:
-        super().started(work, payload)
-        self.title(f"busy {payload['class']} jid={payload['jid']}")
-
-    def finished(self, work: Any, outcome: Any) -> None:
-        super().finished(work, outcome)
-        self.title("idle")
 
 
 class Child:
@@ -73,9 +51,7 @@ class Child:
             self.reporter = TitledReporter(config, conn, slots, index, lookahead)
             self.worker = Worker(queues, config=config, identity=self.identity, reporter=self.reporter,
                                  max_jobs=max_jobs)
-        else:  # --concurrency above 1 (imported here: that module builds on this one)
-            from .flight_child import FlightReporter, flight_worker
-
+        else:  # --concurrency above 1
             reporter = FlightReporter(config, conn, slots, index, flights, flights.per_child)
             self.reporter = reporter
             self.worker = flight_worker(queues, config, identity, reporter, max_jobs)

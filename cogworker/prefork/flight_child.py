@@ -15,8 +15,8 @@ from ..core import fate
 from ..engine.execute import deadline_of
 from ..engine.fetch.fetcher import Work
 from ..engine.flights import FlightWorker
-from .child import TitledReporter
 from .flight_slots import FlightSlots
+from .pipe import TitledReporter
 from .slots import Slots
 
 

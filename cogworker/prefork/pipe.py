@@ -26,13 +26,16 @@ from collections import deque
 from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
+from setproctitle import setproctitle
+
+from ..config import Config
 from ..core import fate
 from ..engine.execute import deadline_of
 from ..engine.fetch.fetcher import Fetcher, Work, jid_of
 from ..engine.loop import Reporter
 from ..metrics import jobcounts as jobmetrics
 from .siblings import Siblings
-from .slots import RUNNING, WAITING, SlotWriter
+from .slots import RUNNING, WAITING, Slots, SlotWriter
 
 Message = tuple[Any, ...]
 
@@ -135,3 +138,25 @@ class PipeReporter(Reporter):
         if not self._send(("stats", snap)):
             super().stats(snap)  # the master is gone: write them ourselves
         self.ship_metrics()
+
+
+class TitledReporter(PipeReporter):
+    """Keeps the process title saying what the child does (``ps`` is the first tool an
+    operator reaches for)."""
+
+    def __init__(self, config: Config, conn: Connection, slots: Slots, index: int, lookahead: bool) -> None:
+        slot = slots.writer(index)
+        super().__init__(config, conn, slot, Siblings(slots, slot) if lookahead else None)
+        self.index = index
+        self.stopping = False
+
+    def title(self, state: str) -> None:
+        setproctitle(f"cogworker: child {self.index} {'stopping' if self.stopping else state}")
+
+    def started(self, work: Any, payload: dict[str, Any]) -> None:
+        super().started(work, payload)
+        self.title(f"busy {payload['class']} jid={payload['jid']}")
+
+    def finished(self, work: Any, outcome: Any) -> None:
+        super().finished(work, outcome)
+        self.title("idle")

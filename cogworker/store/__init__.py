@@ -12,7 +12,7 @@ types and the errors it catches. Redis Cluster and Sentinel plug in under this s
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 from redis import Redis as Client
 from redis.client import Pipeline
@@ -29,9 +29,18 @@ from redis.typing import EncodableT
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis as AsyncClient
+    from redis.asyncio.client import Pipeline as AsyncPipeline
 
 
-def pipeline(client: Client, transaction: bool = False) -> Pipeline:
+@overload
+def pipeline(client: Client, transaction: bool = False) -> Pipeline: ...
+
+
+@overload
+def pipeline(client: AsyncClient, transaction: bool = False) -> AsyncPipeline: ...
+
+
+def pipeline(client: Client | AsyncClient, transaction: bool = False) -> Pipeline | AsyncPipeline:
     """Commands queued and sent in one round trip (``transaction``: as one MULTI/EXEC).
     Each command names its keys, so a cluster client can route it."""
     return client.pipeline(transaction=transaction)

@@ -4,18 +4,16 @@ the last job it holds runs, when its jobs are short and its queues deep (``looka
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...config import as_text
-from ...core.inprogress import jid_of
-
-if TYPE_CHECKING:
-    from .fetcher import Fetcher, Work
+from ...core.inprogress import InProgressList, jid_of
+from .work import Work
 
 Ack = tuple[bytes, "str | None"]  # a finished job, and its jid when known
 
 
-def command(fetcher: Fetcher, sha: str, order: list[str], number: int, k: int,
+def command(fetcher: InProgressList, sha: str, order: list[str], number: int, k: int,
             acks: list[Ack], since: str = "") -> tuple[Any, ...]:
     """The script's EVALSHA: the acks' orphan counters and the queues as keys (``since``:
     the known-empty queues', EmptyQueues.plan)."""
@@ -30,8 +28,6 @@ def command(fetcher: Fetcher, sha: str, order: list[str], number: int, k: int,
 def works(reply: list[Any], order: list[str]) -> tuple[list[Work], list[Any], str, list[str], bool]:
     """The jobs taken (oldest first) with their queues, the unreadable queues, the wake ID
     empty queues were found at ("" when none), the paused names, and whether it was stale."""
-    from .fetcher import Work
-
     indexes, jobs, bad, newest, paused, stale = reply
     return ([Work(raw, order[int(i) - 1]) for i, raw in zip(indexes, jobs, strict=True)], list(bad),
             as_text(newest), [as_text(name) for name in paused], bool(int(stale)))

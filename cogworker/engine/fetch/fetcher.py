@@ -8,7 +8,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from ... import store
 from ...config import Config, as_text, logger
@@ -21,6 +21,7 @@ from . import batch as batchfetch
 from . import fast as fastfetch
 from .fast import MARK, Fast
 from .idle import EmptyQueues
+from .work import Work
 
 MIN_REDIS_VERSION = (6, 2)
 # The fast fetch pays off for large jobs only (no payload enters Lua, where Redis hashes
@@ -49,17 +50,6 @@ class Ahead:
     batch: bool = False
     since: str = ""  # the known-empty queues' wake ID it was sent with (EmptyQueues.plan)
     k: int = 1  # jobs asked for
-
-
-class Work(NamedTuple):
-    """A fetched job: the entry exactly as it was on the queue, and that queue's name.
-    (A named tuple, immutable: made per job, at about half a frozen dataclass's cost.)"""
-
-    raw: bytes
-    queue: str
-
-    def jid(self) -> str:
-        return jid_of(self.raw)
 
 
 def check_redis_version(client: store.Client) -> None:

@@ -1,0 +1,114 @@
+"""The tree's shape (docs/architecture.md#layers): one seam for Redis, no import cycle
+(imports inside functions and under TYPE_CHECKING count), every module in a contract,
+and the public paths the README shows. import-linter checks the layering itself."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "cogworker"
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        found[name.removesuffix(".__init__")] = path
+    return found
+
+
+def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """Every module ``name`` imports, wherever the import statement stands."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+            for _ in range(node.level - 1):
+                base = base.rsplit(".", 1)[0]
+            mod = (f"{base}.{node.module}" if node.module else base) if node.level else node.module or ""
+            out.update(f"{mod}.{a.name}" if f"{mod}.{a.name}" in known else mod for a in node.names)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+    return out
+
+
+def test_only_the_store_imports_redis_py():
+    known = modules()
+    outside = sorted(name for name, path in known.items()
+                     if not name.startswith("cogworker.store")
+                     and any(m == "redis" or m.startswith("redis.") for m in imported(name, path, known)))
+    assert outside == []
+
+
+def test_no_import_cycle_between_modules():
+    known = modules()
+    graph = {name: {m for m in imported(name, path, known) if m in known and m != name and m != "cogworker"}
+             for name, path in known.items()}
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            here = todo.pop()
+            for nxt in graph[here]:
+                if nxt == goal:
+                    return True
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return False
+
+    def within(a: str, b: str) -> bool:  # a package's __init__ and its own submodules
+        return a.startswith(b + ".") or b.startswith(a + ".")
+
+    cycles = sorted((a, b) for a in graph for b in graph[a] if not within(a, b) and reaches(b, a))
+    assert cycles == []
+
+
+def test_every_module_is_in_an_import_contract():
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    named: set[str] = set()
+    for contract in contracts:
+        for container in contract.get("containers", []):
+            named.add(container)
+            for line in contract["layers"]:
+                named.update(f"{container}.{part.strip()}" for part in line.replace(":", "|").split("|"))
+        named.update(contract.get("modules", []))
+
+    def covered(name: str) -> bool:
+        return any(name == n or name.startswith(n + ".") for n in named)
+
+    assert sorted(name for name in modules() if name != "cogworker" and not covered(name)) == []
+
+
+@pytest.mark.parametrize("path", [
+    "cogworker.job", "cogworker.api.status", "cogworker.hooks.subscribe", "cogworker.stats.attempts",
+    "cogworker.cron.disabled", "cogworker.cron.schedule", "cogworker.web.create_app", "cogworker.errors.NotFound",
+    "cogworker.configure", "cogworker.periodic", "cogworker.client_middleware", "cogworker.by_name",
+])
+def test_the_readmes_paths_resolve(path):
+    import cogworker
+
+    value = cogworker
+    for part in path.split(".")[1:]:
+        value = getattr(value, part)
+    assert value is not None
+
+
+def test_public_modules_import_by_path():
+    for name in ("cogworker.api", "cogworker.web", "cogworker.errors", "cogworker.config", "cogworker.cron",
+                 "cogworker.worker", "cogworker.prefork.cli", "cogworker.cli"):
+        importlib.import_module(name)
+
+
+def test_python_m_cogworker_worker_is_the_single_process_worker():
+    out = subprocess.run([sys.executable, "-m", "cogworker.worker", "--help"], capture_output=True, text=True,
+                         timeout=60, cwd=ROOT)
+    assert out.returncode == 0 and out.stdout.startswith("usage: python -m cogworker.worker")
