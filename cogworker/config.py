@@ -162,7 +162,7 @@ class Config:
     socket_connect_timeout: float = 2.0
     dead_max_jobs: int = 10_000
     dead_timeout: float = 180 * 24 * 3600
-    # Job status and history (history.py; docs/architecture.md#status-buckets): on by
+    # Job status and history (lifecycle/history.py; docs/architecture.md#status-buckets): on by
     # default. The common path (queued, a first-try success) is one field of an hourly
     # bucket (enq:<hour>, done:<hour>), no key per job; the rest writes status:<jid> (kept
     # status_ttl after its last change) and history:<jid> (the last history_max

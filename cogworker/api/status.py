@@ -1,4 +1,4 @@
-"""A job's status and history, as the hook subscribers of ``cogworker.history`` wrote
+"""A job's status and history, as the hook subscribers of ``cogworker.lifecycle.history`` wrote
 them: ``status(jid)`` and ``history(jid)``. A worker's writes are buffered and land about
 a second after the transition; a job pushed to a queue or ``schedule`` has its status at once.
 Each merges the job's own keys with its records in the hourly buckets (``enq:<hour>``,

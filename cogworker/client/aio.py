@@ -1,6 +1,6 @@
 """Enqueueing from asyncio code (``await job.enqueue_async(...)``), on ``redis.asyncio``:
 the same payloads, the same pipelines and scripts, and the same client middleware as
-``client.py``. Middleware is sync code (``fn(payload, call_next)``): when any is
+``client/enqueue.py``. Middleware is sync code (``fn(payload, call_next)``): when any is
 installed, the chain runs in a worker thread and its innermost step awaits the write on
 the caller's loop, so each middleware sees the real result (a jid, or None for a
 duplicate) exactly as with ``enqueue``."""

@@ -1,6 +1,6 @@
 """Enqueueing: writing a built payload, single, bulk (pipelined) or scheduled; the client
 middleware chain runs here, and ``enqueued`` fires. The handles that build payloads
-(``Job``, ``BoundJob``, ``by_name``) are in ``jobs.py``, above this module."""
+(``Job``, ``BoundJob``, ``by_name``) are in ``client/jobs.py``, above this module."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``@job``: the decorator, and the handles that enqueue a job (``Job``, ``BoundJob``,
 ``by_name``), which call the client.
 
-The payload (``payload.py``) and the registry of names (``registry.py``) live below the
+The payload (``core/payload.py``) and the registry of names (``core/registry.py``) live below the
 client; their names are re-exported here for code that imported them from ``jobs``.
 """
 

@@ -1,7 +1,7 @@
 """The status a push writes (docs/architecture.md#status-buckets): a queued job's field of
 ``enq:<hour>``, with the bucket's TTL sent once per bucket by a process, or a scheduled
 job's own ``status:<jid>``. The rest of status and history, written as jobs run, is
-``history.py``'s."""
+``lifecycle/history.py``'s."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Claiming a periodic entry's slot, pushing its job, and settling a claim that didn't
-go all the way (a lost reply, a failed push). The ``Ticker`` (cron.py) decides which
+go all the way (a lost reply, a failed push). The ``Ticker`` (cron/ticker.py) decides which
 slot to claim when; this part does it, fleet-safe: one Lua claim per slot."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Operating periodic entries from anywhere (the API, the CLI, the web UI): disable and
 enable an entry fleet-wide, read the published schedule, run an entry now. Registration
-and firing are ``cron.py``'s; these need only Redis and the schedule a master published."""
+and firing are ``cron/ticker.py``'s; these need only Redis and the schedule a master published."""
 
 from __future__ import annotations
 

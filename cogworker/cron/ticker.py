@@ -2,7 +2,7 @@
 
 No leader: every master runs a ``Ticker``; one Lua claim per slot (a per-slot NX lock,
 ``last_slot`` and, for ``unique`` entries, the running lock) lets exactly one of them
-push the slot's job (cron_claims.py). A claim whose push fails, or whose reply is lost,
+push the slot's job (cron/claims.py). A claim whose push fails, or whose reply is lost,
 is settled before the entry moves on, so the slot isn't lost.
 """
 

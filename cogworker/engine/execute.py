@@ -1,5 +1,5 @@
 """Running one job: resolve its name, the server middleware around it, its soft timeout
-(SIGALRM; for an async job, its loop's: ``aio.py``), and what happened as a ``fate``
+(SIGALRM; for an async job, its loop's: ``engine/eventloop.py``), and what happened as a ``fate``
 outcome. Nothing here writes to Redis: the worker settles the outcome."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ One identity, one in-progress list, three kinds of threads:
 - the process's one event loop, in a thread of its own (``aio.LoopThread``): M async
   jobs are M tasks of one loop.
 
-Settlement is per job and as in the one-at-a-time loop (``settling.py``), except that a
+Settlement is per job and as in the one-at-a-time loop (``engine/ledger.py``), except that a
 success is acknowledged at once (there is no next fetch of its own for the ack to ride
 on); until that ack lands, its record says so, and a death drops it rather than re-run it.
 """

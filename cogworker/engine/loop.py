@@ -1,9 +1,9 @@
 """The worker loop of one identity: fetch -> execute -> settle, one job at a time.
 
-Fetching is a strategy (``lookahead.py``: plain, or with the next fetch sent while a job
-runs); running one job is ``execute.py``; settling its outcome is ``settling.py``. A
+Fetching is a strategy (``engine/lookahead.py``: plain, or with the next fetch sent while a job
+runs); running one job is ``engine/execute.py``; settling its outcome is ``engine/ledger.py``. A
 prefork child runs this loop unchanged; so does ``python -m cogworker.worker MODULE``
-(``runner.py``). It has no signal handling of its own: whoever owns it calls ``stop()``,
+(``worker/runner.py``). It has no signal handling of its own: whoever owns it calls ``stop()``,
 ``quiet()`` or ``hard_stop()``.
 """
 

@@ -71,7 +71,7 @@ def extend(client: Any, payload: dict[str, Any], delay: float) -> None:
 
 # -- as hook subscribers: the lock follows the job's transitions ------------------------------
 # Best-effort steps after the write that made the transition: they never change a job's fate.
-# (A periodic entry's running lock follows the same events, in cron_claims.py.)
+# (A periodic entry's running lock follows the same events, in cron/claims.py.)
 
 def _on_started(event: hooks.JobEvent) -> None:
     """``unique_until="start"``: the job starts, so a duplicate may be enqueued now."""

@@ -1,5 +1,5 @@
 """The prefork master: forks and supervises the children; everything that is not running
-jobs is housekeeping (``cogworker.housekeeping``), shared with the single-process runner.
+jobs is housekeeping (``cogworker.fleet.housekeeping``), shared with the single-process runner.
 Single-threaded (forking from a threaded process is unsafe), gunicorn-shaped: one loop
 that waits (woken by signals through a self-pipe, the children's pipes and timers),
 handles signals (one small method each), reaps, manages the children, runs its timers.

@@ -34,7 +34,7 @@ from ..store.guard import Breaker
 
 
 class Housekeeper(threading.Thread):
-    """The housekeeping duties (``cogworker.housekeeping``) on a thread of their own, next
+    """The housekeeping duties (``cogworker.fleet.housekeeping``) on a thread of their own, next
     to the worker loop in the main thread."""
 
     def __init__(self, worker: Worker, queues: list[str], cron: bool = True) -> None:
