@@ -156,6 +156,7 @@ def test_a_sibling_that_runs_dry_takes_the_job_fetched_ahead(own_config, masters
     wait_for(lambda: in_progress_total(own_config) == 0, 5, what="in-progress drained")
     assert own_config.redis().hlen(own_config.keys.ahead) <= 2
     assert m.alive()
+    assert "fetched ahead was taken over" not in m.output()  # routine: DEBUG, not the INFO log
 
 
 def test_many_jobs_two_children_each_runs_exactly_once(own_config, masters):

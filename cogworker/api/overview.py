@@ -3,6 +3,7 @@ records, and finding a jid wherever it is."""
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -68,7 +69,8 @@ def history_stats(days: int = 7, config: Config | None = None) -> list[DayStats]
 
 
 def processes(config: Config | None = None) -> list[ProcessRecord]:
-    """Every live process (its record not expired), by identity."""
+    """Every live process (its record not expired): each master followed by its children,
+    by host and pid (``supervision_order``)."""
     config = config or get_config()
     client, keys = config.redis(), config.keys
     with checked(client, keys.processes, "set"):
@@ -83,7 +85,20 @@ def processes(config: Config | None = None) -> list[ProcessRecord]:
         record, running = results[2 * i], results[2 * i + 1]
         if isinstance(record, dict) and record:
             found.append(_process(identity, _text_map(record), _text_map(running) if isinstance(running, dict) else {}))
-    return found
+    return supervision_order(found)
+
+
+def supervision_order(found: list[ProcessRecord]) -> list[ProcessRecord]:
+    """Masters and single-process workers by host and pid, each master followed by its
+    children (by pid); children whose master has no live record come last on their host."""
+    heads = {(p.host, p.pid) for p in found if p.kind != "child"}
+
+    def key(p: ProcessRecord) -> tuple[str, float, int, int]:
+        if p.kind != "child":
+            return (p.host, p.pid, 0, 0)
+        return (p.host, p.ppid if (p.host, p.ppid) in heads else math.inf, 1, p.pid)
+
+    return sorted(found, key=key)
 
 
 def _text_map(raw: dict[Any, Any]) -> dict[str, str]:
@@ -98,7 +113,7 @@ def _process(identity: str, rec: dict[str, str], running: dict[str, str]) -> Pro
         identity=identity, kind=rec.get("role", "?"), host=rec.get("host", ""), pid=_int(rec.get("pid")),
         queues=[q for q in rec.get("queues", "").split(",") if q], started_at=_float(rec.get("started_at")),
         last_beat=_float(rec.get("beat_at")), busy=_int(rec.get("busy")), rss=_int(rec.get("rss")), running=job,
-        state=rec.get("state", ""))
+        state=rec.get("state", ""), ppid=_int(rec.get("ppid")))
 
 
 def unsettled(offset: int = 0, limit: int = 100, config: Config | None = None) -> list[JobRecord]:

@@ -151,6 +151,7 @@ class ProcessRecord:
     rss: int
     running: RunningJob | None
     state: str = ""  # a master or single-process worker: "", "quiet" or "stopping"
+    ppid: int = 0  # a child: its master's pid (on the same host); 0 when not known
 
 
 @dataclass(frozen=True)

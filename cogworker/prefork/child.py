@@ -130,7 +130,8 @@ class Child:
         flying = len(getattr(self.worker, "flying", ()))  # --concurrency above 1: jobs in flight
         record = heartbeat.ProcessRecord(self.identity, "child", os.getpid(), self.queues, self.started_at,
                                          busy=flying or int(current is not None),
-                                         running={"jid": current.jid(), "queue": current.queue} if current else None)
+                                         running={"jid": current.jid(), "queue": current.queue} if current else None,
+                                         extra={"ppid": os.getppid()})
         sent = clock()
         try:
             refused = heartbeat.beat(self.config, [record])

@@ -89,7 +89,8 @@ class Siblings:
                            "not starting them (they are requeued from whichever list holds them)",
                            len(held), type(exc).__name__, exc)
         while len(held) > max(left, 0):
-            logger.info("jid=%s fetched ahead was taken over; not starting it", held.pop().jid())
+            # Routine (an idle sibling took the job, as designed): not for the INFO log.
+            logger.debug("jid=%s fetched ahead was taken over; not starting it", held.pop().jid())
 
     def take(self, fetcher: Fetcher) -> Work | None:
         """A sibling's looked-ahead job that hasn't started, now ours; or None."""

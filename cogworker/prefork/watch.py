@@ -79,7 +79,7 @@ class WatchMixin:
         return heartbeat.ProcessRecord(child.identity, "child", child.pid, [q for q, _ in self.s.queues],
                                        child.started_at, busy=len(child.flying) or int(bool(child.running)),
                                        rss=child.rss,
-                                       running=running)
+                                       running=running, extra={"ppid": os.getpid()})
 
     def check_memory(self) -> None:
         for child in list(self.children.values()):

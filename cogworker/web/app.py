@@ -4,11 +4,13 @@ under a prefix in another app. It reads and changes the system only through
 
 from __future__ import annotations
 
+from importlib import resources
+
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Mount
+from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .. import store
@@ -18,6 +20,13 @@ from . import job, overview, periodic, queues, sets
 from .charts import Sampler
 from .security import AuthHook, Guard
 from .views import Templates, config_of
+
+FAVICON = resources.files("cogworker.web") / "static" / "favicon.svg"
+
+
+def favicon(request: Request) -> Response:
+    """The icon where a browser asks by default (pages also link it under /static)."""
+    return Response(FAVICON.read_bytes(), media_type="image/svg+xml", headers={"cache-control": "max-age=86400"})
 
 
 def create_app(auth: AuthHook | None = None, read_only: bool = False, config: Config | None = None) -> Guard:
@@ -44,7 +53,7 @@ def create_app(auth: AuthHook | None = None, read_only: bool = False, config: Co
         return failure(request, code, "no such page" if code == 404 else f"HTTP {code}")
 
     routes = [*overview.routes(templates, Sampler()), *queues.routes(templates), *sets.routes(templates),
-              *job.routes(templates), *periodic.routes(templates),
+              *job.routes(templates), *periodic.routes(templates), Route("/favicon.ico", favicon, methods=["GET"]),
               Mount("/static", StaticFiles(packages=[("cogworker.web", "static")]), name="static")]
     app = Starlette(routes=routes, exception_handlers={
         NotFound: not_found, WrongType: refused, BadPayload: refused, HTTPException: http_error,

@@ -10,9 +10,10 @@ from starlette.routing import Route
 
 from .. import api
 from ..api import lookup
+from ..config import Config
 from ..errors import ConfigurationError, NotFound
 from .sets import act
-from .views import Templates, action, config_of, entry_raw, quoted, redirect, url
+from .views import Templates, action, ago, config_of, entry_raw, quoted, redirect, url
 
 # What each place allows: a queue entry can only be deleted; schedule and retry also
 # run now or go to dead; a dead job can be run again or deleted.
@@ -21,6 +22,7 @@ PLACE_ACTIONS = {"schedule": ("retry", "kill", "delete"), "retry": ("retry", "ki
 SET_KINDS: dict[str, type[api.JobSet]] = {"schedule": api.ScheduledSet, "retry": api.RetrySet, "dead": api.DeadSet}
 STATE_SETS: dict[str, type[api.JobSet]] = {"scheduled": api.ScheduledSet, "retrying": api.RetrySet,
                                            "dead": api.DeadSet}
+PLACE_OF_STATE = {"scheduled": "schedule", "retrying": "retry", "dead": "dead"}
 
 
 def _hinted(jid: str, request: Request) -> api.JobRecord | None:
@@ -39,21 +41,70 @@ def _hinted(jid: str, request: Request) -> api.JobRecord | None:
 
 
 def _where(jid: str, request: Request, status: api.JobStatus | None) -> api.JobRecord | None:
-    """The entry: from the link's hint; else where its status says it is (status on);
-    else ``api.locate``, which scans every set (O(N) in Redis, chunked)."""
+    """The entry: from the link's hint; else where its status says it is; else, when the
+    status is off or its place doesn't hold the job (the status lags a run by up to a
+    flush), ``api.locate``, which scans every set (O(N) in Redis, chunked)."""
     found = _hinted(jid, request)
     if found is not None:
         return found
     config = config_of(request)
-    if status is None:
-        try:
-            return api.locate(jid, config)
-        except NotFound:
-            return None
+    if status is not None:
+        found = _where_status_says(jid, status, config)
+        if found is not None or not _worth_a_scan(jid, status, config):
+            return found
+    try:
+        return api.locate(jid, config)
+    except NotFound:
+        return None
+
+
+def _where_status_says(jid: str, status: api.JobStatus, config: Config) -> api.JobRecord | None:
     if status.state == "queued" and status.queue:
         return api.Queue(status.queue, config).find(jid)
     kind = STATE_SETS.get(status.state)
-    return kind(config).find(jid) if kind is not None else None  # running or succeeded: in no set
+    return kind(config).find(jid) if kind is not None else None
+
+
+def _worth_a_scan(jid: str, status: api.JobStatus, config: Config) -> bool:
+    """Whether the job may wait somewhere its status doesn't say: always when the status
+    names a place (it wasn't there); when it says running, unless a live process runs it;
+    never once it says succeeded (in no set, by design)."""
+    if status.state == "succeeded":
+        return False
+    if status.state == "running":
+        return not any(p.running is not None and p.running.jid == jid for p in api.processes(config))
+    return True
+
+
+def place_of(status: api.JobStatus) -> str | None:
+    """The source a status points to (as ``JobRecord.source`` names it), or None."""
+    if status.state == "queued":
+        return f"queue:{status.queue}" if status.queue else None
+    return PLACE_OF_STATE.get(status.state)
+
+
+def placed_at(record: api.JobRecord) -> float | None:
+    """When the entry got where it is, as far as it says: a failure's time in retry and
+    dead, the enqueue time on a queue; None when it doesn't say."""
+    if not record.readable:
+        return record.at if record.source == "dead" else None
+    stamp = record.failed_at if record.source in ("retry", "dead") else record.enqueued_at
+    return float(stamp) if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) else None
+
+
+def disagreement(status: api.JobStatus | None, record: api.JobRecord | None) -> str | None:
+    """A sentence when the status and the place the job was found in disagree, saying
+    which of the two is newer; None when they agree (or either is missing)."""
+    if status is None or record is None or place_of(status) == record.source:
+        return None
+    where = record.source.replace("queue:", "queue ")
+    moved = placed_at(record)
+    if moved is None:
+        return f"the status says {status.state}, but the job is in {where} (when it got there is not recorded)"
+    newer = "the place is newer: the status catches up at the worker's next flush" if moved >= status.updated_at \
+        else "the status is newer: the entry is moving on (reload to see where)"
+    return f"the status says {status.state} ({ago(status.updated_at)}), but the job is in {where} " \
+           f"(since {ago(moved)}): {newer}"
 
 
 def actions_for(record: api.JobRecord | None) -> tuple[str, ...]:
@@ -74,7 +125,8 @@ def routes(templates: Templates) -> list[Route]:
         attempts = list(reversed(api.history(jid, config)))  # the latest first
         found = record is not None or status is not None or bool(attempts)
         return templates.render(request, "job.html", 200 if found else 404, jid=jid, record=record, job_status=status,
-                                attempts=attempts, actions=actions_for(record), found=found)
+                                attempts=attempts, actions=actions_for(record), found=found,
+                                disagreement=disagreement(status, record))
 
     def search(request: Request) -> Response:
         jid = request.query_params.get("jid", "").strip()

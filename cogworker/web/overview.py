@@ -13,9 +13,7 @@ from starlette.routing import Route
 
 from .. import api
 from .charts import Sampler, day_chart, live_chart
-from .views import PER_PAGE, Page, Templates, action, config_of, page_number, redirect
-
-KIND_ORDER = {"master": 0, "worker": 1, "child": 2}
+from .views import PER_PAGE, Page, Templates, action, config_of, duration, page_number, redirect
 
 
 def counters(stats: api.Stats) -> dict[str, int]:
@@ -38,9 +36,21 @@ def dashboard_routes(templates: Templates, sampler: Sampler) -> list[Route]:
                                 week=day_chart(days[:7]), month=day_chart(days), latency=stats.default_latency)
 
     def stats_json(request: Request) -> Response:
-        stats = api.stats(config_of(request))
+        config = config_of(request)
+        stats = api.stats(config)
         sampler.add(stats.processed, stats.failed)
-        return JSONResponse({**counters(stats), "at": time.time()}, headers={"cache-control": "no-store"})
+        info = api.redis_info(config)
+        # Everything the dashboard shows, so its script refreshes all of it with the live chart.
+        return JSONResponse({**counters(stats), "latency": stats.default_latency,
+                             "latency_text": duration(stats.default_latency), "redis_version": info.version,
+                             "redis_memory": info.used_memory_human, "redis_clients": info.connected_clients,
+                             "redis_uptime": duration(info.uptime_seconds), "at": time.time()},
+                            headers={"cache-control": "no-store"})
+
+    def days_svg(request: Request) -> Response:
+        count = 7 if request.query_params.get("days") == "7" else 30
+        return Response(day_chart(api.history_stats(count, config_of(request))), media_type="image/svg+xml",
+                        headers={"cache-control": "no-store"})
 
     def live_svg(request: Request) -> Response:
         return Response(live_chart(sampler.rates()), media_type="image/svg+xml",
@@ -55,14 +65,14 @@ def dashboard_routes(templates: Templates, sampler: Sampler) -> list[Route]:
         Route("/", dashboard, methods=["GET"]),
         Route("/stats.json", stats_json, methods=["GET"]),
         Route("/live.svg", live_svg, methods=["GET"]),
+        Route("/days.svg", days_svg, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
 
 
 def process_routes(templates: Templates) -> list[Route]:
     def busy(request: Request) -> Response:
-        found = api.processes(config_of(request))
-        found.sort(key=lambda p: (p.host, KIND_ORDER.get(p.kind, 3), p.pid))
+        found = api.processes(config_of(request))  # each master followed by its children
         return templates.render(request, "busy.html", processes=found)
 
     def control(request: Request, form: FormData) -> Response:

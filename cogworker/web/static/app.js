@@ -26,6 +26,37 @@ document.addEventListener("change", function (event) {
   });
 });
 
+// Every number of the dashboard, from one /stats.json answer: counters and the status
+// line (data-counter: a number), texts the server formatted (data-text), and parts shown
+// only while their number is not zero (data-shown-if).
+function showStats(data) {
+  document.querySelectorAll("[data-counter]").forEach(function (cell) {
+    var value = data[cell.getAttribute("data-counter")];
+    if (typeof value === "number") {
+      cell.textContent = value.toLocaleString("en-US");
+    }
+  });
+  document.querySelectorAll("[data-text]").forEach(function (cell) {
+    var value = data[cell.getAttribute("data-text")];
+    if (value !== undefined && value !== null) {
+      cell.textContent = String(value);
+    }
+  });
+  document.querySelectorAll("[data-shown-if]").forEach(function (part) {
+    part.hidden = !data[part.getAttribute("data-shown-if")];
+  });
+}
+
+// The day charts: SVG drawn by the server, put in place as markup (tooltips kept).
+function refreshCharts() {
+  document.querySelectorAll("[data-refresh]").forEach(function (box) {
+    fetch(box.getAttribute("data-refresh"), {credentials: "same-origin", cache: "no-store"})
+      .then(function (response) { return response.ok ? response.text() : Promise.reject(response.status); })
+      .then(function (svg) { box.innerHTML = svg; })
+      .catch(function () {});
+  });
+}
+
 function startPolling() {
   var counters = document.getElementById("counters");
   var chart = document.getElementById("live-chart");
@@ -42,13 +73,9 @@ function startPolling() {
     fetch(counters.getAttribute("data-stats-url"), {credentials: "same-origin", cache: "no-store"})
       .then(function (response) { return response.json(); })
       .then(function (data) {
-        counters.querySelectorAll("[data-counter]").forEach(function (cell) {
-          var value = data[cell.getAttribute("data-counter")];
-          if (typeof value === "number") {
-            cell.textContent = value.toLocaleString("en-US");
-          }
-        });
+        showStats(data);
         chart.src = chart.getAttribute("data-src") + "?t=" + Date.now();
+        refreshCharts();
         state.textContent = "polling every 2 s, last " + new Date().toLocaleTimeString();
       })
       .catch(function () { state.textContent = "not answering; retrying"; });
