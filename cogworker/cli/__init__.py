@@ -109,9 +109,9 @@ def dispatch(args: argparse.Namespace) -> int:
 
 
 def handlers() -> dict[str, Callable[[argparse.Namespace], int]]:
-    from . import commands, health, periodic, web
+    from . import commands, health, periodic, watch, web
 
-    return {"periodic": periodic.run, "web": web.run, "health": health.run, **commands.HANDLERS}
+    return {"periodic": periodic.run, "web": web.run, "health": health.run, **commands.HANDLERS, "stats": watch.run}
 
 
 def fail(message: str, code: int) -> int:

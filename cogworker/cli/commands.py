@@ -1,9 +1,11 @@
-"""``cogworker stats|queues|queue|processes``: the system at a glance, through ``cogworker.api``;
-``processes quiet|stop IDENTITY`` asks a master to go quiet or stop."""
+"""``cogworker stats|queues|queue|clear|processes``: the system at a glance, a queue's jobs,
+through ``cogworker.api``; ``clear QUEUE`` empties a queue; ``processes quiet|stop IDENTITY``
+asks a master to go quiet or stop."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -11,18 +13,26 @@ from typing import Any
 from .. import api
 from ..errors import NotFound
 from . import jobs
-from .output import field, megabytes, not_found, pairs, print_json, seconds, table, when
+from .bulk import confirm
+from .output import field, megabytes, not_found, pairs, print_json, relative, seconds, table, when
 
 
 def stats(args: argparse.Namespace) -> int:
-    numbers = api.stats()
-    queues = api.queues()
-    processes = api.processes()
+    numbers, queues, processes = api.stats(), api.queues(), api.processes()
     if args.json:
-        print_json({"stats": numbers, "queues": [queue_row(q) for q in queues],
-                    "processes": processes})
-        return 0
-    print(pairs([
+        print_json(stats_document(numbers, queues, processes))
+    else:
+        print(stats_screen(numbers, queues, processes))
+    return 0
+
+
+def stats_document(numbers: Any, queues: list[Any], processes: list[Any]) -> dict[str, Any]:
+    return {"stats": numbers, "queues": [queue_row(q) for q in queues], "processes": processes}
+
+
+def stats_screen(numbers: Any, queues: list[Any], processes: list[Any]) -> str:
+    """``cogworker stats`` for a person: the counters, the queues, the processes."""
+    counters = pairs([
         ("processed", field(numbers, "processed", 0)),
         ("failed", field(numbers, "failed", 0)),
         ("enqueued", field(numbers, "enqueued", 0)),
@@ -32,12 +42,9 @@ def stats(args: argparse.Namespace) -> int:
         ("unsettled", field(numbers, "unsettled_size", 0)),
         ("processes", f"{field(numbers, 'processes', 0)} ({field(numbers, 'busy', 0)} busy)"),
         ("default latency", seconds(field(numbers, "default_latency", 0.0))),
-    ]))
-    print()
-    print(queue_table(queues) if queues else "no queues")
-    print()
-    print(process_table(processes) if processes else "no live processes")
-    return 0
+    ])
+    return "\n\n".join([counters, queue_table(queues) if queues else "no queues",
+                         process_table(processes) if processes else "no live processes"])
 
 
 def queue_row(queue: Any) -> dict[str, Any]:
@@ -61,12 +68,18 @@ def queues(args: argparse.Namespace) -> int:
     return 0
 
 
-def queue(args: argparse.Namespace) -> int:
+def known_queue(name: str) -> api.Queue:
     try:
-        target = api.queue(args.name)
+        return api.queue(name)
     except NotFound:
         known = ", ".join(q.name for q in api.queues()) or "none"
-        raise not_found(f"no queue named {args.name!r} (known: {known})") from None
+        raise not_found(f"no queue named {name!r} (known: {known})") from None
+
+
+def queue(args: argparse.Namespace) -> int:
+    if args.action is None:
+        return queue_jobs(args)
+    target = known_queue(args.name)
     if args.action == "pause":
         target.pause()
     else:
@@ -76,6 +89,46 @@ def queue(args: argparse.Namespace) -> int:
         print_json({"queue": args.name, "paused": paused})
     else:
         print(f"queue {args.name}: {'paused' if paused else 'resumed'} (fleet-wide)")
+    return 0
+
+
+def queue_jobs(args: argparse.Namespace) -> int:
+    """``cogworker queue NAME``: its jobs, the next to run first."""
+    target = known_queue(args.name)
+    found, size = target.jobs(0, args.limit), target.size()
+    if args.json:
+        print_json({**queue_row(target), "jobs": [jobs.record_json(r) for r in found]})
+        return 0
+    paused = ", paused" if target.paused() else ""
+    print(f"queue {target.name}: {size} jobs, latency {seconds(target.latency())}{paused}")
+    if found:
+        print(table(["JID", "CLASS", "ARGS", "ENQUEUED"],
+                    [[field(r, "jid") or "-", jobs.job_class(r), arguments(r), relative(field(r, "enqueued_at"))]
+                     for r in found]))
+    if size > len(found):
+        print(f"({len(found)} of {size}, the next to run first; --limit N for more)")
+    return 0
+
+
+def arguments(record: Any) -> str:
+    if not field(record, "readable", True):
+        return jobs.raw_text(record)
+    args, kwargs = field(record, "args") or [], field(record, "kwargs") or {}
+    return json.dumps(args) + (f" {json.dumps(kwargs)}" if kwargs else "")
+
+
+def clear(args: argparse.Namespace) -> int:
+    """``cogworker clear QUEUE``: every job of the queue deleted, after a confirmation."""
+    target = known_queue(args.name)
+    size = target.size()
+    deleted = 0
+    if size:
+        confirm(f"Delete all {size} jobs of queue {target.name}? This cannot be undone.", args.yes)
+        deleted = target.clear()
+    if args.json:
+        print_json({"queue": target.name, "deleted": deleted})
+    else:
+        print(f"queue {target.name}: {deleted} jobs deleted")
     return 0
 
 
@@ -125,6 +178,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "stats": stats,
     "queues": queues,
     "queue": queue,
+    "clear": clear,
     "processes": processes,
     "jobs": jobs.list_jobs,
     "job": jobs.show_job,

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import argparse
 
-from ..launch.argtypes import positive_int
+from ..launch.argtypes import positive_float, positive_int
 from ..launch.flags import OneLineParser, add_version, namespace_arg, redis_url_arg
 from . import health, web
 
 SETS = ("retry", "dead", "scheduled")
 DEFAULT_LIMIT = 25
-
-
+WATCH_EVERY = 2.0  # seconds between two rounds of `stats --watch`, as the web dashboard polls
 
 
 
@@ -38,11 +37,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     parent = [common()]
 
-    sub.add_parser("stats", parents=parent, help="counters, sets, queues, latency, processes (one screen)")
+    stats = sub.add_parser("stats", parents=parent, help="counters, sets, queues, latency, processes (one screen)")
+    stats.add_argument("--watch", nargs="?", type=positive_float, const=WATCH_EVERY, metavar="SECONDS",
+                       help=f"redraw every SECONDS (default {WATCH_EVERY:g}) until Ctrl-C; "
+                            "one line per round when stdout is not a terminal")
     sub.add_parser("queues", parents=parent, help="every known queue: size, latency, paused")
-    queue = sub.add_parser("queue", parents=parent, help="pause or resume a queue, fleet-wide")
-    queue.add_argument("action", choices=("pause", "resume"))
-    queue.add_argument("name", metavar="NAME")
+    queue = sub.add_parser("queue", parents=parent, usage="cogworker queue [pause|resume] NAME [--limit N]",
+                           help="a queue's jobs (the next to run first); pause|resume NAME: fleet-wide")
+    queue.add_argument("words", nargs="+", metavar="[pause|resume] NAME")
+    queue.add_argument("--limit", type=positive_int, default=DEFAULT_LIMIT, metavar="N",
+                       help=f"list at most N jobs (default {DEFAULT_LIMIT})")
+    clear = sub.add_parser("clear", parents=parent, help="delete every job of a queue (asks first)")
+    clear.add_argument("name", metavar="QUEUE")
+    clear.add_argument("--yes", "-y", action="store_true", help="don't ask for confirmation")
 
     _add_set_commands(sub, parent)
 
@@ -102,7 +109,22 @@ def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
             parser.error(f"{args.command} --all needs --from {'|'.join(SETS)}")
         if args.job_class and not args.all:
             parser.error(f"{args.command}: --class goes with --all")
+    if args.command == "queue":
+        _queue_words(parser, args)
     if args.command == "processes" and args.action and not args.identity:
         parser.error(f"processes {args.action} needs the IDENTITY of a master or single-process worker")
     if args.command == "periodic" and args.action != "list" and not args.name:
         parser.error(f"periodic {args.action} needs the entry's NAME")
+
+
+def _queue_words(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``queue NAME`` lists; ``queue pause|resume NAME`` changes (as before)."""
+    words = args.words
+    if words in (["pause"], ["resume"]):
+        parser.error(f"queue {words[0]} needs the queue's NAME")
+    if len(words) == 1:
+        args.action, args.name = None, words[0]
+    elif len(words) == 2 and words[0] in ("pause", "resume"):
+        args.action, args.name = words
+    else:
+        parser.error(f"queue: give NAME (its jobs) or pause|resume NAME, not {' '.join(words)!r}")
