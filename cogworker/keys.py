@@ -52,6 +52,10 @@ class Keys:
         # Addition: per-minute counts of job durations per class in log-spaced buckets
         # (for api.class_metrics' p95); kept hours, not days: it has many more fields.
         self.durations_prefix = f"{ns}:durations:"
+        # Addition: the same counts and buckets per UTC hour, kept 3 days: the web UI's
+        # Metrics windows past an hour (8 h, 24 h, 72 h) read a few of these, not minutes.
+        self.throughput_hour_prefix = f"{ns}:throughput_h:"
+        self.durations_hour_prefix = f"{ns}:durations_h:"
         # Addition: names of the queues an operator paused (api.Queue.pause); every fetch
         # script reads it, so a pause is fleet-wide.
         self.paused = f"{ns}:paused"
@@ -107,6 +111,14 @@ class Keys:
     def durations(self, minute: int) -> str:
         """Per-minute duration buckets: ``<class>:<bucket>`` -> runs (a hash)."""
         return f"{self.durations_prefix}{minute}"
+
+    def throughput_hour(self, hour: int) -> str:
+        """Per-hour (``hour``: epoch seconds // 3600) counts and ms per job class (a hash)."""
+        return f"{self.throughput_hour_prefix}{hour}"
+
+    def durations_hour(self, hour: int) -> str:
+        """Per-hour duration buckets: ``<class>:<bucket>`` -> runs (a hash)."""
+        return f"{self.durations_hour_prefix}{hour}"
 
     def stats_day(self, kind: str, day: str) -> str:
         """Per-day totals (``kind``: processed or failed; ``day``: YYYY-MM-DD, UTC), kept ~35 days."""

@@ -24,10 +24,14 @@ from .queues import Queue, queue, queues
 from .records import DayStats, JobRecord, ProcessRecord, RunningJob, Stats
 from .sets import DeadSet, JobSet, RetrySet, ScheduledSet
 from .status import Attempt, JobStatus, history, status
+from .windows import WINDOWS, ClassSummary, ClassWindow, WindowMetrics, class_window, window_metrics
 
 __all__ = [
+    "WINDOWS",
     "Attempt",
     "ClassMetrics",
+    "ClassSummary",
+    "ClassWindow",
     "DayStats",
     "DeadSet",
     "JobRecord",
@@ -42,7 +46,9 @@ __all__ = [
     "RunningJob",
     "ScheduledSet",
     "Stats",
+    "WindowMetrics",
     "class_metrics",
+    "class_window",
     "disable_periodic",
     "enable_periodic",
     "history",
@@ -61,4 +67,5 @@ __all__ = [
     "stop_process",
     "throughput",
     "unsettled",
+    "window_metrics",
 ]

@@ -24,6 +24,9 @@ DAY_TTL = 35 * 24 * 3600  # per-day totals, for a month of history (as Sidekiq k
 # The duration buckets: tens of fields per class per minute (a throughput hash has a few),
 # so kept 3 hours: a dashboard's last hour with room, about 100x less memory than 2 days.
 DURATIONS_TTL = 3 * 3600
+# The per-hour copies of both (for windows of 8, 24 and 72 hours): 72 hours and the
+# current one, with an hour to spare. A class's hour has a few dozen fields at most.
+HOURLY_TTL = 74 * 3600
 
 
 # Job durations per class per minute, as counts in fixed log-spaced buckets (buffer
@@ -35,9 +38,9 @@ DURATIONS_TTL = 3 * 3600
 BUCKETS_PER_DOUBLING = 4
 BUCKET_FLOOR_LOG2 = -3
 MAX_BUCKET = 100
-# Distinct job classes counted per minute by one buffer (one per master, or per
-# single-process worker); runs of any further class are counted under OTHER_CLASS, so a
-# stream of generated class names can't grow a minute's hash without bound.
+# Distinct job classes counted per hour (so per minute too) by one buffer (one per master,
+# or per single-process worker); runs of any further class are counted under OTHER_CLASS,
+# so a stream of generated class names can't grow a minute's or an hour's hash without bound.
 MAX_CLASSES_PER_MINUTE = 200
 OTHER_CLASS = "(other)"
 
@@ -66,7 +69,8 @@ def day_of(minute: int) -> str:
 
 class StatsBuffer:
     def __init__(self) -> None:
-        # minute -> the classes counted in it (kept across flushes: the cap is per minute)
+        # hour (minute // 60) -> the classes counted in it (kept across flushes: the cap is
+        # per hour, so an hour's hash has no more classes than a minute's)
         self.classes: dict[int, set[str]] = {}
         # job class -> its field names: (ms, count, failed, one per duration bucket)
         self._names: dict[str, tuple[str, str, str, tuple[str, ...]]] = {}
@@ -126,12 +130,13 @@ class StatsBuffer:
         return names
 
     def capped(self, minute: int, job_class: str) -> str:
-        """The class as counted: itself, or OTHER_CLASS once the minute has its fill."""
-        seen = self.classes.get(minute)
+        """The class as counted: itself, or OTHER_CLASS once the hour has its fill."""
+        hour = minute // 60
+        seen = self.classes.get(hour)
         if seen is None:
-            for old in [m for m in self.classes if m < minute - 1]:
-                del self.classes[old]  # minutes long flushed
-            seen = self.classes[minute] = set()
+            for old in [h for h in self.classes if h < hour - 1]:
+                del self.classes[old]  # hours long flushed
+            seen = self.classes[hour] = set()
         if job_class in seen:
             return job_class
         if len(seen) >= MAX_CLASSES_PER_MINUTE:
@@ -174,25 +179,33 @@ def flush(config: Config, snap: dict[str, Any]) -> None:
     if snap["failed"]:
         pipe.incrby(keys.stats_failed, snap["failed"])
     for minute, fields in snap["minutes"].items():
-        key, durations = keys.throughput(minute), keys.durations(minute)
-        bucketed = False
-        for field, amount in fields.items():
-            if field.startswith("ms:"):
-                pipe.hincrbyfloat(key, field, round(amount, 3))
-            elif field.startswith("b:"):
-                pipe.hincrby(durations, field[2:], int(amount))
-                bucketed = True
-            else:
-                pipe.hincrby(key, field, int(amount))
-        pipe.expire(key, THROUGHPUT_TTL)
-        if bucketed:
-            pipe.expire(durations, DURATIONS_TTL)
+        _add_fields(pipe, fields, (keys.throughput(minute), THROUGHPUT_TTL), (keys.durations(minute), DURATIONS_TTL))
+        _add_fields(pipe, fields, (keys.throughput_hour(minute // 60), HOURLY_TTL),
+                    (keys.durations_hour(minute // 60), HOURLY_TTL))
         for kind in ("processed", "failed"):
             if fields.get(kind):
                 day_key = keys.stats_day(kind, day_of(minute))
                 pipe.incrby(day_key, int(fields[kind]))
                 pipe.expire(day_key, DAY_TTL)
     pipe.execute()
+
+
+def _add_fields(pipe: Any, fields: dict[str, float], counts: tuple[str, int], buckets: tuple[str, int]) -> None:
+    """A minute's fields added to a throughput hash and a durations hash (a minute's or
+    an hour's), each given with its TTL."""
+    (key, ttl), (durations, durations_ttl) = counts, buckets
+    bucketed = False
+    for field, amount in fields.items():
+        if field.startswith("ms:"):
+            pipe.hincrbyfloat(key, field, round(amount, 3))
+        elif field.startswith("b:"):
+            pipe.hincrby(durations, field[2:], int(amount))
+            bucketed = True
+        else:
+            pipe.hincrby(key, field, int(amount))
+    pipe.expire(key, ttl)
+    if bucketed:
+        pipe.expire(durations, durations_ttl)
 
 
 def throughput(config: Config, minute: int) -> dict[str, float]:
