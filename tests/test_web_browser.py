@@ -49,7 +49,13 @@ class Env:
         self.page.set_default_timeout(15_000)
         self.console: list[str] = []
         self.page.on("console", lambda m: self.console.append(m.text) if m.type in ("error", "warning") else None)
-        self.page.on("dialog", lambda dialog: dialog.accept())
+        self.dialogs: list[str] = []  # every confirmation asked, in order
+        self.dismiss = False  # answer the next ones "Cancel"
+        self.page.on("dialog", self.answer)
+
+    def answer(self, dialog) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss() if self.dismiss else dialog.accept()
 
     def url(self, path: str) -> str:
         return self.server.url + PREFIX + path
@@ -236,6 +242,93 @@ def test_every_page_under_the_prefix(env, app):
     assert env.page.url.endswith(PREFIX + "/job/revive-me")
 
 
+def test_the_dashboard_status_line_follows_the_queues_without_a_reload(env, app):
+    env.go("/")
+    assert env.page.inner_text('[data-text="latency_text"]') == "0 ms"
+    api.Queue("default", env.config).pause()
+    try:
+        app.mark.enqueue_many([(str(env.log), f"s{i}") for i in range(50)])
+        wait_for(lambda: counter(env, "enqueued") == 50, what="the enqueued counter, no reload")
+        wait_for(lambda: env.page.inner_text('[data-text="latency_text"]').endswith(" s"), timeout=10,
+                 what="the status line's latency, no reload")
+        assert counter(env, "processes") == 3  # the master and its two children
+        env.shot("dashboard-waiting")
+    finally:
+        api.Queue("default", env.config).resume()
+    wait_for(lambda: env.page.inner_text('[data-text="latency_text"]') == "0 ms", what="the latency back to 0")
+    icon = env.page.evaluate("document.querySelector('link[rel=icon]').href")
+    assert env.page.request.get(icon).status == 200 and env.page.request.get(env.url("/favicon.ico")).status == 200
+
+
+def test_every_delete_on_dead_asks_and_cancel_keeps_the_entry(env, app):
+    fill(env.config.redis(), env.config.keys.dead, [failed("apps.web_app.asked", [i], jid=f"ask{i}") for i in range(3)],
+         time.time() + 1000)  # the newest: the first rows of /dead
+    env.go("/dead")
+    env.dialogs.clear()
+    env.dismiss = True
+    row = env.page.locator("tr", has=env.page.locator("a", has_text="ask2"))
+    row.get_by_role("button", name="Delete").click()
+    assert env.dialogs == ["Apply to dead entry ask2? This cannot be undone."]
+    assert api.DeadSet(env.config).find("ask2") is not None  # cancelled: nothing posted
+    env.dismiss = False
+    row.get_by_role("button", name="Delete").click()
+    assert "delete: 1 of 1 selected" in env.flash() and api.DeadSet(env.config).find("ask2") is None
+    env.page.locator("tr", has=env.page.locator("a", has_text="ask1")).locator('input[name="entry"]').check()
+    env.page.locator("#bulk .toolbar button[value=delete]").click()
+    assert env.dialogs[-1] == "Apply to the selected entries of Dead? This cannot be undone."
+    assert "delete: 1 of 1 selected" in env.flash() and api.DeadSet(env.config).find("ask1") is None
+    env.page.locator("tr", has=env.page.locator("a", has_text="ask0")).get_by_role("button", name="Retry now").click()
+    assert len(env.dialogs) == 3  # a retry doesn't ask
+
+
+def test_the_job_page_of_a_job_whose_status_lags(env, app):
+    queue = api.Queue("slowq", env.config)
+    queue.pause()
+    try:
+        jid = app.mark.options(queue="slowq").enqueue(str(env.log), "lagging")
+        r = env.config.redis()
+        raw = next(e for e in r.lrange(env.config.keys.queue("slowq"), 0, -1) if json.loads(e)["jid"] == jid)
+        r.lrem(env.config.keys.queue("slowq"), 1, raw)
+        time.sleep(0.01)
+        dead = {**json.loads(raw), "retry_count": 1, "error_class": "ValueError", "error_message": "boom",
+                "failed_at": time.time()}
+        r.zadd(env.config.keys.dead, {json.dumps(dead): time.time()})  # dead, its status still "queued"
+    finally:
+        queue.resume()
+    env.go(f"/job/{jid}")
+    assert api.status(jid, env.config).state == "queued"
+    assert "the status says queued" in env.page.inner_text(".stale") and "the place is newer" in env.page.inner_text(
+        ".stale")
+    env.shot("job-stale")
+    env.page.get_by_role("button", name="Retry now").click()
+    assert "retry: done" in env.flash()
+    wait_for(lambda: "lagging" in env.runs(), what="the retried job to run")
+
+
+def test_the_metrics_tab_windows_and_a_class_page(env, app):
+    env.go("/metrics")
+    assert env.page.inner_text(".windows a.here") == "1h"
+    row = env.page.locator("table.metrics tr", has_text="apps.web_app.mark")
+    assert int(row.locator("td.num").first.inner_text().replace(",", "")) >= 150
+    aligns = env.page.eval_on_selector_all("table.metrics td.num, table.metrics th.num",
+                                           "els => els.map(e => getComputedStyle(e).textAlign)")
+    assert aligns and set(aligns) == {"right"}
+    env.shot("metrics")
+    env.page.click(".windows >> text=24h")
+    assert env.page.url.endswith("/metrics?window=24h") and env.page.inner_text(".windows a.here") == "24h"
+    assert "executions per hour" in env.page.content()
+    env.page.click("table.metrics >> text=apps.web_app.explode")
+    assert "/metrics/apps.web_app.explode?window=24h" in env.page.url
+    assert int(env.page.inner_text('[data-metric="failed"]')) >= 20
+    env.go("/metrics/apps.web_app.mark?window=1h")
+    assert env.page.locator("table.histogram tbody tr").count() >= 2
+    assert "runs by execution time" in env.page.content()
+    env.shot("metrics-class")
+    env.go("/queues")
+    aligns = env.page.eval_on_selector_all("td.num", "els => els.map(e => getComputedStyle(e).textAlign)")
+    assert aligns and set(aligns) == {"right"}
+
+
 def test_quiet_a_master_from_busy(env, app):
     app.mark.enqueue(str(env.log), "long", 4.0)
     wait_for(lambda: any(p.running for p in api.processes(env.config)), what="a running job")
@@ -251,4 +344,8 @@ def test_quiet_a_master_from_busy(env, app):
     time.sleep(2)
     assert "after-quiet" not in env.runs() and env.master.alive()
     env.go("/busy")
-    assert "quiet" in env.page.locator("tr", has_text=master.identity).inner_text()
+    row = env.page.locator("tr", has_text=master.identity)
+    assert "quiet" in row.inner_text()
+    assert row.get_by_role("button", name="Quiet").count() == 0 and row.get_by_role("button", name="Stop").count() == 1
+    kinds = env.page.eval_on_selector_all("table.list tbody tr", "els => els.map(e => e.className)")
+    assert kinds == ["master", "child", "child"]  # the master above its children

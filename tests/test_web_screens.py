@@ -109,3 +109,37 @@ def test_every_delete_asks_first(config):
     queue_page = client.get("/queues/default").text
     deletes = re.findall(r'<form [^>]*/queues/default/delete[^>]*>', queue_page)
     assert deletes and all("data-confirm=" in form for form in deletes)
+
+
+def test_the_metrics_tab_per_window_and_a_class_page(config):
+    from cogworker.lifecycle import stats
+
+    buffer = stats.StatsBuffer()
+    now = time.time()
+    for i in range(40):
+        buffer.record("app.jobs.resize", i % 8 != 0, 2.0 + i, now=now - (i % 5) * 60)
+    for _ in range(3):
+        buffer.record("app.jobs.resize", True, 900.0, now=now - 5 * 3600)
+    buffer.record("app.jobs.mail<b>", True, 0.3, now=now)
+    stats.flush(config, buffer.take())
+    client = client_for(config)
+    page = client.get("/metrics").text
+    assert re.search(r'href="/metrics\?window=1h" class="here"', page)
+    rows = re.findall(r"<tr>\s*<td><a href=\"(/metrics/[^\"]+)\">([^<]+)</a></td>\s*<td class=\"num\">([\d,]+)</td>",
+                      page)
+    assert [(name, runs) for _, name, runs in rows] == [("app.jobs.resize", "40"), ("app.jobs.mail&lt;b&gt;", "1")]
+    assert rows[0][0] == "/metrics/app.jobs.resize?window=1h" and "<polyline" in page and "<b>" not in page
+    assert "executions per minute (UTC)" in page
+    eight = client.get("/metrics?window=8h").text
+    assert re.search(r">app\.jobs\.resize</a></td>\s*<td class=\"num\">43</td>", eight)
+    assert "executions per hour (UTC)" in eight
+    assert 'class="here"' in client.get("/metrics?window=nope").text  # an unknown window: the last hour
+    detail = client.get("/metrics/app.jobs.resize?window=8h")
+    assert detail.status_code == 200
+    values = dict(re.findall(r'data-metric="([^"]+)">([^<]+)<', detail.text))
+    assert values["executions"] == "43" and values["failed"] == "5" and values["p99"] == "1.0 s"
+    assert "runs by execution time" in detail.text and "<rect" in detail.text
+    shares = re.findall(r'<td class="num">([\d,]+)</td><td class="num">([\d.]+ %)</td>', detail.text)
+    assert sum(int(runs) for runs, _ in shares) == 43
+    empty = client.get("/metrics/no.such.job?window=72h")
+    assert empty.status_code == 200 and "did not run in the last 72 hours" in empty.text

@@ -1,6 +1,7 @@
 """Charts as SVG drawn by the server (no chart library, no script): a line chart of
-processed/failed per second from the counters sampled while the dashboard polls, and bar
-charts of processed/failed per day. Colours are SVG attributes, not inline style, so the
+processed/failed per second from the counters sampled while the dashboard polls, bar
+charts of processed/failed per day, and the Metrics tab's runs per step of a window and
+histogram of execution times. Colours are SVG attributes, not inline style, so the
 Content-Security-Policy (style-src 'self') allows them."""
 
 from __future__ import annotations
@@ -8,10 +9,11 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from html import escape
 
 from ..api import DayStats
+from ..api.windows import Bar
 
 PROCESSED = "#2f7d4f"
 FAILED = "#c0392b"
@@ -120,5 +122,90 @@ def day_chart(days: Sequence[DayStats], width: int = 720, height: int = 180) -> 
         if len(ordered) <= 10 or i % 5 == 0:
             parts.append(f'<text x="{x:.1f}" y="{height - 16}" fill="#555">{escape(day.date[5:])}</text>')
     parts.append(_legend(width))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+# -- the Metrics tab: runs per step of a window, and a class's histogram of execution times --
+
+CLASS_COLOURS = ("#245b9e", "#2f7d4f", "#b9770e", "#7d3c98", "#c0392b", "#17808a", "#6b6f1f", "#a04e72")
+
+
+def _step_label(start: int, step: int, span: int) -> str:
+    fmt = "%H:%M" if step == 60 else "%H:00" if span <= 24 else "%m-%d %H:00"
+    return time.strftime(fmt, time.gmtime(start))
+
+
+def _x_labels(starts: Sequence[int], step: int, x_of: Callable[[int], float], height: int) -> list[str]:
+    every = max(1, len(starts) // 6)
+    last = len(starts) - 1
+    return [f'<text x="{x_of(i):.1f}" y="{height - 16}" fill="#555" text-anchor="{"end" if i == last else "middle"}">'
+            f'{_step_label(start, step, len(starts))}</text>'
+            for i, start in enumerate(starts) if (last - i) % every == 0]
+
+
+def series_chart(starts: Sequence[int], step: int, lines: Sequence[tuple[str, str, Sequence[int]]],
+                 label: str, width: int = 720, height: int = 220) -> str:
+    """Counts per step (``starts``, oldest at the left), one line per (name, colour,
+    values), with a legend; each point's tooltip says its step and count."""
+    top = _nice_max(max([max(values, default=0) for _, _, values in lines] + [1]))
+    parts = _frame(width, height, top, label, label)
+    plot_w, plot_h = width - 56, height - 40
+    slots = max(1, len(starts) - 1)
+
+    def x_of(i: int) -> float:
+        return 48 + plot_w * i / slots
+
+    def y_of(value: float) -> float:
+        return 10 + plot_h * (1 - value / top)
+
+    parts.extend(_x_labels(starts, step, x_of, height))
+    for name, colour, values in lines:
+        points = " ".join(f"{x_of(i):.1f},{y_of(v):.1f}" for i, v in enumerate(values))
+        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{points}">'
+                     f'<title>{escape(name)}</title></polyline>')
+        for i, v in enumerate(values):
+            if v:
+                parts.append(f'<circle cx="{x_of(i):.1f}" cy="{y_of(v):.1f}" r="2.5" fill="{colour}"><title>'
+                             f'{escape(name)}, {_step_label(starts[i], step, len(starts))}: {v}</title></circle>')
+    for i, (name, colour, _) in enumerate(lines[:5]):  # a legend row holds five
+        x = 50 + i * 130
+        parts.append(f'<rect x="{x}" y="2" width="10" height="10" fill="{colour}"/>'
+                     f'<text x="{x + 14}" y="11" fill="#333">{escape(_short(name, 18))}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else "…" + text[-(limit - 1):]
+
+
+def ms_text(ms: float) -> str:
+    """A bucket edge for an axis: 0.25 ms, 8 ms, 1 s, 2 min."""
+    if ms < 1000:
+        return f"{ms:g} ms" if ms >= 1 else f"{ms:.3g} ms"
+    if ms < 120_000:
+        return f"{ms / 1000:g} s"
+    return f"{ms / 60_000:.0f} min"
+
+
+def histogram_chart(bars: Sequence[Bar], width: int = 720, height: int = 220) -> str:
+    """Runs per execution time, one bar per doubling, fastest at the left."""
+    top = _nice_max(max([b.runs for b in bars] + [1]))
+    parts = _frame(width, height, top, "runs by execution time", "runs by execution time")
+    plot_w, plot_h = width - 56, height - 40
+    slot = plot_w / max(1, len(bars))
+    for i, bar in enumerate(bars):
+        h = plot_h * bar.runs / top
+        x = 48 + i * slot
+        parts.append(f'<rect x="{x + slot * 0.1:.1f}" y="{10 + plot_h - h:.1f}" width="{slot * 0.8:.1f}" '
+                     f'height="{h:.1f}" fill="{CLASS_COLOURS[0]}"><title>{ms_text(bar.low_ms)} to '
+                     f'{ms_text(bar.high_ms)}: {bar.runs} runs</title></rect>')
+        if len(bars) <= 12 or i % 2 == 0:
+            parts.append(f'<text x="{x + slot / 2:.1f}" y="{height - 16}" fill="#555" text-anchor="middle">'
+                         f'{ms_text(bar.low_ms)}</text>')
+    if not bars:
+        parts.append(f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle" fill="#888">'
+                     'no run in this window</text>')
     parts.append("</svg>")
     return "".join(parts)

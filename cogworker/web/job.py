@@ -3,6 +3,8 @@ traceback, and the actions that fit where it is; ``/search`` (the jid box on eve
 
 from __future__ import annotations
 
+import time
+
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import Response
@@ -103,8 +105,14 @@ def disagreement(status: api.JobStatus | None, record: api.JobRecord | None) -> 
         return f"the status says {status.state}, but the job is in {where} (when it got there is not recorded)"
     newer = "the place is newer: the status catches up at the worker's next flush" if moved >= status.updated_at \
         else "the status is newer: the entry is moving on (reload to see where)"
-    return f"the status says {status.state} ({ago(status.updated_at)}), but the job is in {where} " \
-           f"(since {ago(moved)}): {newer}"
+    return f"the status says {status.state} (written {_age(status.updated_at)}), but the job is in {where} " \
+           f"(since {_age(moved)}): {newer}"
+
+
+def _age(at: float) -> str:
+    """To a tenth of a second while recent: a lagging status is a matter of a second."""
+    delta = time.time() - at
+    return f"{delta:.1f} s ago" if 0 <= delta < 60 else ago(at)
 
 
 def actions_for(record: api.JobRecord | None) -> tuple[str, ...]:

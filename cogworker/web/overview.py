@@ -1,6 +1,6 @@
-"""The dashboard (counters, the live and daily charts, Redis), ``/stats.json`` and
-``/live.svg`` that its script polls, ``/busy`` (processes, quiet/stop a master),
-``/metrics`` and ``/unsettled``."""
+"""The dashboard (counters, the live and daily charts, Redis), ``/stats.json``,
+``/live.svg`` and ``/days.svg`` that its script polls, ``/busy`` (processes, quiet/stop a
+master) and ``/unsettled``. The Metrics tab: ``metrics.py``."""
 
 from __future__ import annotations
 
@@ -56,17 +56,11 @@ def dashboard_routes(templates: Templates, sampler: Sampler) -> list[Route]:
         return Response(live_chart(sampler.rates()), media_type="image/svg+xml",
                         headers={"cache-control": "no-store"})
 
-    def metrics(request: Request) -> Response:
-        config = config_of(request)
-        rows = sorted(api.class_metrics(60, config), key=lambda m: (-m.processed, m.job_class))
-        return templates.render(request, "metrics.html", rows=rows)
-
     return [
         Route("/", dashboard, methods=["GET"]),
         Route("/stats.json", stats_json, methods=["GET"]),
         Route("/live.svg", live_svg, methods=["GET"]),
         Route("/days.svg", days_svg, methods=["GET"]),
-        Route("/metrics", metrics, methods=["GET"]),
     ]
 
 

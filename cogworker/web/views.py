@@ -84,6 +84,15 @@ def duration(seconds: float | None) -> str:
     return f"{seconds / 86400:.1f} days"
 
 
+def milliseconds(ms: float | None) -> str:
+    """A job's execution time: sub-millisecond ones too (0.42 ms), then as ``duration``."""
+    if ms is None:
+        return "-"
+    if ms < 10:
+        return f"{ms:.2g} ms" if ms < 1 else f"{ms:.1f} ms"
+    return duration(ms / 1000)
+
+
 def megabytes(rss: int | None) -> str:
     return "-" if not rss else f"{rss / 1048576:.0f} MB"
 
@@ -116,7 +125,7 @@ def entry_raw(value: str) -> bytes | None:
 
 def _environment() -> Environment:
     env = Environment(loader=PackageLoader("cogworker.web", "templates"), autoescape=select_autoescape(default=True))
-    env.filters.update(ago=ago, utc=utc, duration=duration, mb=megabytes, pretty=pretty, short=short,
+    env.filters.update(ago=ago, utc=utc, duration=duration, ms=milliseconds, mb=megabytes, pretty=pretty, short=short,
                        q=quoted, key=entry_key, rawbytes=raw_text, repr=repr)
     return env
 
