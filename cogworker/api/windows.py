@@ -14,9 +14,10 @@ import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
-from ..config import Config, get_config
-from ..lifecycle.stats import BUCKETS_PER_DOUBLING, bucket_upper_ms
+from ..config import Config, as_text, get_config
+from ..lifecycle.stats import BUCKETS_PER_DOUBLING, MAX_BUCKET, bucket_upper_ms
 from .metrics import _add, _Tally, _text
 
 WINDOWS = {"1h": 1, "8h": 8, "24h": 24, "72h": 72}  # name -> hours
@@ -87,29 +88,47 @@ def window(name: str = "1h", now: float | None = None) -> Window:
     return Window(name, step, [(last - count + 1 + i) * step for i in range(count)])
 
 
-def _read(win: Window, config: Config) -> list[dict[str, str]]:
-    """Each step's fields (a throughput hash with its buckets as ``b:<class>:<n>``), one round trip."""
+def _read(win: Window, config: Config, job_class: str | None = None) -> list[dict[str, str]]:
+    """Each step's fields (a throughput hash with its buckets as ``b:<class>:<n>``), one
+    round trip: every class's (HGETALL), or only ``job_class``'s (HMGET of its 104 fields,
+    so a class's page costs the same however many other classes ran)."""
     keys = config.keys
+    names = _class_fields(job_class) if job_class is not None else None
     pipe = config.redis().pipeline(transaction=False)
     for start in win.starts:
-        if win.step == 60:
-            pipe.hgetall(keys.throughput(start // 60))
-            pipe.hgetall(keys.durations(start // 60))
-        else:
-            pipe.hgetall(keys.throughput_hour(start // 3600))
-            pipe.hgetall(keys.durations_hour(start // 3600))
+        pair = (keys.throughput(start // 60), keys.durations(start // 60)) if win.step == 60 else \
+            (keys.throughput_hour(start // 3600), keys.durations_hour(start // 3600))
+        for key, fields in zip(pair, names or (None, None), strict=True):
+            if fields is None:
+                pipe.hgetall(key)
+            else:
+                pipe.hmget(key, fields)
     replies = pipe.execute(raise_on_error=False)
     found = []
     for i in range(len(win.starts)):
-        fields = _text(replies[2 * i])
-        fields.update({"b:" + name: value for name, value in _text(replies[2 * i + 1]).items()})
-        found.append(fields)
+        counts, buckets = (_fields(replies[2 * i + j], names[j] if names else None) for j in (0, 1))
+        counts.update({"b:" + name: value for name, value in buckets.items()})
+        found.append(counts)
     return found
 
 
-def _step_tallies(win: Window, config: Config) -> list[dict[str, _Tally]]:
+def _class_fields(job_class: str) -> tuple[list[str], list[str]]:
+    return ([f"count:{job_class}", f"failed:{job_class}", f"ms:{job_class}"],
+            [f"{job_class}:{n}" for n in range(MAX_BUCKET + 1)])
+
+
+def _fields(reply: Any, names: list[str] | None) -> dict[str, str]:
+    """An HGETALL reply, or an HMGET one paired with the names asked for (missing: left out)."""
+    if names is None:
+        return _text(reply)
+    if not isinstance(reply, list):
+        return {}  # an error (a key of another type): as empty
+    return {name: as_text(value) for name, value in zip(names, reply, strict=True) if value is not None}
+
+
+def _step_tallies(win: Window, config: Config, job_class: str | None = None) -> list[dict[str, _Tally]]:
     steps = []
-    for fields in _read(win, config):
+    for fields in _read(win, config, job_class):
         tallies: dict[str, _Tally] = defaultdict(_Tally)
         for name, value in fields.items():
             _add(tallies, name, value)
@@ -161,7 +180,7 @@ def window_metrics(name: str = "1h", config: Config | None = None) -> WindowMetr
 def class_window(job_class: str, name: str = "1h", config: Config | None = None) -> ClassWindow:
     """One class over the window: its summary, runs per step, and its histogram by doubling."""
     win = window(name)
-    steps = _step_tallies(win, config or get_config())
+    steps = _step_tallies(win, config or get_config(), job_class)
     total = _total(steps, job_class)
     processed = [max(0, s[job_class].runs - s[job_class].failed) if job_class in s else 0 for s in steps]
     failed = [s[job_class].failed if job_class in s else 0 for s in steps]
