@@ -253,6 +253,10 @@ def test_the_dashboard_status_line_follows_the_queues_without_a_reload(env, app)
                  what="the status line's latency, no reload")
         assert counter(env, "processes") == 3  # the master and its two children
         env.shot("dashboard-waiting")
+        assert "warn" in env.page.get_attribute('a:has([data-counter="dead"])', "class")
+        env.config.redis().delete(env.config.keys.dead)
+        wait_for(lambda: "warn" not in env.page.get_attribute('a:has([data-counter="dead"])', "class"),
+                 what="the dead counter no longer red once dead is empty")
     finally:
         api.Queue("default", env.config).resume()
     wait_for(lambda: env.page.inner_text('[data-text="latency_text"]') == "0 ms", what="the latency back to 0")

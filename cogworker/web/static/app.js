@@ -34,6 +34,10 @@ function showStats(data) {
     var value = data[cell.getAttribute("data-counter")];
     if (typeof value === "number") {
       cell.textContent = value.toLocaleString("en-US");
+      var box = cell.closest("[data-warn-nonzero]");
+      if (box) {
+        box.classList.toggle("warn", value > 0);
+      }
     }
   });
   document.querySelectorAll("[data-text]").forEach(function (cell) {
