@@ -140,3 +140,24 @@ def test_stats_watch_redraws_in_place_on_a_terminal(config):
             proc.kill()
             proc.wait()
         os.close(main)
+
+
+def test_stats_watch_json_is_one_document_per_line(config):
+    proc = subprocess.Popen([sys.executable, "-m", "cogworker", "stats", "--watch", "0.2", "--json"],
+                            env=env_for(config.redis_url), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL)
+    try:
+        seen = read_until(proc.stdout.fileno(), b"\n", timeout=20)
+        while seen.count(b"\n") < 2:
+            more = read_until(proc.stdout.fileno(), b"\n", timeout=20)
+            assert more, seen
+            seen += more
+        documents = [json.loads(line) for line in seen.splitlines()[:2]]
+        assert all(set(d) == {"at", "stats", "queues", "processes"} for d in documents)
+        assert documents[1]["at"] > documents[0]["at"] and documents[0]["stats"]["processed"] == 0
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
