@@ -12,9 +12,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-import redis
-
-from .. import api
+from .. import api, store
 from ..config import get_config, redact_url
 from . import commands
 from .output import field, jsonable, seconds
@@ -51,7 +49,7 @@ def one_round(args: argparse.Namespace, redraw: bool) -> str:
     try:
         numbers, queues, processes = api.stats(), api.queues(), api.processes()
         document = commands.stats_document(numbers, queues, processes) if args.json else None
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
+    except (store.ConnectionError, store.TimeoutError) as exc:
         note = (f"{stamp()} Redis at {redact_url(get_config().redis_url)} did not answer ({type(exc).__name__}); "
                 f"trying again in {args.watch:g}s")
         return (CLEAR if redraw else "") + note + "\n"
