@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import ast
 import subprocess
-import tomllib
 from collections import defaultdict
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
