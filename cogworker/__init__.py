@@ -17,7 +17,8 @@ _HOMES = {
     "disable": "cron", "enable": "cron", "periodic": "cron",
     "BadPayload": "errors", "CogworkerError": "errors", "ConfigurationError": "errors", "JobTimeout": "errors",
     "ProcessDied": "errors", "RedisVersionError": "errors", "UnknownJob": "errors",
-    "BoundJob": "client.jobs", "Job": "client.jobs", "JobOptions": "client.jobs", "job": "client.jobs",
+    "BoundJob": "client.jobs", "Job": "client.jobs", "JobOptions": "client.jobs", "Signature": "client.jobs",
+    "job": "client.jobs",
     "client_middleware": "core.middleware", "server_middleware": "core.middleware",
 }
 # public module paths that live deeper in the tree (docs/architecture.md#public-paths):
@@ -35,6 +36,7 @@ __all__ = [
     "JobTimeout",
     "ProcessDied",
     "RedisVersionError",
+    "Signature",
     "UnknownJob",
     "by_name",
     "client_middleware",
@@ -85,7 +87,7 @@ def _version() -> str:
 
 
 if TYPE_CHECKING:  # what the names are, for type checkers and editors
-    from .client.jobs import BoundJob, Job, JobOptions, by_name, enqueue, enqueue_at, job
+    from .client.jobs import BoundJob, Job, JobOptions, Signature, by_name, enqueue, enqueue_at, job
     from .config import Config, configure, get_config
     from .core import hooks
     from .core.middleware import client_middleware, server_middleware

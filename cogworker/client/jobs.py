@@ -13,12 +13,13 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from ..core.payload import (  # noqa: F401 (re-exported: their home was this module)
     UNIQUE_UNTIL,
     BackoffFn,
     JobOptions,
+    OptionArgs,
     build_payload,
     default_backoff,
     dumps,
@@ -34,12 +35,19 @@ from ..errors import ConfigurationError
 from . import aio as client_async
 from . import enqueue as client
 
+if TYPE_CHECKING:  # typing.Unpack is 3.11+; annotations are never evaluated at run time
+    from typing_extensions import Unpack
+
 P = ParamSpec("P")
 R = TypeVar("R")
+Calls = Iterable[Sequence[Any] | tuple[Sequence[Any], dict[str, Any]]]
 
 
 class Job(JobDef, Generic[P, R]):
-    """A function that can run inline or be enqueued. Made by ``@cogworker.job``."""
+    """A function that can run inline or be enqueued. Made by ``@cogworker.job``.
+
+    Generic in the function's parameters (``P``) and result (``R``): type checkers check
+    the arguments of ``enqueue`` and its variants against the function's signature."""
 
     func: Callable[P, R]
 
@@ -53,46 +61,52 @@ class Job(JobDef, Generic[P, R]):
     def __repr__(self) -> str:
         return f"<cogworker job {self.name} queue={self.opts.queue!r}>"
 
-    def options(self, **overrides: Any) -> BoundJob:
+    def _bound(self) -> BoundJob[P, R]:
+        return BoundJob(self, self.opts)
+
+    def options(self, **overrides: Unpack[OptionArgs]) -> BoundJob[P, R]:
         """Per-call overrides: ``add.options(queue="low", retry=0).enqueue(1, 2)``."""
         return BoundJob(self, JobOptions.build(self.opts, **overrides))
 
-    def enqueue(self, *args: Any, **kwargs: Any) -> str | None:
+    def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature[R]:
+        """The call, made now and enqueued later: ``add.s(1, 2).enqueue_in(30)``."""
+        return self._bound().s(*args, **kwargs)
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str | None:
         """Push the job; returns its jid (None if a unique lock dropped it as a duplicate)."""
-        # BoundJob(self, self.opts).enqueue, without building the handle: asked per job.
+        # self._bound().enqueue, without building the handle: asked per job.
         self.check_arguments(args, kwargs)
         return client.push(build_payload(self.name, args, kwargs, self.opts))
 
-    def enqueue_in(self, seconds: float, *args: Any, **kwargs: Any) -> str | None:
-        return BoundJob(self, self.opts).enqueue_in(seconds, *args, **kwargs)
+    def enqueue_in(self, seconds: float, *args: P.args, **kwargs: P.kwargs) -> str | None:
+        return self._bound().enqueue_in(seconds, *args, **kwargs)
 
-    def enqueue_at(self, when: datetime | float, *args: Any, **kwargs: Any) -> str | None:
-        return BoundJob(self, self.opts).enqueue_at(when, *args, **kwargs)
+    def enqueue_at(self, when: datetime | float, *args: P.args, **kwargs: P.kwargs) -> str | None:
+        return self._bound().enqueue_at(when, *args, **kwargs)
 
-    def enqueue_many(self, calls: Iterable[Sequence[Any] | tuple[Sequence[Any], dict[str, Any]]]
-                     ) -> list[str | None]:
-        return BoundJob(self, self.opts).enqueue_many(calls)
+    def enqueue_many(self, calls: Calls) -> list[str | None]:
+        return self._bound().enqueue_many(calls)
 
     # From asyncio code (FastAPI, aiohttp): the same payloads, written on redis.asyncio.
 
-    async def enqueue_async(self, *args: Any, **kwargs: Any) -> str | None:
-        return await BoundJob(self, self.opts).enqueue_async(*args, **kwargs)
+    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> str | None:
+        return await self._bound().enqueue_async(*args, **kwargs)
 
-    async def enqueue_in_async(self, seconds: float, *args: Any, **kwargs: Any) -> str | None:
-        return await BoundJob(self, self.opts).enqueue_in_async(seconds, *args, **kwargs)
+    async def enqueue_in_async(self, seconds: float, *args: P.args, **kwargs: P.kwargs) -> str | None:
+        return await self._bound().enqueue_in_async(seconds, *args, **kwargs)
 
-    async def enqueue_at_async(self, when: datetime | float, *args: Any, **kwargs: Any) -> str | None:
-        return await BoundJob(self, self.opts).enqueue_at_async(when, *args, **kwargs)
+    async def enqueue_at_async(self, when: datetime | float, *args: P.args, **kwargs: P.kwargs) -> str | None:
+        return await self._bound().enqueue_at_async(when, *args, **kwargs)
 
-    async def enqueue_many_async(self, calls: Iterable[Sequence[Any] | tuple[Sequence[Any], dict[str, Any]]]
-                                 ) -> list[str | None]:
-        return await BoundJob(self, self.opts).enqueue_many_async(calls)
+    async def enqueue_many_async(self, calls: Calls) -> list[str | None]:
+        return await self._bound().enqueue_many_async(calls)
 
 
 @dataclass(frozen=True)
-class BoundJob:
+class BoundJob(Generic[P, R]):
     """A job with per-call options (``Job.options``), or known only by its name
-    (``cogworker.by_name``: ``job`` is None when it isn't registered in this process)."""
+    (``cogworker.by_name``: ``job`` is None when it isn't registered in this process, and
+    its arguments are ``...``, unchecked by type checkers)."""
 
     job: JobDef | None
     opts: JobOptions
@@ -104,9 +118,15 @@ class BoundJob:
                 raise TypeError("BoundJob needs a job or a name")
             object.__setattr__(self, "name", self.job.name)
 
-    def options(self, **overrides: Any) -> BoundJob:
+    def options(self, **overrides: Unpack[OptionArgs]) -> BoundJob[P, R]:
         """More overrides on top of these: ``by_name("app.jobs.add").options(retry=0)``."""
         return BoundJob(self.job, JobOptions.build(self.opts, **overrides), self.name)
+
+    def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature[R]:
+        """The call with these options, checked now, enqueued later."""
+        if self.job is not None:
+            self.job.check_arguments(args, kwargs)
+        return Signature(self, tuple(args), dict(kwargs))
 
     def payload(self, args: Sequence[Any], kwargs: dict[str, Any], now: float | None = None) -> dict[str, Any]:
         """The job's payload; a TypeError first if a registered job can't take these arguments."""
@@ -114,24 +134,23 @@ class BoundJob:
             self.job.check_arguments(args, kwargs)
         return build_payload(self.name, args, kwargs, self.opts, now)
 
-    def enqueue(self, *args: Any, **kwargs: Any) -> str | None:
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str | None:
         return client.push(self.payload(args, kwargs))
 
-    def enqueue_in(self, seconds: float, *args: Any, **kwargs: Any) -> str | None:
+    def enqueue_in(self, seconds: float, *args: P.args, **kwargs: P.kwargs) -> str | None:
         if not is_number(seconds):
             raise TypeError(f"enqueue_in takes seconds as a number, got {seconds!r}")
         return self.enqueue_at(time.time() + seconds, *args, **kwargs)
 
-    def enqueue_at(self, when: datetime | float, *args: Any, **kwargs: Any) -> str | None:
+    def enqueue_at(self, when: datetime | float, *args: P.args, **kwargs: P.kwargs) -> str | None:
         at = to_epoch(when)
         return client.push(self.payload(args, kwargs), at=at)
 
-    def enqueue_many(self, calls: Iterable[Sequence[Any] | tuple[Sequence[Any], dict[str, Any]]]
-                     ) -> list[str | None]:
+    def enqueue_many(self, calls: Calls) -> list[str | None]:
         """Bulk enqueue: each item is an args tuple/list, or ``(args, kwargs)``; pipelined."""
         return client.push_many(self._many(calls))
 
-    def _many(self, calls: Iterable[Sequence[Any] | tuple[Sequence[Any], dict[str, Any]]]) -> list[dict[str, Any]]:
+    def _many(self, calls: Calls) -> list[dict[str, Any]]:
         now = time.time()
         payloads = []
         for call in calls:
@@ -145,26 +164,34 @@ class BoundJob:
             payloads.append(self.payload(args, kwargs, now))  # all checked before any is written
         return payloads
 
-    async def enqueue_async(self, *args: Any, **kwargs: Any) -> str | None:
+    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> str | None:
         """``enqueue`` from asyncio code, on ``redis.asyncio`` (same payload, same middleware)."""
         return await client_async.push(self.payload(args, kwargs))
 
-    async def enqueue_in_async(self, seconds: float, *args: Any, **kwargs: Any) -> str | None:
+    async def enqueue_in_async(self, seconds: float, *args: P.args, **kwargs: P.kwargs) -> str | None:
         if not is_number(seconds):
             raise TypeError(f"enqueue_in takes seconds as a number, got {seconds!r}")
         return await self.enqueue_at_async(time.time() + seconds, *args, **kwargs)
 
-    async def enqueue_at_async(self, when: datetime | float, *args: Any, **kwargs: Any) -> str | None:
+    async def enqueue_at_async(self, when: datetime | float, *args: P.args, **kwargs: P.kwargs) -> str | None:
         at = to_epoch(when)
         return await client_async.push(self.payload(args, kwargs), at=at)
 
-    async def enqueue_many_async(self, calls: Iterable[Sequence[Any] | tuple[Sequence[Any], dict[str, Any]]]
-                                 ) -> list[str | None]:
+    async def enqueue_many_async(self, calls: Calls) -> list[str | None]:
         return await client_async.push_many(self._many(calls))
 
 
-def job(func: Callable[P, R] | None = None, /, **options: Any) -> Any:
-    """Make a function a job: ``@job`` or ``@job(queue=..., retry=..., timeout=..., unique_for=...)``."""
+@overload
+def job(func: Callable[P, R], /) -> Job[P, R]: ...
+
+
+@overload
+def job(func: None = None, /, **options: Unpack[OptionArgs]) -> Callable[[Callable[P, R]], Job[P, R]]: ...
+
+
+def job(func: Callable[P, R] | None = None, /, **options: Any) -> Job[P, R] | Callable[[Callable[P, R]], Job[P, R]]:
+    """Make a function a job: ``@job`` or ``@job(queue=..., retry=..., timeout=..., unique_for=...)``.
+    The ``Job`` keeps the function's signature for type checkers (``ParamSpec``)."""
     opts = JobOptions.build(**options)  # an unknown option fails here, at decoration
 
     def wrap(f: Callable[P, R]) -> Job[P, R]:
@@ -181,7 +208,42 @@ def job(func: Callable[P, R] | None = None, /, **options: Any) -> Any:
     return wrap(func) if func is not None else wrap
 
 
-def by_name(name: str, **options: Any) -> BoundJob:
+@dataclass(frozen=True)
+class Signature(Generic[R]):
+    """One call of a job, its arguments checked and kept (``add.s(1, 2)``, Celery's
+    signature): enqueue it now, later or at a time, as often as needed."""
+
+    bound: BoundJob[..., R]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.bound.name
+
+    def options(self, **overrides: Unpack[OptionArgs]) -> Signature[R]:
+        return Signature(self.bound.options(**overrides), self.args, self.kwargs)
+
+    def enqueue(self) -> str | None:
+        return self.bound.enqueue(*self.args, **self.kwargs)
+
+    def enqueue_in(self, seconds: float) -> str | None:
+        return self.bound.enqueue_in(seconds, *self.args, **self.kwargs)
+
+    def enqueue_at(self, when: datetime | float) -> str | None:
+        return self.bound.enqueue_at(when, *self.args, **self.kwargs)
+
+    async def enqueue_async(self) -> str | None:
+        return await self.bound.enqueue_async(*self.args, **self.kwargs)
+
+    async def enqueue_in_async(self, seconds: float) -> str | None:
+        return await self.bound.enqueue_in_async(seconds, *self.args, **self.kwargs)
+
+    async def enqueue_at_async(self, when: datetime | float) -> str | None:
+        return await self.bound.enqueue_at_async(when, *self.args, **self.kwargs)
+
+
+def by_name(name: str, **options: Unpack[OptionArgs]) -> BoundJob[..., Any]:
     """A job known by its name, with options, as Celery's ``send_task(name, queue=...)``:
     ``by_name("app.jobs.add", queue="critical", retry=3).enqueue(1, 2)``; it has
     ``enqueue``, ``enqueue_in``, ``enqueue_at``, ``enqueue_many`` and ``options``.

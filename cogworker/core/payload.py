@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from os import urandom
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from ..errors import ConfigurationError
 
@@ -71,6 +71,18 @@ def error_message(error: BaseException) -> str:
 
 def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+class OptionArgs(TypedDict, total=False):
+    """The options as keyword arguments (``@job(...)``, ``.options(...)``), for type
+    checkers: a misspelt or mistyped option is an error there as well as at run time."""
+
+    queue: str
+    retry: int | bool
+    timeout: float | None
+    unique_for: float | None
+    unique_until: Literal["success", "start"]
+    backoff: BackoffFn | None
 
 
 @dataclass(frozen=True)
