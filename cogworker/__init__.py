@@ -78,12 +78,9 @@ def __dir__() -> list[str]:
 
 
 def _version() -> str:
-    from importlib import metadata
+    from .version import __version__  # the one source; pyproject.toml reads it too
 
-    try:  # the installed distribution's version: one source of truth, pyproject.toml
-        return metadata.version("cogworker")
-    except metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
-        return "0+unknown"
+    return __version__
 
 
 if TYPE_CHECKING:  # what the names are, for type checkers and editors
