@@ -86,6 +86,8 @@ async def _write_one(payload: dict[str, Any], at: float | None) -> str | None:
 
 async def push(payload: dict[str, Any], at: float | None = None) -> str | None:
     """``client.push``, awaited: the jid, or None when a middleware or a unique lock dropped it."""
+    if client.sink is not None:  # cogworker.testing: the job may run now, off this loop
+        return await asyncio.to_thread(client.push, payload, at)
     if not len(client_middleware):
         return await _write_one(payload, at)
     dumps(payload)  # bad arguments refused before any middleware sees them
@@ -104,6 +106,8 @@ async def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
     """``client.push_many``, awaited: one pipeline for the plain jobs (unique jobs and
     jobs under client middleware one by one, in order)."""
     encoded = [dumps(p) for p in payloads]  # all refused before any is written
+    if client.sink is not None:
+        return await asyncio.to_thread(client.push_many, payloads)
     jids: list[str | None] = []
     by_queue: dict[str, list[str]] = {}
     bulk: list[dict[str, Any]] = []

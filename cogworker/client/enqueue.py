@@ -5,7 +5,7 @@ middleware chain runs here, and ``enqueued`` fires. The handles that build paylo
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import store
@@ -26,6 +26,9 @@ PUSH_SCRIPT_MAX = 4096
 # Queues (by key) whose last single push from this process found jobs already waiting:
 # the next push there is a plain LPUSH, as a bare client's (docs/architecture.md#enqueue).
 _backlogged: set[str] = set()
+# The innermost write, replaced while cogworker.testing's inline or fake mode is on
+# (``(payload, at) -> jid``): the client middleware still runs around it. None: Redis.
+sink: Callable[[dict[str, Any], float | None], str | None] | None = None
 
 
 def _write(pipe: Any, payload: dict[str, Any], encoded: str, at: float | None) -> None:
@@ -123,6 +126,10 @@ def push(payload: dict[str, Any], at: float | None = None, config: Config | None
     Serialization happens before anything is written: a bad argument writes nothing.
     ``config``: whose client writes it (the prefork master's has a short timeout).
     """
+    if sink is not None:
+        divert = sink
+        dumps(payload)
+        return client_middleware.invoke((payload,), lambda: divert(payload, at))
     if not client_middleware:
         return _final(payload, at, config)
     dumps(payload)  # refuse bad arguments before any middleware sees them (_final checks too)
@@ -166,6 +173,8 @@ def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
     """Bulk: one pipeline, one multi-value LPUSH per queue and chunk, in order (unique
     jobs and jobs under client middleware take the single path, one by one)."""
     encoded = [dumps(p) for p in payloads]  # all refused before any is written
+    if sink is not None:
+        return [push(p) for p in payloads]
     jids: list[str | None] = []
     by_queue: dict[str, list[str]] = {}
     bulk: list[dict[str, Any]] = []  # written by the pipeline below

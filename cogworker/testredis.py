@@ -1,0 +1,197 @@
+"""Real parts for integration tests (``cogworker.testing``, the pytest plugin): a private
+``redis-server`` on a free port, in a folder of its own, that can be paused, killed and
+restarted empty; and a real ``cogworker-prefork`` master running an app module on it.
+Nothing here touches any other Redis, or signals any process it did not start."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import redis
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RedisServer:
+    """``RedisServer().start()``; ``url``, ``client()``, ``stop()``, ``kill()``,
+    ``restart()`` (empty, same port), ``pause()``/``resume()`` (SIGSTOP/SIGCONT),
+    ``cleanup()`` (stops it and removes its folder)."""
+
+    def __init__(self, port: int | None = None) -> None:
+        binary = shutil.which("redis-server")
+        if not binary:
+            raise RuntimeError("redis-server is not on PATH (apt-get install redis-server)")
+        self.binary = binary
+        self.port = port or free_port()
+        self.dir = tempfile.mkdtemp(prefix="cogworker-redis-")
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.paused = False
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 10.0) -> RedisServer:
+        self.proc = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", self.dir, "--loglevel", "warning"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                if self.client().ping():
+                    return self
+            except redis.ConnectionError:
+                time.sleep(0.02)
+        raise RuntimeError(f"redis-server on port {self.port} did not start")
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            if self.paused:
+                self.resume()
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def restart(self) -> None:
+        """Stopped and started again on the same port: empty, with an empty script cache."""
+        self.stop()
+        self.start()
+
+    def pause(self) -> None:
+        assert self.proc
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        assert self.proc
+        os.kill(self.proc.pid, signal.SIGCONT)
+        self.paused = False
+
+    def cleanup(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class PreforkWorker:
+    """``cogworker-prefork --procs N MODULE`` on ``redis_url``, in a session of its own,
+    with this process's ``sys.path`` (so it imports what the test imports). ``wait_idle()``
+    waits until its queues and in-progress lists are empty; ``stop()`` sends SIGTERM
+    (a clean stop) and, past ``grace``, SIGKILLs its process group; ``output()`` is its log."""
+
+    def __init__(self, redis_url: str, module: str, procs: int = 1, args: tuple[str, ...] = (),
+                 namespace: str = "cogworker", env: dict[str, str] | None = None) -> None:
+        self.redis_url, self.namespace, self.procs = redis_url, namespace, procs
+        self.stopped: int | None = None
+        self.log = tempfile.NamedTemporaryFile(prefix="cogworker-worker-", suffix=".log", delete=False)
+        path = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+        full_env = {**os.environ, "PYTHONPATH": path, **(env or {})}
+        full_env.pop("COGWORKER_REDIS_URL", None)
+        cmd = [sys.executable, "-m", "cogworker.prefork.cli", "--procs", str(procs), "--redis-url", redis_url,
+               "--namespace", namespace, *args, module]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=full_env,
+                                     start_new_session=True)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def output(self) -> str:
+        self.log.flush()
+        return Path(self.log.name).read_text(errors="replace")
+
+    def wait_ready(self, timeout: float = 60.0) -> PreforkWorker:
+        """Until ``procs`` children have booted (their process titles say so: idle or busy).
+        AssertionError on timeout or exit, with the log."""
+        self._wait(lambda conn: self._booted() >= self.procs, timeout, "not ready")
+        return self
+
+    def _booted(self) -> int:
+        try:
+            children = psutil.Process(self.pid).children()
+        except psutil.NoSuchProcess:
+            return 0
+        booted = 0
+        for child in children:  # one may exit while looked at
+            with contextlib.suppress(psutil.Error, IndexError):
+                title = child.cmdline()[0]
+                booted += title.startswith("cogworker: child") and ("idle" in title or "busy" in title)
+        return booted
+
+    def _wait(self, done: Any, timeout: float, what: str) -> None:
+        conn = redis.Redis.from_url(self.redis_url, socket_timeout=5)
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                if not self.alive():
+                    raise AssertionError(f"the worker exited ({self.proc.returncode}):\n{self.output()}")
+                if done(conn):
+                    return
+                time.sleep(0.02)
+        finally:
+            conn.close()
+        raise AssertionError(f"the worker was still {what} after {timeout}s:\n{self.output()[-4000:]}")
+
+    def wait_idle(self, timeout: float = 30.0) -> None:
+        """Until no job waits on a queue or sits on an in-progress list (scheduled and
+        retrying jobs aren't waited for). AssertionError on timeout, with the log."""
+        self._wait(lambda conn: not self._busy(conn, self.namespace), timeout, "busy")
+
+    @staticmethod
+    def _busy(conn: Any, prefix: str) -> bool:
+        for pattern in (f"{prefix}:queue:*", f"{prefix}:in_progress:*"):
+            for key in conn.scan_iter(match=pattern):
+                if conn.type(key) == b"list" and conn.llen(key):
+                    return True
+        return False
+
+    def stop(self, grace: float = 30.0) -> int | None:
+        """SIGTERM, then after ``grace`` SIGKILL to its group; its exit status (once
+        stopped, again the same)."""
+        if self.stopped is not None:
+            return self.stopped
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                pass
+        try:  # anything of its session left behind (a child still stopping)
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.stopped = self.proc.wait(10)
+        self.log.close()
+        os.unlink(self.log.name)
+        return self.stopped
