@@ -181,6 +181,9 @@ class Config:
     # module prefixes may also be imported on demand, for apps that import jobs lazily:
     # "app.tasks" allows app.tasks and app.tasks.*, not app.tasks2.
     import_prefixes: tuple[str, ...] = field(default_factory=import_prefixes_from_env)
+    # OpenTelemetry spans per enqueue and execution (tracing.py): on once the `otel` extra
+    # is installed and the app set a tracer provider; False turns them off.
+    tracing: bool = True
 
     def __post_init__(self) -> None:
         validate_redis_url(self.redis_url)

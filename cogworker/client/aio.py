@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import store
+from .. import tracing
 from ..config import Config, get_config
 from ..core import hooks
 from ..core.middleware import client_middleware
@@ -88,9 +89,16 @@ async def push(payload: dict[str, Any], at: float | None = None) -> str | None:
     """``client.push``, awaited: the jid, or None when a middleware or a unique lock dropped it."""
     if client.sink is not None:  # cogworker.testing: the job may run now, off this loop
         return await asyncio.to_thread(client.push, payload, at)
+    if tracing.ON and tracing.active():
+        with tracing.producing(payload, at) as span:  # a PRODUCER span, current across the await
+            return tracing.written(span, await _untraced(payload, at))
+    return await _untraced(payload, at)
+
+
+async def _untraced(payload: dict[str, Any], at: float | None) -> str | None:
     if not len(client_middleware):
         return await _write_one(payload, at)
-    dumps(payload)  # bad arguments refused before any middleware sees them
+    dumps(payload)
     loop = asyncio.get_running_loop()
 
     def chain() -> str | None:
@@ -112,7 +120,7 @@ async def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
     by_queue: dict[str, list[str]] = {}
     bulk: list[dict[str, Any]] = []
     for payload, raw in zip(payloads, encoded, strict=True):
-        if len(client_middleware) or payload.get("unique_for"):
+        if len(client_middleware) or payload.get("unique_for") or tracing.ON and tracing.active():
             jids.append(await push(payload))
             continue
         by_queue.setdefault(payload["queue"], []).append(raw)

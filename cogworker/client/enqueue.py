@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import store
+from .. import tracing
 from ..config import Config, get_config
 from ..core import hooks
 from ..core.middleware import client_middleware
@@ -126,6 +127,13 @@ def push(payload: dict[str, Any], at: float | None = None, config: Config | None
     Serialization happens before anything is written: a bad argument writes nothing.
     ``config``: whose client writes it (the prefork master's has a short timeout).
     """
+    if tracing.ON and tracing.active(config):  # a PRODUCER span, its context into the payload
+        with tracing.producing(payload, at) as span:
+            return tracing.written(span, _push(payload, at, config))
+    return _push(payload, at, config)
+
+
+def _push(payload: dict[str, Any], at: float | None, config: Config | None) -> str | None:
     if sink is not None:
         divert = sink
         dumps(payload)
@@ -179,8 +187,8 @@ def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
     by_queue: dict[str, list[str]] = {}
     bulk: list[dict[str, Any]] = []  # written by the pipeline below
     for payload, raw in zip(payloads, encoded, strict=True):
-        if len(client_middleware) or payload.get("unique_for"):
-            jids.append(push(payload))
+        if len(client_middleware) or payload.get("unique_for") or tracing.ON and tracing.active():
+            jids.append(push(payload))  # one by one: a traced enqueue is a span and a payload field each
             continue
         by_queue.setdefault(payload["queue"], []).append(raw)
         bulk.append(payload)

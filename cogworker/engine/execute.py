@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .. import tracing
 from ..config import Config, logger
 from ..core import fate, hooks
 from ..core.middleware import server_middleware
@@ -69,8 +70,8 @@ def launch_async(config: Config, identity: str, queue: str, payload: dict[str, A
     no pool thread waiting on it; ``done`` gets its outcome (called in the loop's thread).
     False, having done nothing: not such a job (middleware needs a stack per job: the
     caller runs ``execute`` in a pool thread)."""
-    if len(server_middleware):
-        return False
+    if len(server_middleware) or tracing.ON and tracing.active(config):
+        return False  # a span needs a thread per job, as middleware does
     try:
         job = resolve(payload["class"], config.import_prefixes)
     except Exception:  # the pool's execute fails it as the job's own error, through the chain
@@ -104,8 +105,15 @@ def run_job(job: Any, payload: dict[str, Any], queue: str,
     """The job's own outcome: None, or what it (or a middleware) raised.
 
     A resolution failure is raised as the chain's innermost step, so every server
-    middleware sees it like a perform-time error.
+    middleware sees it like a perform-time error. Traced (``tracing``): in a CONSUMER span.
     """
+    if tracing.ON and tracing.active():
+        return tracing.consume(payload, queue, lambda: _run(job, payload, queue, resolution_error))
+    return _run(job, payload, queue, resolution_error)
+
+
+def _run(job: Any, payload: dict[str, Any], queue: str, resolution_error: BaseException | None
+         ) -> BaseException | None:
     timeout = payload.get("timeout")
     timer: SoftTimeout | None = None
     if isinstance(timeout, (int, float)) and timeout > 0:
