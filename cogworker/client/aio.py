@@ -42,6 +42,14 @@ def async_redis(config: Config | None = None) -> store.AsyncClient:
     return found
 
 
+async def aclose() -> None:
+    """Close this loop's clients (an ASGI app's lifespan, at shutdown): a redis.asyncio
+    client left open warns when its loop is gone. The next use makes new ones."""
+    per_loop = _clients.pop(asyncio.get_running_loop(), {})
+    for found in per_loop.values():
+        await found.aclose()
+
+
 async def _execute(pipe: Any) -> None:
     """As ``client._execute``: only the job's own write may fail the push."""
     commands = [c[0][0] for c in pipe.command_stack]
