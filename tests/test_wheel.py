@@ -54,6 +54,7 @@ def test_the_built_wheel_has_every_data_file_and_both_scripts(tmp_path: Path) ->
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     text = (tmp_path / "unpacked" / entry_points).read_text()
     assert "cogworker = cogworker.cli:main" in text and "cogworker-prefork = cogworker.prefork.cli:main" in text
+    assert "[pytest11]\ncogworker = cogworker.pytest_plugin" in text  # the plugin, wherever the wheel goes
     assert not any(n.startswith(("tests/", "examples/", "bench/")) for n in names)
 
 
