@@ -51,7 +51,7 @@ class CogworkerConfig(AppConfig):
         if given:
             config_module.configure(**dict(given))
         autodiscover()
-        if fresh_connections not in server_middleware._entries:
+        if fresh_connections not in server_middleware:  # once, whatever calls setup() again
             server_middleware.add(fresh_connections)
 
 

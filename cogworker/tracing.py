@@ -149,3 +149,16 @@ def _outcome(span: Span, payload: dict[str, Any], error: BaseException | None) -
     _propagator.inject(carrier, trace.set_span_in_context(span))
     if TRACEPARENT in carrier:  # the retry that this failure files links back to this attempt
         payload[ATTEMPT] = carrier[TRACEPARENT]
+
+
+def flush(timeout: float = 5.0) -> None:
+    """Export what the app's span processors still hold (a prefork child, before its
+    ``os._exit``, which runs no atexit); at most ``timeout`` seconds, never raising."""
+    provider = _set if ON else None
+    force_flush = getattr(provider, "force_flush", None)
+    if force_flush is None:
+        return
+    try:
+        force_flush(int(timeout * 1000))
+    except Exception:  # an exporter's failure must not change how the process exits
+        pass

@@ -153,3 +153,27 @@ def test_a_real_prefork_worker_exports_linked_spans(masters: Any, own_config: co
     (tmp_path / "trace.json").write_text(json.dumps(worker_spans, indent=1))
     if os.environ.get("COGWORKER_SHOW_TRACE"):
         print(json.dumps(worker_spans, indent=1))
+
+
+def test_a_child_flushes_batched_spans_before_it_exits(masters: Any, own_config: cogworker.Config,
+                                                       tmp_path: Path) -> None:
+    """A BatchSpanProcessor holds spans (here for a minute); a prefork child leaves by
+    os._exit, which runs no atexit, so the child flushes them itself on its way out."""
+    import signal
+
+    from apps import otel_app
+
+    master = masters(module="apps.otel_app", procs=1, env={"COGWORKER_TEST_SPANS": str(tmp_path),
+                                                           "COGWORKER_TEST_SPANS_BATCHED": "1"})
+    (child,) = master.wait_children()
+    cogworker.disable("otel-every-second")  # only the job below
+    from cogworker import api
+
+    jid = otel_app.hello.enqueue("batched")
+    wait_for(lambda: getattr(api.status(jid), "state", None) == "succeeded", timeout=30, what="the job done")
+    assert spans_in(tmp_path) == []  # held by the batching processor
+    master.signal(signal.SIGTERM)
+    assert master.wait_exit(60) == 0
+    runs = [s for s in spans_in(tmp_path) if s["name"] == f"run {otel_app.hello.name}" and s["pid"] == child
+            and s["attributes"]["cogworker.job.outcome"] == "succeeded"]
+    assert runs, master.output()[-2000:]

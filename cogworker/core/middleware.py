@@ -34,6 +34,9 @@ class Chain:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def __contains__(self, middleware: object) -> bool:
+        return middleware in self._entries
+
     def invoke(self, args: tuple[Any, ...], final: Callable[[], Any]) -> Any:
         """Call each middleware as ``mw(*args, call_next)``; the innermost ``call_next`` is ``final``."""
         entries = self._entries

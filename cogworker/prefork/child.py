@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 from setproctitle import setproctitle
 
 from .. import store
+from .. import tracing
 from ..config import Config, logger
 from ..core import heartbeat
 from ..core.heartbeat import clock
@@ -190,4 +191,5 @@ def child_main(index: int, config: Config, conn: Connection, slots: Slots,
             conn.close()
         except OSError:
             pass
+        tracing.flush()  # os._exit runs no atexit: a batching span processor would lose its last spans
         os._exit(code)

@@ -15,5 +15,6 @@ OUTBOX = "example:outbox"  # where the example "sends" its mail: a Redis list, c
 def send_welcome(email: str) -> None:
     pipe = get_config().redis().pipeline()
     pipe.lpush(OUTBOX, json.dumps({"to": email, "subject": "welcome", "at": time.time()}))
-    pipe.ltrim(OUTBOX, 0, 999)
+    pipe.ltrim(OUTBOX, 0, 999)  # bounded by count, and by age below
+    pipe.expire(OUTBOX, 7 * 24 * 3600)
     pipe.execute()

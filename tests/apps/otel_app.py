@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import cogworker
@@ -32,7 +32,10 @@ class MirroredInMemoryExporter(InMemorySpanExporter):
 exporter = MirroredInMemoryExporter()
 if os.environ.get("COGWORKER_TEST_SPANS"):  # only in the worker: the test sets its own provider
     provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    if os.environ.get("COGWORKER_TEST_SPANS_BATCHED"):  # held for a minute: exported only by a flush
+        provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=60_000))
+    else:
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
 
 failed_once: set[str] = set()
