@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-PACKAGE_DATA = ("lua/*.lua", "web/templates/*.html", "web/static/*", "py.typed")
+PACKAGE_DATA = ("store/lua/*.lua", "web/templates/*.html", "web/static/*", "py.typed")
 
 
 def expected_version(tree: Path) -> str:

@@ -1,4 +1,4 @@
-"""`python -m bench.tracing_cost`: what the OpenTelemetry hooks (cogworker/tracing.py)
+"""`python -m bench.tracing_cost`: what the OpenTelemetry hooks (cogworker/core/tracing.py)
 cost on the two paths they touch, per call: running a job (`execute.run_job`, no Redis)
 and enqueueing one (`client.push` to a private redis-server).
 

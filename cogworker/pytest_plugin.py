@@ -23,7 +23,7 @@ import pytest
 if TYPE_CHECKING:
     from .config import Config
     from .testing import Fake, Inline
-    from .testredis import PreforkWorker, RedisServer
+    from .testing.servers import PreforkWorker, RedisServer
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,7 +52,7 @@ def cogworker_fake() -> Iterator[Fake]:
 
 @pytest.fixture(scope="session")
 def cogworker_redis_server() -> Iterator[RedisServer]:
-    from .testredis import RedisServer
+    from .testing.servers import RedisServer
 
     server = RedisServer().start()
     yield server
@@ -62,6 +62,7 @@ def cogworker_redis_server() -> Iterator[RedisServer]:
 @pytest.fixture
 def cogworker_redis(cogworker_redis_server: RedisServer) -> Iterator[Config]:
     from . import config as config_module
+    from .store import lua
 
     if cogworker_redis_server.paused:
         cogworker_redis_server.resume()
@@ -70,13 +71,12 @@ def cogworker_redis(cogworker_redis_server: RedisServer) -> Iterator[Config]:
     config_module._config = None  # from the defaults, not from what an earlier test set
     yield config_module.configure(redis_url=cogworker_redis_server.url)
     config_module._config = before
-    for forget in config_module._on_configure:  # what configure() does for a new config
-        forget()
+    lua.reset()  # what configure() does for a new config: the scripts are kept per client
 
 
 @pytest.fixture
 def cogworker_worker(request: pytest.FixtureRequest, cogworker_redis: Config) -> Iterator[PreforkWorker]:
-    from .testredis import PreforkWorker
+    from .testing.servers import PreforkWorker
 
     marker = request.node.get_closest_marker("cogworker_app")
     module: Any = marker.args[0] if marker and marker.args else request.config.getini("cogworker_app")

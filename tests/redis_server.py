@@ -6,6 +6,6 @@ pytest plugin's ``cogworker_redis_server``): the project's tests use the same.""
 
 from __future__ import annotations
 
-from cogworker.testredis import RedisServer, free_port
+from cogworker.testing.servers import RedisServer, free_port
 
 __all__ = ["RedisServer", "free_port"]

@@ -1,4 +1,4 @@
-"""OpenTelemetry (cogworker/tracing.py, the `otel` extra): PRODUCER spans for enqueues,
+"""OpenTelemetry (cogworker/core/tracing.py, the `otel` extra): PRODUCER spans for enqueues,
 CONSUMER spans for executions, linked through the payload's W3C traceparent, exported by
 the SDK's in-memory exporter, across a real prefork worker; retries link to the failed
 attempt, periodic jobs carry their entry. Off with configure(tracing=False), and off
@@ -21,7 +21,8 @@ from opentelemetry.util._once import Once
 from prefork_harness import wait_for
 
 import cogworker
-from cogworker import testing, tracing
+from cogworker import testing
+from cogworker.core import tracing
 
 
 @pytest.fixture

@@ -9,9 +9,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import store
-from .. import tracing
 from ..config import Config, get_config
-from ..core import hooks
+from ..core import hooks, tracing
 from ..core.middleware import client_middleware
 from ..core.payload import dumps
 from ..keys import Keys

@@ -15,9 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import tracing
 from ..config import Config, logger
-from ..core import fate, hooks
+from ..core import fate, hooks, tracing
 from ..core.middleware import server_middleware
 from ..core.payload import default_backoff
 from ..core.registry import JobDef, resolve

@@ -20,9 +20,8 @@ from typing import Any, NoReturn
 from setproctitle import setproctitle
 
 from .. import store
-from .. import tracing
 from ..config import Config, logger
-from ..core import heartbeat
+from ..core import heartbeat, tracing
 from ..core.heartbeat import clock
 from ..engine.loop import FENCED_EXIT, Worker
 from ..errors import Fenced

@@ -16,8 +16,8 @@ import os
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from .config import Config, get_config
-from .core.payload import error_class_name
+from ..config import Config, get_config
+from .payload import error_class_name
 
 try:
     from opentelemetry import context as otel_context
@@ -70,7 +70,7 @@ def tracer() -> Tracer:
     provider = trace.get_tracer_provider()
     found = _tracers.get(id(provider))
     if found is None:
-        from .version import __version__
+        from ..version import __version__
 
         found = _tracers[id(provider)] = provider.get_tracer("cogworker", __version__)
     return found

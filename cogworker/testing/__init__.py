@@ -11,7 +11,7 @@ JSON-encoded, and the client middleware runs, exactly as for a real enqueue; the
 its arguments as a worker would (decoded from the JSON). Lifecycle hooks don't fire and
 unique locks aren't taken (both live in Redis). The pytest fixtures are in
 ``cogworker.pytest_plugin``; a private ``redis-server`` and a real prefork worker for
-integration tests are ``RedisServer`` and ``PreforkWorker`` (``cogworker.testredis``).
+integration tests are ``RedisServer`` and ``PreforkWorker`` (``cogworker.testing.servers``).
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .client import enqueue as client
-from .config import get_config
-from .core.payload import dumps, error_class_name, error_message, to_epoch
-from .core.registry import JobDef, resolve
-from .engine import execute
-from .testredis import PreforkWorker, RedisServer  # noqa: F401 (part of this module's API)
+from ..client import enqueue as client
+from ..config import get_config
+from ..core.payload import dumps, error_class_name, error_message, to_epoch
+from ..core.registry import JobDef, resolve
+from ..engine import execute
+from .servers import PreforkWorker, RedisServer  # noqa: F401 (part of this module's API)
 
 _lock = threading.Lock()
 

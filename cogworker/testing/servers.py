@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-import redis
+
+from .. import store
 
 
 def free_port() -> int:
@@ -56,12 +57,12 @@ class RedisServer:
             try:
                 if self.client().ping():
                     return self
-            except redis.ConnectionError:
+            except store.ConnectionError:
                 time.sleep(0.02)
         raise RuntimeError(f"redis-server on port {self.port} did not start")
 
-    def client(self) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+    def client(self) -> store.Client:
+        return store.Client(host="127.0.0.1", port=self.port, socket_timeout=5)
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -150,7 +151,7 @@ class PreforkWorker:
         return booted
 
     def _wait(self, done: Any, timeout: float, what: str) -> None:
-        conn = redis.Redis.from_url(self.redis_url, socket_timeout=5)
+        conn = store.Client.from_url(self.redis_url, socket_timeout=5)
         deadline = time.monotonic() + timeout
         try:
             while time.monotonic() < deadline:
