@@ -183,3 +183,45 @@ def test_connection_failure_logs_hide_the_password(own_redis):
     assert "Redis unavailable" in out and "AuthenticationError" in out, out
     assert f"(Redis redis://:***@127.0.0.1:{own_redis.port}/0)" in out
     assert SECRET not in out
+
+
+# -- no command keeps the password in its command line (`ps`, /proc/<pid>/cmdline) -----------
+
+COGWORKER = os.path.join(os.path.dirname(sys.executable), "cogworker")
+COMMANDS = [
+    [COGWORKER, "web"], [COGWORKER, "stats"], [COGWORKER, "queues"], [COGWORKER, "queue", "pause", "default"],
+    [COGWORKER, "jobs", "dead"], [COGWORKER, "job", "j1"], [COGWORKER, "retry", "j1"],
+    [COGWORKER, "delete", "j1", "--yes"], [COGWORKER, "processes"], [COGWORKER, "periodic", "list"],
+    [COGWORKER, "health"], [COGWORKER, "worker", "apps.core_jobs"],
+    [sys.executable, "-m", "cogworker", "stats"], [sys.executable, "-m", "cogworker.worker", "apps.core_jobs"],
+    [sys.executable, "-m", "cogworker.prefork.cli", "apps.core_jobs", "--procs", "1"],
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(w for w in c[1:] if "/" not in w))
+@pytest.mark.parametrize("style", ["separate", "equals"])
+def test_no_command_keeps_the_password_in_its_command_line(command, style):
+    """Each command against a Redis that accepts the connection and never answers (a
+    listening socket nobody reads): it stays up, waiting, and its cmdline is read then."""
+    import socket
+
+    with socket.socket() as black_hole:
+        black_hole.bind(("127.0.0.1", 0))
+        black_hole.listen(64)
+        url = f"redis://:{SECRET}@127.0.0.1:{black_hole.getsockname()[1]}/0"
+        option = ["--redis-url", url] if style == "separate" else [f"--redis-url={url}"]
+        argv = [*command, *option]
+        proc = subprocess.Popen(argv, cwd=TESTS_DIR, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            cmdline, deadline = b"", time.time() + 30
+            while time.time() < deadline and proc.poll() is None:
+                with open(f"/proc/{proc.pid}/cmdline", "rb") as f:
+                    cmdline = f.read().rstrip(b"\0") or cmdline
+                if b"***" in cmdline or b"cogworker: " in cmdline:  # the command set its title
+                    break
+                time.sleep(0.05)
+            assert SECRET.encode() not in cmdline, cmdline
+            assert proc.poll() is None, "the command should still be waiting for Redis"
+        finally:
+            proc.kill()
+            proc.wait(10)

@@ -16,6 +16,7 @@ from urllib.parse import unquote, urlsplit
 from .. import store
 from ..config import configure, get_config, redact_url
 from ..errors import BadPayload, ConfigurationError, NotFound, WrongType
+from ..proctitle import hide_secrets
 from .output import NOT_FOUND, UNREACHABLE, USAGE, CliError, one_line
 from .parser import build_parser, check
 
@@ -46,6 +47,8 @@ def first_word(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    if argv is None:  # a real command line: hide its password from `ps` first
+        hide_secrets("cogworker")
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] == "worker":
         run_worker(argv[1:], "cogworker worker")

@@ -30,6 +30,7 @@ from ..launch.flags import (
     setup_logging,
 )
 from ..launch.queues import parse_queues
+from ..proctitle import hide_secrets
 from ..store.guard import Breaker
 
 
@@ -110,6 +111,8 @@ def parse_args(argv: list[str] | None, prog: str | None = None) -> argparse.Name
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> None:
+    if argv is None:  # `python -m cogworker.worker`: hide the password from `ps` first
+        hide_secrets(prog or "python -m cogworker.worker")
     args = parse_args(argv, prog)
     try:
         if args.redis_url:
