@@ -20,6 +20,9 @@ def add_parser(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser)
     web.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     web.add_argument("--port", type=port_arg, default=8000, help="port (default 8000)")
     web.add_argument("--read-only", action="store_true", help="hide every action and refuse every POST")
+    web.add_argument("--allowed-host", action="append", default=[], dest="allowed_hosts", metavar="NAME",
+                     help="a name the UI is reached by, besides --host, localhost, 127.0.0.1 and ::1 "
+                          "(repeatable; .example.com: it and its subdomains); any other Host header is refused")
     web.add_argument("--insecure", action="store_true",
                      help=f"allow a non-loopback --host without {USER_ENV}/{PASSWORD_ENV} set")
 
@@ -31,6 +34,14 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False  # a host name: it may resolve to anything
+
+
+def bound_names(host: str) -> list[str]:
+    """--host as a name requests may give, unless it is every interface (0.0.0.0, ::)."""
+    try:
+        return [] if ipaddress.ip_address(host.strip("[]")).is_unspecified else [host]
+    except ValueError:
+        return [host]
 
 
 def auth_from_env() -> tuple[str, str] | None:
@@ -54,6 +65,10 @@ def run(args: argparse.Namespace) -> int:
     config = get_config()
     config.redis().ping()  # unreachable: one line and exit 3, before the server starts
     auth = BasicAuth(*credentials) if credentials else None
-    app = create_app(auth=auth, read_only=args.read_only, config=config)
+    try:
+        app = create_app(auth=auth, read_only=args.read_only, config=config,
+                         allowed_hosts=[*bound_names(args.host), *args.allowed_hosts])
+    except ValueError as exc:  # a bad --allowed-host or $COGWORKER_WEB_SECRET
+        raise usage(str(exc)) from None
     uvicorn.run(app, host=args.host, port=args.port, log_level="info", server_header=False)
     return 0

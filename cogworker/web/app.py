@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from importlib import resources
 
+from collections.abc import Iterable
+
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -18,7 +20,8 @@ from ..config import Config, redact_url
 from ..errors import BadPayload, NotFound, WrongType
 from . import job, metrics, overview, periodic, queues, sets
 from .charts import Sampler
-from .security import AuthHook, Guard
+from .hosts import AllowedHosts
+from .security import AuthHook, Guard, server_secret
 from .views import Templates, config_of
 
 FAVICON = resources.files("cogworker.web") / "static" / "favicon.svg"
@@ -29,10 +32,15 @@ def favicon(request: Request) -> Response:
     return Response(FAVICON.read_bytes(), media_type="image/svg+xml", headers={"cache-control": "max-age=86400"})
 
 
-def create_app(auth: AuthHook | None = None, read_only: bool = False, config: Config | None = None) -> Guard:
+def create_app(auth: AuthHook | None = None, read_only: bool = False, config: Config | None = None,
+               allowed_hosts: Iterable[str] = (), secret: str | bytes | None = None) -> Guard:
     """The UI. ``auth(request) -> bool``: False answers 401 (``security.BasicAuth`` is one);
     ``read_only``: every action hidden and every POST refused; ``config``: the Redis and
-    namespace to show (default: the process's, ``cogworker.configure``)."""
+    namespace to show (default: the process's, ``cogworker.configure``); ``allowed_hosts``:
+    the names it is served under besides localhost, 127.0.0.1 and ::1 (any other Host: 400);
+    ``secret``: the key of the CSRF tokens, the same for every server process behind one
+    address (default: $COGWORKER_WEB_SECRET, else random per process)."""
+    hosts, key = AllowedHosts(allowed_hosts), server_secret(secret)  # bad ones: ValueError now, not per request
     templates = Templates()
 
     def failure(request: Request, status: int, message: str) -> Response:
@@ -61,4 +69,4 @@ def create_app(auth: AuthHook | None = None, read_only: bool = False, config: Co
         store.ConnectionError: unreachable, store.TimeoutError: unreachable})
     app.state.config = config
     app.state.read_only = read_only
-    return Guard(app, auth, read_only)
+    return Guard(app, auth, read_only, hosts, key)
