@@ -23,6 +23,7 @@ def health(config, *args):
 
 
 def test_no_master_is_unhealthy(own_config):
+    own_config.redis().config_set("appendonly", "yes")  # no durability warning (tests/test_durability.py)
     result = health(own_config)
     assert result.returncode == 1
     assert result.stderr.startswith("cogworker: unhealthy: no master on host ") and result.stdout == ""

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import store
+
+from .. import durability
 from ..config import as_text, get_config
 from ..launch.argtypes import positive_float
 
@@ -26,18 +28,23 @@ def add_parser(sub: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    warnings: list[str] = []
     try:
         ok, reason = check(args.max_age, args.identity)
+        warnings = durability.check(get_config().redis())
     except store.RedisError as exc:
         ok, reason = False, f"Redis unreachable: {type(exc).__name__}"
     if args.json:
         import json
 
-        sys.stdout.write(json.dumps({"healthy": ok, "reason": reason}) + "\n")
-    elif ok:
+        sys.stdout.write(json.dumps({"healthy": ok, "reason": reason, "redis_warnings": warnings}) + "\n")
+        return 0 if ok else 1
+    if ok:
         sys.stdout.write(f"ok: {reason}\n")
     else:
         sys.stderr.write(f"cogworker: unhealthy: {reason}\n")
+    for warning in warnings:  # reported, not failed: a probe that restarts the worker fixes nothing
+        sys.stderr.write(f"cogworker: warning: {warning}\n")
     return 0 if ok else 1
 
 

@@ -23,6 +23,7 @@ from .. import store
 from ..config import Config, logger
 from ..core import heartbeat
 from ..core.inprogress import InProgressList
+from ..durability import warn_at_boot
 from ..engine.fetch.fetcher import check_redis_version
 from ..engine.loop import FENCED_EXIT, new_identity
 from ..errors import Fenced
@@ -189,6 +190,8 @@ class Master(SignalsMixin, ChildrenMixin, WatchMixin):
             check_redis_version(self.client)
         except (store.ConnectionError, store.TimeoutError) as exc:
             logger.error("master: Redis unavailable at boot (%s); children will wait for it", exc)
+            return
+        warn_at_boot(self.client, "master")  # settings that let Redis itself lose jobs
 
     # -- the loop ----------------------------------------------------------------------------
 

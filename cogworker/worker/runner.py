@@ -14,6 +14,7 @@ from typing import Any
 from .. import store
 from ..config import configure, get_config, logger, redact_url, validate_redis_url
 from ..core import heartbeat
+from ..durability import warn_at_boot
 from ..engine.loop import FENCED_EXIT, HardStop, Worker
 from ..errors import ConfigurationError, Fenced, RedisVersionError
 from ..fleet.housekeeping import Housekeeping
@@ -126,6 +127,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> None:
             configure(redis_url=args.redis_url or current.redis_url,
                       namespace=args.namespace or current.namespace)
         check_tls(get_config())  # a bad $REDIS_URL: this one line, not a traceback from Worker()
+        warn_at_boot(get_config().redis(), "worker")  # settings that let Redis itself lose jobs
         worker = Worker(queues, lookahead=False)  # no siblings to hand a job fetched ahead to
         keeper = Housekeeper(worker, [q for q, _ in queues], cron=not args.no_cron)
         exporter = start_metrics(args, keeper, [q for q, _ in queues])
