@@ -52,10 +52,10 @@ class Master:
                 # Only the master's children proper: the boot runs a short-lived process
                 # too (croniter's import runs `file` through platform.architecture()),
                 # seen as the booting master's fork, with no command line while it execs,
-                # then as `file`.
+                # then as `file`. Nor the renderer of a /metrics answer (metrics_render).
                 title = child.cmdline()[:1]
                 if child.status() != psutil.STATUS_ZOMBIE and title and title != ["file"] \
-                        and "[booting]" not in title[0]:
+                        and "[booting]" not in title[0] and "metrics renderer" not in title[0]:
                     live.append(child)
             except (psutil.NoSuchProcess, psutil.AccessDenied, IndexError):
                 pass

@@ -33,10 +33,11 @@ def require_client() -> None:
         raise ConfigurationError("--metrics-port needs prometheus-client: pip install 'cogworker[metrics]'") from None
 
 
-def listen(host: str, port: int, render: Callable[[], bytes]) -> MetricsServer:
+def listen(host: str, port: int, render: Callable[[], bytes], forked: bool = False,
+           prepare: Callable[[], None] | None = None) -> MetricsServer:
     """The listening socket, bound now (at boot): a port in use is a one-line error."""
     try:
-        return MetricsServer(host, port, render)
+        return MetricsServer(host, port, render, forked, prepare)
     except OSError as exc:
         raise ConfigurationError(f"--metrics-port {port}: can't listen on {host}:{port}: "
                                  f"{exc.strerror or exc}") from None

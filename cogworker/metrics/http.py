@@ -3,7 +3,9 @@ runs (the prefork master's loop; docs/architecture.md#metrics): non-blocking acc
 read and write, no thread. Each connection has a deadline: a scraper that never sends
 its request, or never reads the answer, is dropped then and costs the loop nothing
 meanwhile (its socket is only written when the selector says it is writable). At most
-``MAX_CONNECTIONS`` at once; more are closed on accept."""
+``MAX_CONNECTIONS`` at once; more are closed on accept. With ``forked`` (the master), a
+``/metrics`` answer is rendered and sent by a forked process (``metrics_render``), never
+on the loop."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from ..metrics_render import MAX_RENDERERS, Renderer, header
 
 MAX_CONNECTIONS = 16
 MAX_REQUEST = 8192
@@ -25,8 +29,9 @@ class _Conn:
     sock: socket.socket
     deadline: float
     inbox: bytes = b""
-    outbox: bytes = b""
+    outbox: bytes | memoryview = b""  # a memoryview once sending: what is left, never copied
     answered: bool = False
+    head: bool = False
 
 
 class MetricsServer:
@@ -34,8 +39,15 @@ class MetricsServer:
     answer. Register with ``attach(selector)``: the selector's data for each of its
     sockets is a callable, ``handler(mask)``; call ``sweep()`` now and then."""
 
-    def __init__(self, host: str, port: int, render: Callable[[], bytes]) -> None:
+    def __init__(self, host: str, port: int, render: Callable[[], bytes], forked: bool = False,
+                 prepare: Callable[[], None] | None = None) -> None:
         self.render = render
+        self.forked = forked
+        self.prepare = prepare  # on the loop, before each fork: what must change here, not in the copy
+        self.renderers: dict[int, Renderer] = {}  # by the read end of its pipe
+        # Requests read, waiting for a renderer, in arrival order (the connection itself: its fd
+        # may be another's by then, if it was dropped at its deadline meanwhile).
+        self.waiting: list[tuple[int, _Conn]] = []
         self.listener = socket.create_server((host, port), backlog=MAX_CONNECTIONS, reuse_port=False)
         self.listener.setblocking(False)
         self.port = self.listener.getsockname()[1]
@@ -54,11 +66,17 @@ class MetricsServer:
         for conn in list(self.conns.values()):
             conn.sock.close()
         self.conns.clear()
+        for fd in self.renderers:
+            os.close(fd)
+        self.renderers.clear()
+        self.waiting.clear()
         self.listener.close()
 
     def close(self) -> None:
         for fd in list(self.conns):
             self._drop(fd)
+        for fd in list(self.renderers):
+            self._renderer_done(fd, kill=True)
         if self.selector is not None:
             try:
                 self.selector.unregister(self.listener)
@@ -72,6 +90,10 @@ class MetricsServer:
         for fd, conn in list(self.conns.items()):
             if now >= conn.deadline:
                 self._drop(fd)
+        for fd, renderer in list(self.renderers.items()):
+            if now >= renderer.kill_at:
+                self._renderer_done(fd, kill=True)
+        self._start_waiting()
 
     # -- events ------------------------------------------------------------------------------
 
@@ -120,13 +142,16 @@ class MetricsServer:
             self._answer(fd, conn, "405 Method Not Allowed", b"GET /metrics\n")
         elif path.split(b"?", 1)[0] not in (b"/metrics", b"/"):
             self._answer(fd, conn, "404 Not Found", b"see /metrics\n")
+        elif self.forked:
+            conn.head = method == b"HEAD"
+            self._unwatch(conn)  # nothing more to read; the renderer writes
+            self.waiting.append((fd, conn))
+            self._start_waiting()
         else:
             self._answer(fd, conn, "200 OK", self.render(), head=method == b"HEAD")
 
     def _answer(self, fd: int, conn: _Conn, status: str, body: bytes, head: bool = False) -> None:
-        header = (f"HTTP/1.0 {status}\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {len(body)}\r\n"
-                  "Connection: close\r\n\r\n").encode()
-        conn.outbox = header + (b"" if head else body)
+        conn.outbox = memoryview(header(status, len(body), CONTENT_TYPE) + (b"" if head else body))
         conn.answered = True
         assert self.selector is not None
         self.selector.modify(conn.sock, selectors.EVENT_WRITE, lambda mask, fd=fd: self._on_conn(fd, mask))
@@ -145,12 +170,48 @@ class MetricsServer:
         conn = self.conns.pop(fd, None)
         if conn is None:
             return
+        self._unwatch(conn)
+        conn.sock.close()
+
+    def _unwatch(self, conn: _Conn) -> None:
         if self.selector is not None:
             try:
                 self.selector.unregister(conn.sock)
             except (KeyError, ValueError):
                 pass
-        conn.sock.close()
+
+    # -- forked renderers (the master) --------------------------------------------------------
+
+    def _start_waiting(self) -> None:
+        while self.waiting and len(self.renderers) < MAX_RENDERERS:
+            fd, conn = self.waiting.pop(0)
+            if self.conns.get(fd) is not conn:  # dropped at its deadline meanwhile
+                continue
+            del self.conns[fd]
+            if self.prepare is not None:
+                self.prepare()
+            try:
+                renderer = Renderer(conn.sock, self.render, conn.head, conn.deadline, CONTENT_TYPE)
+            except OSError:  # no fork possible now (EAGAIN, ENOMEM): this scrape fails, the next may not
+                conn.sock.close()
+                continue
+            conn.sock.close()  # the renderer has its own copy
+            self.renderers[renderer.fd] = renderer
+            assert self.selector is not None
+            self.selector.register(renderer.fd, selectors.EVENT_READ,
+                                   lambda mask, fd=renderer.fd: self._renderer_done(fd))
+
+    def _renderer_done(self, fd: int, kill: bool = False) -> None:
+        renderer = self.renderers.pop(fd, None)
+        if renderer is None:
+            return
+        if self.selector is not None:
+            try:
+                self.selector.unregister(fd)
+            except (KeyError, ValueError):
+                pass
+        renderer.close(kill=kill)
+        self._start_waiting()
 
 
 def serve_forever(server: MetricsServer, stopped: Callable[[], bool]) -> None:

@@ -23,6 +23,7 @@ Durations are those of runs (succeeded, retried, dead, interrupted), in seconds.
 from __future__ import annotations
 
 import bisect
+import hashlib
 import os
 import threading
 from typing import Any
@@ -36,6 +37,13 @@ BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 OUTCOMES = ("succeeded", "failed", "retried", "dead", "orphaned", "interrupted", "timed_out")
 OTHER = "other"
 MAX_CLASSES = 500
+# A label value (job class, queue, periodic entry) is at most this long: a longer one is cut
+# and ends in a hash of the whole, so two long names stay two series. 500 classes of 8,000
+# characters made an 89 MB body; with this cap and CELLS_PER_CLASS the body stays a few MB.
+MAX_LABEL = 120
+_HASH_HEX = 12
+# (queue, class) pairs kept, per admitted class (a class on several queues); past it: other/other.
+CELLS_PER_CLASS = 2
 
 _BY_REASON = {"timed_out": "timed_out", "interrupted": "interrupted", "bad_payload": "failed",
               "process_died": "failed"}
@@ -73,16 +81,23 @@ class JobMetrics:
 
     def _cell(self, queue: str, job_class: str) -> list[float]:
         """A new (queue, class) pair: its cell, the class admitted under the cap or "other"."""
-        label = job_class
-        if job_class not in self.classes and job_class != OTHER:  # a child's "other" takes no place
+        key = (label_value(queue), label_value(job_class))
+        if key[1] not in self.classes and key[1] != OTHER:  # a child's "other" takes no place
             if len(self.classes) >= self.max_classes:
-                label = OTHER
+                key = (key[0], OTHER)
             else:
-                self.classes.add(job_class)
-        cell = self.cells.get((queue, label))
+                self.classes.add(key[1])
+        cell = self.cells.get(key)
         if cell is None:
-            cell = self.cells[(queue, label)] = [0.0] * CELL
-        self.alias[(queue, job_class)] = cell
+            if len(self.cells) >= CELLS_PER_CLASS * self.max_classes:
+                key = (OTHER, OTHER)
+                cell = self.cells.get(key)
+            if cell is None:
+                cell = self.cells[key] = [0.0] * CELL
+        # Remembered by the name as given only while that costs little: a long name, or
+        # more names than the series kept, is looked up again each time.
+        if len(job_class) + len(queue) <= 2 * MAX_LABEL and len(self.alias) < 4 * self.max_classes:
+            self.alias[(queue, job_class)] = cell
         return cell
 
     def count(self, queue: str, job_class: str, outcome: str, duration: float | None = None) -> None:
@@ -94,6 +109,7 @@ class JobMetrics:
             cell[-1] += duration
 
     def fired(self, entry: str) -> None:
+        entry = label_value(entry)
         self.fires[entry] = self.fires.get(entry, 0) + 1
 
     def requeued_orphan(self) -> None:
@@ -127,6 +143,7 @@ class JobMetrics:
             for i, value in enumerate(theirs):
                 mine[i] += value
         for entry, n in batch["fires"].items():
+            entry = label_value(entry)
             self.fires[entry] = self.fires.get(entry, 0) + n
         self.orphans_requeued += batch["orphans_requeued"]
 
@@ -144,6 +161,16 @@ class JobMetrics:
                 durations[(queue, job_class)] = cell[_BUCKETS_AT:]
         return {"counts": counts, "durations": durations, "fires": snap["fires"],
                 "orphans_requeued": snap["orphans_requeued"]}
+
+
+def label_value(name: str) -> str:
+    """``name`` as a label value: itself up to MAX_LABEL characters; longer, its start and a
+    hash of the whole (at most MAX_LABEL too, so a value cut once is left as it is)."""
+    name = name if isinstance(name, str) else str(name)
+    if len(name) <= MAX_LABEL:
+        return name
+    digest = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=_HASH_HEX // 2).hexdigest()
+    return f"{name[:MAX_LABEL - _HASH_HEX - 1]}~{digest}"
 
 
 # -- this process's counter, fed by the hooks --------------------------------------------------

@@ -1,7 +1,9 @@
 """The master's ``/metrics`` (docs/architecture.md#metrics): the whole host's numbers from
 the one process that hears from every child, with no multiprocess directory and no
 extra process. Served from the master's own selector loop (``metrics_http``): the
-master stays single-threaded, and a scraper that never reads costs it nothing.
+master stays single-threaded, and a scraper that never reads costs it nothing. Each
+answer is rendered and sent by a forked renderer (``metrics_render``): never on the loop
+that reaps children and requeues their jobs.
 
 Children's job counts arrive batched on their pipes (``("metrics", snapshot)``, with
 their stats, at most once a second); the master's own transitions (hard-timed-out and
@@ -30,16 +32,13 @@ class MasterMetrics:
         self.exits: dict[str, int] = {}
         self.processes = processes
         self.exporter = Exporter(self.totals, self.sampler, self._processes)
-        self.server = listen(host, port, self.render)
+        # The master's own counts are merged here, on the loop, before each renderer is forked.
+        self.server = listen(host, port, self.exporter.render, forked=True, prepare=self.drain)
         # Children are forked from this process: none of them may keep the port.
         os.register_at_fork(after_in_child=self.server.close_in_child)
 
     def attach(self, selector: selectors.BaseSelector) -> None:
         self.server.attach(selector)
-
-    def render(self) -> bytes:
-        self.drain()
-        return self.exporter.render()
 
     def drain(self) -> None:
         """The master's own counts into the totals."""
