@@ -201,6 +201,9 @@ EVIL_PAGE = """<!doctype html><title>cat pictures</title>
 <script>{script}document.forms[0].submit();</script>"""
 
 
+SITE = "cogworker.test"  # ui.cogworker.test and evil.cogworker.test: one site, two origins
+
+
 class EvilSite:
     """A plain web server on another port of 127.0.0.1: same host, same site, another
     origin. Its page plants ``cogworker_csrf=EVIL`` for the whole host (cookies know no
@@ -212,7 +215,10 @@ class EvilSite:
         import http.server
         import threading
 
-        script = f'document.cookie = "{CSRF_COOKIE}=EVIL; path=/";' if plant == "script" else ""
+        planted = {"script": f'document.cookie = "{CSRF_COOKIE}=EVIL; path=/";',
+                   # A sibling subdomain sets it for the parent domain: sent to ui.<domain> too.
+                   "domain": f'document.cookie = "{CSRF_COOKIE}=EVIL; domain={SITE}; path=/";'}
+        script = planted.get(plant, "")
         body = EVIL_PAGE.format(target=target, script=script).encode()
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -246,7 +252,7 @@ def browser():
     with sync_playwright() as playwright:
         # rebind.evil.example resolves to this host, as a rebinding attacker's name would.
         launched = playwright.chromium.launch(executable_path=chromium_path(), args=[
-            *CHROMIUM_ARGS, "--host-resolver-rules=MAP rebind.evil.example 127.0.0.1"])
+            *CHROMIUM_ARGS, f"--host-resolver-rules=MAP rebind.evil.example 127.0.0.1, MAP *.{SITE} 127.0.0.1"])
         try:
             yield launched
         finally:
@@ -281,6 +287,24 @@ def test_in_chromium_a_page_on_another_port_cannot_pause_a_queue(config, queue, 
         page.click("form[action$='/queues/default/pause'] button")
         page.wait_for_url(base + "/queues")
         assert queue.paused()
+    finally:
+        evil.stop()
+        ui.stop()
+
+
+def test_in_chromium_a_sibling_subdomain_cannot_pause_a_queue(config, queue, browser):
+    ui = ServerThread(create_app(config=config, allowed_hosts=[f"ui.{SITE}"]), free_port()).start()
+    base = f"http://ui.{SITE}:{ui.port}"
+    evil = EvilSite(base + PAUSE, "domain")
+    try:
+        page = browser.new_page()
+        page.set_default_timeout(15_000)
+        assert page.goto(base + "/queues").status == 200  # the victim holds the real session
+        with page.expect_response(lambda r: r.url.endswith(PAUSE)) as posted:
+            page.goto(evil.url.replace("127.0.0.1", f"evil.{SITE}"))
+        assert posted.value.status == 403
+        assert {c["domain"] for c in page.context.cookies() if c["name"] == CSRF_COOKIE} == {f"ui.{SITE}", f".{SITE}"}
+        assert not queue.paused()
     finally:
         evil.stop()
         ui.stop()
