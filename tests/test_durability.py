@@ -14,7 +14,7 @@ import sys
 import pytest
 from prefork_harness import TESTS, wait_for
 
-from cogworker import durability
+from cogworker.store import durability
 
 EVICTS = "maxmemory-policy is 'allkeys-lru'"
 NOTHING = "Redis persists nothing"

@@ -16,7 +16,7 @@ from urllib.parse import unquote, urlsplit
 from .. import store
 from ..config import configure, get_config, redact_url
 from ..errors import BadPayload, ConfigurationError, NotFound, WrongType
-from ..proctitle import hide_secrets
+from ..launch.proctitle import hide_secrets
 from .output import NOT_FOUND, UNREACHABLE, USAGE, CliError, one_line
 from .parser import build_parser, check
 

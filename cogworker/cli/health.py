@@ -13,10 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import store
-
-from .. import durability
 from ..config import as_text, get_config
 from ..launch.argtypes import positive_float
+from ..store import durability
 
 
 def add_parser(sub: Any, parents: Sequence[argparse.ArgumentParser]) -> None:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..metrics_render import MAX_RENDERERS, Renderer, header
+from .render import MAX_RENDERERS, Renderer, header
 
 MAX_CONNECTIONS = 16
 MAX_REQUEST = 8192

@@ -23,13 +23,13 @@ from .. import store
 from ..config import Config, logger
 from ..core import heartbeat
 from ..core.inprogress import InProgressList
-from ..durability import warn_at_boot
 from ..engine.fetch.fetcher import check_redis_version
 from ..engine.loop import FENCED_EXIT, new_identity
 from ..errors import Fenced
 from ..fleet import recovery
 from ..fleet.housekeeping import Housekeeping
 from ..lifecycle import stats, unique  # noqa: F401 (unique: hook subscriber)
+from ..store.durability import warn_at_boot
 from ..store.guard import Breaker
 from . import reaped
 from .children import ChildrenMixin, ChildState, child_identity

@@ -4,9 +4,8 @@ under a prefix in another app. It reads and changes the system only through
 
 from __future__ import annotations
 
-from importlib import resources
-
 from collections.abc import Iterable
+from importlib import resources
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException

@@ -14,7 +14,6 @@ from typing import Any
 from .. import store
 from ..config import configure, get_config, logger, redact_url, validate_redis_url
 from ..core import heartbeat
-from ..durability import warn_at_boot
 from ..engine.loop import FENCED_EXIT, HardStop, Worker
 from ..errors import ConfigurationError, Fenced, RedisVersionError
 from ..fleet.housekeeping import Housekeeping
@@ -30,8 +29,9 @@ from ..launch.flags import (
     redis_url_arg,
     setup_logging,
 )
+from ..launch.proctitle import hide_secrets
 from ..launch.queues import parse_queues
-from ..proctitle import hide_secrets
+from ..store.durability import warn_at_boot
 from ..store.guard import Breaker
 
 

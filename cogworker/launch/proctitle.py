@@ -11,7 +11,7 @@ import sys
 
 from setproctitle import setproctitle
 
-from .config import redact_url
+from ..config import redact_url
 
 # Options whose value may hold a password even without a scheme ("user:pass@host").
 _SECRET_OPTIONS = ("--redis-url",)
