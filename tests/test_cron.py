@@ -4,6 +4,7 @@ injected clock, so slots, catch-up and backoff are exact. (Real masters: test_cr
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 
@@ -72,6 +73,11 @@ def test_registration_defaults_and_errors():
         cogworker.periodic("0 * * * *", basic.add, name="ten-s")
     with pytest.raises(ConfigurationError, match="'bad-cron'.*invalid cron expression '61 \\* \\* \\* \\*'"):
         cogworker.periodic("61 * * * *", basic.add, name="bad-cron")
+    # Valid fields that name no date: 30 February, 31 April, a year gone by.
+    for never in ("0 0 30 2 *", "0 0 31 4 *", "0 0 0 1 1 * 2020"):
+        with pytest.raises(ConfigurationError, match=f"'never'.*{re.escape(never)!s}.*never fires"):
+            cogworker.periodic(never, basic.add, args=(1, 2), name="never")
+    assert cogworker.periodic("0 0 29 2 *", basic.add, args=(1, 2), name="leap-day").pjid == "leap-day"  # fires in leap years
     with pytest.raises(ConfigurationError, match="'bad-tz'.*unknown time zone 'Mars/Olympus'"):
         cogworker.periodic("* * * * *", basic.add, name="bad-tz", tz="Mars/Olympus")
     with pytest.raises(ConfigurationError, match="'bad-args'.*args must be"):

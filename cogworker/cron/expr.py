@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from ..errors import ConfigurationError
 
@@ -32,6 +32,18 @@ def check_cron(label: str, cron: object) -> None:
     if not croniter.is_valid(cron, second_at_beginning=True):
         shape = "" if len(fields) < 6 else " (six fields: second minute hour day month weekday; seconds come first)"
         raise ConfigurationError(f"periodic entry {label!r}: invalid cron expression {cron!r}{shape}")
+    _check_fires(label, cron)
+
+
+def _check_fires(label: str, cron: str) -> None:
+    """Valid fields can still name no date ("0 0 30 2 *", 30 February; a year gone by):
+    croniter only finds out when asked for the next one, which the ticker would ask
+    on every tick, backing off forever."""
+    try:
+        cron_iter(cron, datetime.now(timezone.utc)).get_next(float)
+    except CroniterBadDateError:
+        raise ConfigurationError(f"periodic entry {label!r}: cron expression {cron!r} never fires "
+                                 f"(no date matches it from now on)") from None
 
 
 def cron_iter(cron: str, start: datetime) -> croniter:
