@@ -10,7 +10,7 @@ from typing import Any
 from .. import api
 from ..errors import NotFound
 from .bulk import Progress, confirm
-from .output import field, not_found, one_line, pairs, print_json, relative, table, when
+from .output import WIDTH, field, not_found, one_line_cut, pairs, print_json, relative, table, when
 
 CHUNK = 500  # entries per filter() page in a bulk operation limited to one class
 
@@ -41,7 +41,7 @@ def error_of(record: Any) -> str:
     if not error:
         return "-"
     message = field(record, "error_message")
-    return f"{error}: {one_line(message)}" if message else str(error)
+    return f"{error}: {one_line_cut(message, WIDTH)}" if message else str(error)
 
 
 def list_jobs(args: argparse.Namespace) -> int:

@@ -41,6 +41,20 @@ def one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
+def one_line_cut(text: object, limit: int) -> str:
+    """``one_line(text)`` cut to ``limit`` + 1 characters (enough for ``cut`` to see it is
+    longer), reading only as much of the text as that takes: a job's error message can be
+    20 MB, and a cell or a line never shows more than the terminal's width of it."""
+    raw = str(text)
+    size = 4 * limit + 64
+    while True:
+        # A prefix's line is a prefix of the whole text's line (the last word at worst cut).
+        line = one_line(raw[:size])
+        if len(line) > limit or size >= len(raw):
+            return line[:limit + 1]
+        size *= 4  # mostly whitespace so far: read more, still linear in all
+
+
 # -- JSON ------------------------------------------------------------------------------------
 
 def jsonable(value: Any) -> Any:
@@ -79,8 +93,11 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]], width: int =
           keep: Sequence[int] = (0,)) -> str:
     """Columns aligned, two spaces apart; the widest columns are cut (with …) until the
     whole line fits ``width``, except the ``keep`` ones (a jid or an identity is what a
-    person copies into the next command). Numbers are right-aligned."""
-    cells = [[one_line(c) for c in row] for row in rows]
+    person copies into the next command). Numbers are right-aligned.
+
+    No cell is read past ``width``: a column is then at most ``width`` wide, so the
+    cutting below takes at most ``width`` passes per column, whatever the cells hold."""
+    cells = [[one_line_cut(c, width) for c in row] for row in rows]
     numeric = [all(_is_number(row[i]) or row[i] == "-" for row in cells) and any(_is_number(row[i]) for row in cells)
                for i in range(len(headers))]
     widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
@@ -111,7 +128,7 @@ def _is_number(text: str) -> bool:
 def pairs(items: Sequence[tuple[str, object]]) -> str:
     """``label  value`` lines, labels aligned."""
     width = max((len(k) for k, _ in items), default=0)
-    return "\n".join(f"{k.ljust(width)}  {cut(one_line(v), WIDTH - width - 2)}" for k, v in items)
+    return "\n".join(f"{k.ljust(width)}  {cut(one_line_cut(v, WIDTH), WIDTH - width - 2)}" for k, v in items)
 
 
 # -- values --------------------------------------------------------------------------------------
