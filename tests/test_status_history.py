@@ -225,3 +225,50 @@ def test_hard_timeout_is_filed_by_the_master_as_timed_out(own_config, masters):
     assert api.status(jid).reason == "timed_out" and api.status(jid).error_class == "cogworker.JobTimeout"
     [entry] = api.history(jid)
     assert (entry.outcome, entry.went, entry.error_class) == ("timed_out", "dead", "cogworker.JobTimeout")
+
+
+# -- status and history agree on every fate ----------------------------------------------------
+
+def _agree(jid):
+    """The status and the last history entry tell the same fate: where the job went, and
+    the number of the attempt that sent it there."""
+    status = api.status(jid)
+    last = api.history(jid)[-1]
+    assert (status.state, status.attempt) == (last.went, last.attempt), (status, last)
+    return status, last
+
+
+def test_a_repeat_orphan_is_dead_in_its_status_and_its_history(config):
+    """Orphaned past max_orphanings: the last run's entry went dead (not queued), and the
+    status counts that run as its attempt (not 0)."""
+    from cogworker.fleet.recovery import bury_repeat_orphans, requeue_dead
+
+    r = config.redis()
+    now = time.time()
+    payload = {"class": "apps.core_jobs.record", "args": [1], "kwargs": {}, "jid": "often", "queue": "default",
+               "retry": 25, "created_at": now, "enqueued_at": now}
+    for kill in range(1, config.max_orphanings + 2):
+        identity = f"gone:{kill}:d"
+        r.rpush(config.keys.in_progress(identity), json.dumps(payload))
+        assert requeue_dead(config, identity, "none") == (1, True)
+        if kill <= config.max_orphanings:
+            status, last = _agree("often")
+            assert (status.state, last.outcome) == ("queued", "orphaned")
+            r.delete(config.keys.queue("default"))  # as if fetched again (the same payload)
+    status, last = _agree("often")
+    assert (status.state, status.attempt, last.outcome) == ("dead", 1, "orphaned")
+    assert bury_repeat_orphans(config) == 1
+    status, last = _agree("often")
+    assert (status.state, status.reason, status.error_class) == ("dead", "process_died", "cogworker.ProcessDied")
+    assert [e.outcome for e in api.history("often")] == ["orphaned"] * (config.max_orphanings + 1)
+
+
+def test_a_job_killing_its_child_four_times_agrees_dead(own_config, masters):
+    """The issue's case, with real children SIGKILLed by the job itself."""
+    m = masters(procs=1, env=ON)
+    m.wait_children(1)
+    jid = pf.suicide.enqueue("killer")
+    pf_wait(lambda: state(jid) == "dead" and api.status(jid).reason == "process_died", 40, what="dead status")
+    status, last = _agree(jid)
+    assert (status.attempt, last.outcome) == (1, "orphaned")
+    assert len(api.history(jid)) == own_config.max_orphanings + 1

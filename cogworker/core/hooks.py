@@ -38,6 +38,7 @@ class JobEvent:
     """One transition of one job. ``payload``: the job as stored (after a failure, with
     its failure fields); ``delay``: seconds before the retry (``retrying``); ``reason``:
     why it went to dead ("failed", "interrupted", "timed_out", "bad_payload",
+    "process_died"; an ``orphaned`` job parked past ``max_orphanings``, bound for dead:
     "process_died"); ``counted`` (``orphaned``): whether an orphaning was counted for it
     (its process died running it) or not (it was only listed, or stopped by its master)."""
 

@@ -73,11 +73,15 @@ def _requeue(config: Config, identity: str, mode: str, count_orphanings: bool | 
 
 def fire_orphaned(config: Config, identity: str, flagged: list[bytes]) -> None:
     """``orphaned`` for each job requeued (or parked as a repeat orphan) from the list of
-    ``identity``, a gone process: ``flagged`` alternates "c"/"u" (counted or not) and job."""
+    ``identity``, a gone process: ``flagged`` alternates "c"/"u"/"p" (counted, not, or
+    counted and parked: then with reason ``process_died``, its fate) and job."""
     for flag, raw in zip(flagged[::2], flagged[1::2], strict=True):
         payload = _parse(raw) or {}
         queue = payload.get("queue") if isinstance(payload.get("queue"), str) and payload.get("queue") else "default"
-        hooks.fire("orphaned", payload, queue=queue, identity=identity, counted=flag == b"c", config=config)
+        parked = flag == b"p"
+        hooks.fire("orphaned", payload, queue=queue, identity=identity, counted=parked or flag == b"c",
+                   config=config, **({"reason": "process_died", "error_class": "cogworker.ProcessDied"}
+                                     if parked else {}))
 
 
 def repeat_orphan_error(config: Config) -> dict[str, Any]:

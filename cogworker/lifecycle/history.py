@@ -206,8 +206,11 @@ def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]],
         lua.run(config.redis(), "status_flush", keys, args)
 
 
-def status_fields(payload: dict[str, Any], state: str, queue: str | None, now: float) -> dict[str, Any]:
-    attempt = int(payload.get("retry_count") or 0) + (0 if state in ("retrying", "dead") else 1)
+def status_fields(payload: dict[str, Any], state: str, queue: str | None, now: float,
+                  reason: str | None = None) -> dict[str, Any]:
+    # A failure counts its attempt into retry_count; a process dying under the job doesn't.
+    counted = state in ("retrying", "dead") and reason != "process_died"
+    attempt = int(payload.get("retry_count") or 0) + (0 if counted else 1)
     return {"state": state, "updated_at": repr(now), "attempt": attempt, "queue": queue or payload.get("queue") or "",
             "class": payload.get("class") or ""}
 
@@ -216,6 +219,14 @@ def status_fields(payload: dict[str, Any], state: str, queue: str | None, now: f
 
 _STATE = {"started": "running", "succeeded": "succeeded", "retrying": "retrying", "dead": "dead",
           "given_back": "queued", "orphaned": "queued"}
+
+
+def _state(event: hooks.JobEvent) -> str:
+    """Where the event sent the job: an orphan parked past ``max_orphanings`` (reason
+    ``process_died``) goes to dead, not back on its queue."""
+    if event.name == "orphaned" and event.reason == "process_died":
+        return "dead"
+    return _STATE[event.name]
 
 
 def _outcome(event: hooks.JobEvent, ran_here: bool) -> str | None:
@@ -293,8 +304,8 @@ def _status_row(config: Config, event: hooks.JobEvent, now: float, buffered: boo
     job is done; its only possible rerun, after a lost ack, ends in succeeded too). Every
     other write is compared (another process may have moved the job on since)."""
     payload = event.payload
-    state = _STATE[event.name]
-    fields = status_fields(payload, state, event.queue, now)
+    state = _state(event)
+    fields = status_fields(payload, state, event.queue, now, event.reason)
     ttl = config.status_ttl
     running = state == "running"
     at = ""
@@ -314,7 +325,7 @@ def _entry(event: hooks.JobEvent, outcome: str, started_at: float | None, now: f
     payload = event.payload
     failed = outcome in ("failed", "timed_out")
     attempt = int(payload.get("retry_count") or 0) + (0 if failed else 1)
-    went = {"succeeded": "succeeded", "retrying": "retrying", "dead": "dead"}.get(event.name, "queued")
+    went = _state(event)
     if started_at is None and event.duration is not None:
         started_at = now - event.duration
     return {"attempt": attempt, "started_at": started_at, "ended_at": now, "outcome": outcome, "went": went,

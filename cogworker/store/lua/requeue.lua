@@ -18,9 +18,10 @@
 -- several jobs in flight), "" for none; ARGV[11..] = "d:<job>" (finished, only
 -- the ack is missing: dropping it is the ack) or "k:<job>" (leave it on the list).
 -- Returns {moved, 1 if this fenced the owner (0 if it already was or it is "own"), {jobs
--- filed raw in dead...}, {"c" or "u", job, ...}}, or {-1} if the owner turned out alive.
+-- filed raw in dead...}, {"c", "u" or "p", job, ...}}, or {-1} if the owner turned out alive.
 -- The last list (empty in mode "own") names every job taken off a gone owner's list and
--- requeued or parked, "c" if an orphaning was counted for it: the caller fires `orphaned`.
+-- requeued or parked, "c" if an orphaning was counted for it, "p" if it was counted and
+-- parked past the limit (it goes to dead): the caller fires `orphaned`.
 -- Anyone else's requeue fences the owner first: if it wakes up, every script it runs is
 -- refused, so it can't run or settle the copies it still holds while theirs run elsewhere.
 local was_fenced = redis.call("EXISTS", KEYS[6]) == 1
@@ -102,7 +103,7 @@ for _ = 1, redis.call("LLEN", KEYS[1]) do
       end
       moved = moved + 1
       if ARGV[5] ~= "own" then
-        table.insert(orphaned, counter and "c" or "u")
+        table.insert(orphaned, parked and "p" or counter and "c" or "u")
         table.insert(orphaned, job)
       end
     else
