@@ -77,7 +77,8 @@ def test_registration_defaults_and_errors():
     for never in ("0 0 30 2 *", "0 0 31 4 *", "0 0 0 1 1 * 2020"):
         with pytest.raises(ConfigurationError, match=f"'never'.*{re.escape(never)!s}.*never fires"):
             cogworker.periodic(never, basic.add, args=(1, 2), name="never")
-    assert cogworker.periodic("0 0 29 2 *", basic.add, args=(1, 2), name="leap-day").pjid == "leap-day"  # fires in leap years
+    # 29 February fires in leap years.
+    assert cogworker.periodic("0 0 29 2 *", basic.add, args=(1, 2), name="leap-day").pjid == "leap-day"
     with pytest.raises(ConfigurationError, match="'bad-tz'.*unknown time zone 'Mars/Olympus'"):
         cogworker.periodic("* * * * *", basic.add, name="bad-tz", tz="Mars/Olympus")
     with pytest.raises(ConfigurationError, match="'bad-args'.*args must be"):

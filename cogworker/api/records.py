@@ -3,7 +3,6 @@ checks every call shares (page bounds, keys of the wrong type)."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import store
+
+from ..boundedjson import loads as json_loads
 from ..config import as_text
 from ..errors import WrongType
 from ..store import errors as redis_errors
@@ -57,7 +58,7 @@ class JobRecord:
     def parse(cls, raw: bytes | str, source: str, at: float | None = None) -> JobRecord:
         data = raw.encode() if isinstance(raw, str) else bytes(raw)
         try:
-            value = json.loads(data)
+            value = json_loads(data)
         except (ValueError, UnicodeDecodeError):
             value = None
         if not isinstance(value, dict):

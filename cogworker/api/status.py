@@ -6,13 +6,13 @@ Each merges the job's own keys with its records in the hourly buckets (``enq:<ho
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from .. import store
+from ..boundedjson import loads as json_loads
 from ..config import Config, as_text, get_config
 from ..lifecycle.history import HOUR, hour_of
 
@@ -98,7 +98,7 @@ def _from_record(jid: str, done: bool, raw: Any) -> JobStatus | None:
     """An ``enq:`` record ([queue, class, attempt, t]) or a ``done:`` one ([queue, class,
     attempt, started_at, ended_at, identity]) as a status; None if absent or unreadable."""
     try:
-        data = json.loads(raw) if isinstance(raw, (bytes, str)) else None
+        data = json_loads(raw) if isinstance(raw, (bytes, str)) else None
         if data is None:
             return None
         if done:
@@ -137,7 +137,7 @@ def history(jid: str, config: Config | None = None, now: float | None = None) ->
 
 def _done_entry(raw: Any) -> Attempt | None:
     try:
-        data = json.loads(raw) if isinstance(raw, (bytes, str)) else None
+        data = json_loads(raw) if isinstance(raw, (bytes, str)) else None
         if data is None:
             return None
         return Attempt(attempt=int(data[2]), started_at=_float(data[3]), ended_at=float(data[4]),
@@ -148,7 +148,7 @@ def _done_entry(raw: Any) -> Attempt | None:
 
 def _entry(raw: bytes | str) -> Attempt | None:
     try:
-        data: dict[str, Any] = json.loads(raw)
+        data: dict[str, Any] = json_loads(raw)
         return Attempt(attempt=int(data.get("attempt") or 0), started_at=_float(data.get("started_at")),
                        ended_at=float(data["ended_at"]), outcome=str(data["outcome"]),
                        identity=data.get("identity"), queue=data.get("queue"), went=data.get("went"),

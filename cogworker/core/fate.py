@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ..boundedjson import loads as json_loads
 from ..config import Config
 from .payload import default_backoff, error_class_name, error_message, error_traceback, jid_in
 from .payload import parse_payload as parse_payload  # re-exported: its home was here
@@ -179,7 +180,8 @@ def decide(config: Config, job: dict[str, Any] | bytes, outcome: Outcome) -> Dec
     if isinstance(outcome, Leaving):
         return _on_leaving(outcome.owed)
     if isinstance(outcome, Unreadable):
-        return plain_dead(config, _raw(job), "cogworker.BadPayload", outcome.why, reason="bad_payload")
+        raw = _raw(job)
+        return plain_dead(config, raw, "cogworker.BadPayload", outcome.why, jid_in(raw), reason="bad_payload")
     if isinstance(outcome, FilingFailed):
         raw = _raw(job)
         try:
@@ -204,7 +206,7 @@ def _with_reason(filing: File, reason: str) -> File:
 
 
 def _payload(job: dict[str, Any] | bytes) -> dict[str, Any]:
-    return job if isinstance(job, dict) else json.loads(job)
+    return job if isinstance(job, dict) else json_loads(job)
 
 
 def _raw(job: dict[str, Any] | bytes) -> bytes:
@@ -254,7 +256,7 @@ def interruption(config: Config, raw: bytes, error: BaseException) -> File:
     the in-memory job: whatever made that one fail to serialize must not do it again.
     Never back on the queue: a write that fails every time would re-run it forever.
     """
-    payload = json.loads(raw)
+    payload = json_loads(raw)
     count = int(payload.get("interrupted_count") or 0) + 1
     attempt = int(payload.get("retry_count") or 0) + 1
     now = time.time()

@@ -10,12 +10,14 @@ acting for a gone identity (its beat is not refreshed).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from .. import store
+
+from ..boundedjson import TooDeep, shallow
+from ..boundedjson import loads as json_loads
 from ..config import Config, as_bytes_list
 from ..errors import Fenced
 from ..store import lua
@@ -35,11 +37,13 @@ class Requeued(NamedTuple):
 
 def _text_field(raw: bytes, name: str) -> str | None:
     try:
-        value = json.loads(raw)
-        if isinstance(value, dict) and isinstance(value.get(name), str):
-            return value[name]
-    except (ValueError, UnicodeDecodeError):
-        pass
+        value = json_loads(raw)
+    except TooDeep:
+        value = shallow(raw)  # its top level still names it
+    except ValueError:
+        return None
+    if isinstance(value, dict) and isinstance(value.get(name), str):
+        return value[name]
     return None
 
 

@@ -1,8 +1,9 @@
 """The job payload: building, encoding and parsing the job JSON, jids, job options and
 their validation, the failure fields and the default backoff.
 
-A leaf: it imports nothing of cogworker but the errors, so the client, the fate of a job
-and the cron ticker can all build or read a payload without importing ``jobs``.
+A leaf: it imports nothing of cogworker but the errors and the JSON nesting limit, so the
+client, the fate of a job and the cron ticker can all build or read a payload without
+importing ``jobs``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from datetime import datetime
 from os import urandom
 from typing import Any, Literal, TypedDict
 
+from ..boundedjson import MAX_DEPTH, TooDeep, check_depth, shallow
+from ..boundedjson import loads as json_loads
 from ..errors import ConfigurationError
 
 UNIQUE_UNTIL = ("success", "start")
@@ -162,13 +165,23 @@ _encode = _c_encoder() or _ENCODER.encode
 
 
 def dumps(value: Any) -> str:
-    """Compact JSON; refuses anything JSON can't carry with a TypeError (nothing written)."""
+    """Compact JSON; refuses anything JSON can't carry, or nested deeper than a worker
+    reads (``boundedjson.MAX_DEPTH``), with a TypeError (nothing written)."""
     try:
-        return _encode(value)
+        text = _encode(value)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"job arguments must be JSON-serializable: {exc}") from None
     except RecursionError:
-        raise TypeError("job arguments must be JSON-serializable: nested too deep, or circular") from None
+        raise TypeError(f"{_TOO_DEEP} (or they are circular)") from None
+    try:
+        check_depth(text)
+    except TooDeep:
+        raise TypeError(_TOO_DEEP) from None
+    return text
+
+
+_TOO_DEEP = (f"job arguments are nested too deep: a payload nests at most {MAX_DEPTH} levels of lists and "
+             "objects (the job and its args list are two of them)")
 
 
 def signature_of(func: Callable[..., Any]) -> inspect.Signature | None:
@@ -237,6 +250,7 @@ _decode = json.JSONDecoder().decode  # json.loads's own decoder, with its defaul
 def parse_payload(raw: bytes) -> tuple[dict[str, Any] | None, str]:
     """The job object, or None and why it isn't one."""
     try:
+        check_depth(raw)
         if raw[:1] == b"{" and raw[1:2] != b"\x00":
             # What json.loads does with these bytes (UTF-8 detected, surrogatepass), minus
             # its encoding detection in Python: a payload is parsed per job.
@@ -245,6 +259,10 @@ def parse_payload(raw: bytes) -> tuple[dict[str, Any] | None, str]:
             payload = json.loads(raw)
     except UnicodeDecodeError:
         return None, "payload is not UTF-8 text"
+    except TooDeep as exc:
+        return None, f"payload is {exc}"
+    except RecursionError:  # within the limit, but this process's stack is nearly used up
+        return None, "payload is nested too deep for this process's stack"
     except ValueError as exc:
         return None, f"payload is not JSON: {exc}"
     if not isinstance(payload, dict):
@@ -257,9 +275,12 @@ def parse_payload(raw: bytes) -> tuple[dict[str, Any] | None, str]:
 
 
 def jid_in(raw: bytes | str) -> str | None:
-    """The entry's jid if it is readable (a JSON object with a string ``jid``), else None."""
+    """The entry's jid if it is readable (a JSON object with a string ``jid``), else None.
+    An object nested too deep to decode still names its jid at its top level."""
     try:
-        value = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+        value = json_loads(raw)
+    except TooDeep:
+        value = shallow(raw)
+    except ValueError:
         return None
     return value.get("jid") if isinstance(value, dict) and isinstance(value.get("jid"), str) else None

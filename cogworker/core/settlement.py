@@ -7,9 +7,9 @@ caller's to handle: the decision is then owed, and applied again later.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from ..boundedjson import loads as json_loads
 from . import hooks
 from .fate import Ack, Decision, Drop, File, GiveBack, Park
 from .inprogress import InProgressList
@@ -53,7 +53,7 @@ def filed(config: Any, decision: File, payload: dict[str, Any] | None = None, **
 
 def _parsed(entry: str | bytes) -> dict[str, Any]:
     try:
-        value = json.loads(entry)
+        value = json_loads(entry)
     except (ValueError, UnicodeDecodeError):
         return {}
     return value if isinstance(value, dict) else {}

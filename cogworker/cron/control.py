@@ -4,9 +4,9 @@ and firing are ``cron/ticker.py``'s; these need only Redis and the schedule a ma
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from ..boundedjson import loads as json_loads
 from ..config import Config, as_text, get_config
 from ..core.payload import JobOptions, build_payload, is_number
 
@@ -36,7 +36,7 @@ def schedule(config: Config | None = None) -> dict[str, dict[str, Any]]:
     out = {}
     for pjid, record in config.redis().hgetall(config.keys.periodic_schedule).items():
         try:
-            out[as_text(pjid)] = json.loads(record)
+            out[as_text(pjid)] = json_loads(record)
         except ValueError:
             continue
     return out

@@ -19,6 +19,8 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .. import store
+
+from ..boundedjson import loads as json_loads
 from ..config import Config, logger
 from ..core.payload import JobOptions, dumps
 from ..core.registry import JobDef, registry
@@ -334,7 +336,7 @@ def _loads(raw: Any) -> dict[str, Any]:
     if not raw:
         return {}
     try:
-        value = json.loads(raw)
+        value = json_loads(raw)
     except (ValueError, TypeError):
         return {}
     return value if isinstance(value, dict) else {}

@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import store
+
+from ..boundedjson import loads as json_loads
 from ..config import Config, as_bytes_list, as_text, logger
 from ..core import hooks, settlement
 from ..core.fate import File
@@ -27,7 +29,7 @@ FENCE_TTL = 7 * 24 * 3600  # as set by requeue.lua
 
 def _parse(raw: bytes) -> dict[str, Any] | None:
     try:
-        value = json.loads(raw)
+        value = json_loads(raw)
     except (ValueError, UnicodeDecodeError):
         return None
     return value if isinstance(value, dict) else None

@@ -8,7 +8,6 @@ children's buffers over their pipes, or by a single-process worker itself).
 from __future__ import annotations
 
 import functools
-import json
 import math
 import time
 import weakref
@@ -16,6 +15,7 @@ from collections import defaultdict
 from typing import Any
 
 from .. import store
+from ..boundedjson import loads as json_loads
 from ..config import Config, as_text
 from ..core import hooks
 
@@ -221,7 +221,12 @@ def attempts(config: Config, jid: str) -> list[dict[str, Any]]:
     the old ``attempts:<jid>`` log."""
     found = []
     for raw in config.redis().lrange(config.keys.history(jid), 0, -1):
-        entry = json.loads(raw)
+        try:
+            entry = json_loads(raw)
+        except ValueError:
+            continue  # an unreadable entry is skipped, as api.history skips it
+        if not isinstance(entry, dict):
+            continue
         went = entry.get("went")
         if went in ("retrying", "dead") or (went == "succeeded" and (entry.get("attempt") or 1) > 1):
             found.append({"attempt": entry.get("attempt"), "outcome": went, "at": entry.get("ended_at"),

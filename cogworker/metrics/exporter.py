@@ -9,13 +9,13 @@ the single-process runner."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import store
+from ..boundedjson import loads as json_loads
 from ..config import Config
 from ..errors import ConfigurationError
 from .http import MetricsServer
@@ -80,7 +80,7 @@ def _waited(raw: bytes | None, now: float) -> float:
     if raw is None:
         return 0.0
     try:
-        enqueued = json.loads(raw).get("enqueued_at")
+        enqueued = json_loads(raw).get("enqueued_at")
     except (ValueError, AttributeError):
         return 0.0  # an unreadable entry: its age is unknown, not an error of the scrape
     return max(0.0, now - float(enqueued)) if isinstance(enqueued, (int, float)) else 0.0
