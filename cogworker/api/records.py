@@ -13,6 +13,7 @@ from .. import store
 
 from ..boundedjson import loads as json_loads
 from ..config import as_text
+from ..core.payload import is_number
 from ..errors import WrongType
 from ..store import errors as redis_errors
 
@@ -70,14 +71,24 @@ class JobRecord:
     def _get(self, name: str) -> Any:
         return self.payload.get(name)
 
+    # Each field as its type or none: an entry written by anything else may carry any
+    # JSON there, and a page or a table must still show it.
+    def _text(self, name: str) -> str | None:
+        value = self._get(name)
+        return value if isinstance(value, str) else None
+
+    def _number(self, name: str) -> float | None:
+        value = self._get(name)
+        return value if is_number(value) else None
+
     @property
     def jid(self) -> str | None:
-        return self._get("jid")
+        return self._text("jid")
 
     @property
     def job_class(self) -> str | None:
         """The job's name (``module.qualname``): the payload's ``class``."""
-        return self._get("class")
+        return self._text("class")
 
     @property
     def is_job(self) -> bool:
@@ -86,44 +97,47 @@ class JobRecord:
 
     @property
     def args(self) -> list[Any]:
-        return self._get("args") or []
+        value = self._get("args")
+        return value if isinstance(value, list) else []
 
     @property
     def kwargs(self) -> dict[str, Any]:
-        return self._get("kwargs") or {}
+        value = self._get("kwargs")
+        return value if isinstance(value, dict) else {}
 
     @property
     def queue(self) -> str | None:
-        return self._get("queue")
+        return self._text("queue")
 
     @property
     def retry_count(self) -> int:
-        return int(self._get("retry_count") or 0)
+        value = self._number("retry_count")
+        return int(value) if value is not None else 0
 
     @property
     def error_class(self) -> str | None:
-        return self._get("error_class")
+        return self._text("error_class")
 
     @property
     def error_message(self) -> str | None:
-        return self._get("error_message")
+        return self._text("error_message")
 
     @property
     def error_traceback(self) -> str | None:
-        return self._get("error_traceback")
+        return self._text("error_traceback")
 
     @property
     def failed_at(self) -> float | None:
-        return self._get("failed_at")
+        return self._number("failed_at")
 
     @property
     def enqueued_at(self) -> float | None:
-        return self._get("enqueued_at")
+        return self._number("enqueued_at")
 
     @property
     def raw_payload(self) -> str:
         """The entry as text: for an unreadable entry, all there is to show."""
-        return self._get("raw_payload") or self.raw.decode("utf-8", errors="replace")
+        return self._text("raw_payload") or self.raw.decode("utf-8", errors="replace")
 
     def matches(self, job_class: str | None, error_class: str | None, queue: str | None) -> bool:
         return ((job_class is None or self.job_class == job_class)

@@ -106,7 +106,7 @@ def _from_record(jid: str, done: bool, raw: Any) -> JobStatus | None:
                              queue=data[0] or None, job_class=data[1] or None)
         return JobStatus(jid=jid, state="queued", updated_at=float(data[3]), attempt=int(data[2]),
                          queue=data[0] or None, job_class=data[1] or None)
-    except (ValueError, IndexError, TypeError):
+    except (ValueError, IndexError, TypeError, KeyError):  # KeyError: an object, not a record's array
         return None
 
 
@@ -142,7 +142,7 @@ def _done_entry(raw: Any) -> Attempt | None:
             return None
         return Attempt(attempt=int(data[2]), started_at=_float(data[3]), ended_at=float(data[4]),
                        outcome="succeeded", identity=data[5], queue=data[0] or None, went="succeeded")
-    except (ValueError, IndexError, TypeError):
+    except (ValueError, IndexError, TypeError, KeyError):  # KeyError: an object, not a record's array
         return None
 
 

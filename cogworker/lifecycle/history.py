@@ -254,7 +254,7 @@ def _attempts_entry(event: hooks.JobEvent) -> bool:
 def _on_event(event: hooks.JobEvent) -> None:
     config = event.config or get_config()
     jid = event.payload.get("jid")
-    if not jid or not (config.status or config.history or _attempts_entry(event)):
+    if not isinstance(jid, str) or not jid or not (config.status or config.history or _attempts_entry(event)):
         return
     buffer = (_noting.get(event.identity) or _buffers.get(event.identity)) if event.identity else None
     now = time.time()
