@@ -83,3 +83,26 @@ def test_jobs_dead_with_a_20mb_error_message(redis_server):
     assert lines[0].split()[:3] == ["JID", "CLASS", "QUEUE"] and len(lines) == 7
     assert f"{0:024x}" in lines[1] and lines[1].endswith("…")
     assert "ValueError: declined order 1" in out and lines[-1] == "(5 of 6; --limit N for more)"
+
+
+@pytest.mark.parametrize("name", ["\u200b", "a\nb", "x" * 100_000])
+def test_queues_and_stats_show_a_bad_queue_name_escaped(redis_server, name):
+    """Before, a zero-width space in ``queues`` made both commands exit 2."""
+    from cogworker.names import shown
+
+    client = redis_server.client()
+    client.flushall()
+    client.sadd("cogworker:queues", name, "default")
+    client.lpush(f"cogworker:queue:{name}", json.dumps({"class": "apps.x.y", "args": [], "kwargs": {},
+                                                         "jid": "b" * 24, "queue": name, "retry": 0}))
+    for command in (["queues"], ["stats"]):
+        out = done(cli(*command, url=redis_server.url))
+        assert shown(name)[:40] in out, out
+    listed = json.loads(cli("queues", "--json", url=redis_server.url).stdout)["queues"]
+    assert sorted(q["name"] for q in listed) == sorted([name, "default"])  # JSON: the name as it is
+    if len(name) < 1000:  # an argument on a command line
+        assert "paused" in done(cli("queue", "pause", name, url=redis_server.url))
+        assert client.sismember("cogworker:paused", name)
+    result = cli("queue", "pause", "a b", url=redis_server.url)
+    assert result.returncode == 2 and "queue name a\\x20b has" in result.stderr
+    assert "printable characters only" in result.stderr and len(result.stderr.splitlines()) == 1

@@ -9,7 +9,8 @@ import time
 from typing import Any
 
 from ..config import Config, as_text, get_config
-from ..errors import ConfigurationError, NotFound
+from ..errors import NotFound
+from ..names import check_queue_name, shown
 from ..store import lua
 from .records import JobRecord, check_page, checked
 
@@ -17,13 +18,31 @@ FIND_CHUNK = 1000  # list entries the find script reads per call
 
 
 class Queue:
+    """A queue by its name, which must keep the naming rule (``names.py``); the queues
+    already in Redis are all listed (``queues()``), those that break it too."""
+
     def __init__(self, name: str, config: Config | None = None) -> None:
-        if not isinstance(name, str) or not name or any(c.isspace() or not c.isprintable() for c in name):
-            raise ConfigurationError(f"invalid queue name {name!r}")
+        check_queue_name(name)
+        self._set(name, config)
+
+    @classmethod
+    def known(cls, name: str, config: Config | None = None) -> Queue:
+        """A queue found in Redis, whatever its name: it can be shown (escaped) and
+        operated on, never refused for a name written before the rule or by another client."""
+        found = cls.__new__(cls)
+        found._set(name, config)
+        return found
+
+    def _set(self, name: str, config: Config | None) -> None:
         self.name = name
         self.config = config or get_config()
         self.client = self.config.redis()
         self.key = self.config.keys.queue(name)
+
+    @property
+    def shown(self) -> str:
+        """The name for a page or a table: escaped if it breaks the rule."""
+        return shown(self.name)
 
     def __repr__(self) -> str:
         return f"Queue({self.name!r})"
@@ -116,12 +135,15 @@ def queue_names(config: Config | None = None) -> list[str]:
 
 
 def queues(config: Config | None = None) -> list[Queue]:
-    return [Queue(name, config) for name in queue_names(config)]
+    return [Queue.known(name, config) for name in queue_names(config)]
 
 
 def queue(name: str, config: Config | None = None) -> Queue:
-    """A known queue; ``NotFound`` for a name no job was ever pushed to."""
+    """A known queue; ``NotFound`` for a name no job was ever pushed to. A name that
+    breaks the rule is taken only if Redis knows it (else ``ConfigurationError``)."""
+    if isinstance(name, str) and name in queue_names(config):
+        return Queue.known(name, config)
     found = Queue(name, config)
-    if name not in queue_names(config) and not found.client.exists(found.key):
-        raise NotFound(f"no queue named {name!r}")
+    if not found.client.exists(found.key):
+        raise NotFound(f"no queue named {name!r}")  # a name that keeps the rule: repr shows it as it is
     return found

@@ -12,6 +12,7 @@ from typing import Any
 
 from .. import api
 from ..errors import NotFound
+from ..names import shown
 from . import jobs
 from .bulk import confirm
 from .output import field, megabytes, not_found, pairs, print_json, relative, seconds, table, when
@@ -55,7 +56,7 @@ def queue_table(queues: list[Any]) -> str:
     rows = []
     for queue in queues:
         row = queue_row(queue)
-        rows.append([row["name"], row["size"], seconds(row["latency"]), "yes" if row["paused"] else "no"])
+        rows.append([shown(row["name"]), row["size"], seconds(row["latency"]), "yes" if row["paused"] else "no"])
     return table(["QUEUE", "SIZE", "LATENCY", "PAUSED"], rows)
 
 
@@ -88,7 +89,7 @@ def queue(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"queue": args.name, "paused": paused})
     else:
-        print(f"queue {args.name}: {'paused' if paused else 'resumed'} (fleet-wide)")
+        print(f"queue {shown(args.name)}: {'paused' if paused else 'resumed'} (fleet-wide)")
     return 0
 
 

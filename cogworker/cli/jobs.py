@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import api
 from ..errors import NotFound
+from ..names import shown
 from .bulk import Progress, confirm
 from .output import WIDTH, field, not_found, one_line_cut, pairs, print_json, relative, table, when
 
@@ -23,7 +24,8 @@ def job_class(record: Any) -> str:
     """The record's job class, or ``(raw)`` for an entry that isn't a readable job."""
     if not field(record, "readable", True):
         return "(raw)"
-    return field(record, "job_class") or "(raw)"
+    name = field(record, "job_class")
+    return shown(name) if name else "(raw)"
 
 
 def record_json(record: Any) -> dict[str, Any]:
@@ -61,7 +63,8 @@ def list_jobs(args: argparse.Namespace) -> int:
     rows = []
     for record in found:
         at = field(record, "failed_at") if args.set == "dead" else field(record, "at")
-        rows.append([field(record, "jid") or "-", job_class(record), field(record, "queue") or "-",
+        queue = field(record, "queue")
+        rows.append([field(record, "jid") or "-", job_class(record), shown(queue) if queue else "-",
                      relative(at), field(record, "retry_count") if field(record, "retry_count") is not None else "-",
                      error_of(record) if field(record, "readable", True) else raw_text(record)])
     print(table(["JID", "CLASS", "QUEUE", column, "RETRIES", "ERROR"], rows))
@@ -126,7 +129,7 @@ def print_entry(record: Any) -> None:
         return
     print("\npayload")
     payload = {"class": job_class(record), "args": field(record, "args"), "kwargs": field(record, "kwargs"),
-               "queue": field(record, "queue"), "retry_count": field(record, "retry_count"),
+               "queue": shown(field(record, "queue") or "-"), "retry_count": field(record, "retry_count"),
                "enqueued_at": when(field(record, "enqueued_at")), "at": when(field(record, "at")),
                "failed_at": when(field(record, "failed_at")), "error": error_of(record)}
     if field(record, "at") == field(record, "failed_at"):

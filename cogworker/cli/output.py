@@ -101,12 +101,8 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]], width: int =
     numeric = [all(_is_number(row[i]) or row[i] == "-" for row in cells) and any(_is_number(row[i]) for row in cells)
                for i in range(len(headers))]
     widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
-    cuttable = [i for i in range(len(widths)) if i not in keep]
-    while cuttable and sum(widths) + 2 * (len(widths) - 1) > width:
-        widest = max(cuttable, key=lambda i: widths[i])
-        if widths[widest] <= 6:
-            break
-        widths[widest] -= 1
+    _fit(widths, width, [i for i in range(len(widths)) if i not in keep])
+    _fit(widths, width, list(keep))  # a kept column too, if it alone is wider than the terminal
     lines = []
     for row in [list(headers), *cells]:
         parts = []
@@ -115,6 +111,17 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]], width: int =
             parts.append(text.rjust(widths[i]) if numeric[i] and row is not headers else text.ljust(widths[i]))
         lines.append("  ".join(parts).rstrip())
     return "\n".join(lines)
+
+
+def _fit(widths: list[int], width: int, cuttable: list[int]) -> None:
+    """Narrows the widest of the ``cuttable`` columns, one character at a time, until the
+    line fits ``width`` or each is down to 6."""
+    cuttable = [i for i in cuttable if i < len(widths)]
+    while cuttable and sum(widths) + 2 * (len(widths) - 1) > width:
+        widest = max(cuttable, key=lambda i: widths[i])
+        if widths[widest] <= 6:
+            break
+        widths[widest] -= 1
 
 
 def _is_number(text: str) -> bool:

@@ -32,6 +32,7 @@ from ..core.payload import (  # noqa: F401 (re-exported: their home was this mod
 )
 from ..core.registry import JobDef, importable, register, registry, resolve  # noqa: F401 (re-exported)
 from ..errors import ConfigurationError
+from ..names import check_job_name
 from . import aio as client_async
 from . import enqueue as client
 
@@ -255,6 +256,7 @@ def by_name(name: str, **options: Unpack[OptionArgs]) -> BoundJob[..., Any]:
     """
     if not isinstance(name, str) or not name:
         raise TypeError(f"the job name must be a non-empty string, got {name!r}")
+    check_job_name(name)  # a name a page, a table and a log line can show
     known = registry.get(name)
     base = known.opts if known is not None else JobOptions()
     return BoundJob(known, JobOptions.build(base, **options) if options else base, name)

@@ -1,7 +1,8 @@
 """The job payload: building, encoding and parsing the job JSON, jids, job options and
 their validation, the failure fields and the default backoff.
 
-A leaf: it imports nothing of cogworker but the errors and the JSON nesting limit, so the
+A leaf: it imports nothing of cogworker but the errors, the naming rule and the JSON
+nesting limit, so the
 client, the fate of a job and the cron ticker can all build or read a payload without
 importing ``jobs``.
 """
@@ -24,6 +25,7 @@ from typing import Any, Literal, TypedDict
 from ..boundedjson import MAX_DEPTH, TooDeep, check_depth, shallow
 from ..boundedjson import loads as json_loads
 from ..errors import ConfigurationError
+from ..names import check_queue_name
 
 UNIQUE_UNTIL = ("success", "start")
 BackoffFn = Callable[[int, BaseException], float]
@@ -110,8 +112,7 @@ class JobOptions:
         return opts
 
     def validate(self) -> None:
-        if not isinstance(self.queue, str) or not self.queue or any(c.isspace() for c in self.queue):
-            raise ConfigurationError(f"queue must be a non-empty name without spaces, got {self.queue!r}")
+        check_queue_name(self.queue)
         if self.timeout is not None and not (is_number(self.timeout) and self.timeout > 0):
             raise ConfigurationError(f"timeout must be a positive number of seconds, got {self.timeout!r}")
         if self.unique_for is not None and not (is_number(self.unique_for) and self.unique_for >= 1):

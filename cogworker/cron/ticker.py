@@ -26,6 +26,7 @@ from ..core.payload import JobOptions, dumps
 from ..core.registry import JobDef, registry
 from ..errors import ConfigurationError
 from ..store import EncodableT, guard
+from ..names import JOB_NAME_MAX, check_job_name, problem, shown
 from ..store import errors as redis_errors
 from .claims import (  # noqa: F401 (the running lock's names, re-exported: their home was here)
     QUEUED_TTL,
@@ -65,9 +66,9 @@ def periodic(cron: str, job: JobDef | str, args: Sequence[Any] = (),
     job_name = job.name if isinstance(job, JobDef) else job
     if not isinstance(job_name, str) or not job_name:
         raise ConfigurationError(f"periodic: job must be a @job function or a job name, got {job!r}")
-    if name is not None and (not isinstance(name, str) or not name or any(c.isspace() for c in name)):
-        raise ConfigurationError(f"periodic entry for {job_name}: name must be a non-empty string "
-                                 f"without spaces, got {name!r}")
+    check_job_name(job_name)
+    if name is not None and problem(name, JOB_NAME_MAX) is not None:
+        raise ConfigurationError(f"periodic entry for {job_name}: name {shown(name)} {problem(name, JOB_NAME_MAX)}")
     label = name or job_name
     _check_options(label, cron, tz, args, kwargs, catch_up)
     args = tuple(args)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
 from typing import Any
 
@@ -77,7 +78,7 @@ def setup(level: str, fmt: str) -> bool:
     if user_configured():
         return False
     handler = LineHandler(1)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter(TEXT_FORMAT))
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(level)
@@ -101,6 +102,47 @@ class LineHandler(logging.Handler):
                 data = data[written:]
         except Exception:
             self.handleError(record)
+
+
+# C0 and C1 controls, and the Unicode line and paragraph separators (some viewers break
+# lines there too).
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def escape_controls(text: str) -> str:
+    """Control characters as escapes (``\\n``, ``\\x1b``, ``\\u2028``): a value in a log
+    line (a job's name, its error message) never starts a line of its own, and never
+    drives the terminal it is read on."""
+    return _CONTROLS.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    c = match.group()
+    return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+
+def _indented(text: str) -> str:
+    """A traceback under its line: each of its lines escaped and indented, so that only a
+    record's own first line starts at the left margin."""
+    return "\n".join("  " + escape_controls(line) for line in text.split("\n"))
+
+
+class TextFormatter(logging.Formatter):
+    """The text format: the message on one line (controls escaped), then the failure's
+    traceback, if any, indented under it."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        message = record.message
+        trace = getattr(record, "traceback", None)
+        tail = ""
+        if isinstance(trace, str) and trace and message.endswith("\n" + trace):
+            message, tail = message[:-len(trace) - 1], "\n" + _indented(trace)
+        record.message = escape_controls(message) + tail
+        return super().formatMessage(record)
+
+    def formatException(self, ei: Any) -> str:
+        return _indented(super().formatException(ei))
 
 
 class JsonFormatter(logging.Formatter):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..errors import ConfigurationError
+from ..names import QUEUE_NAME_MAX, problem, shown
 
 
 def parse_queues(specs: list[str] | None) -> list[tuple[str, int | None]]:
@@ -15,8 +16,11 @@ def parse_queues(specs: list[str] | None) -> list[tuple[str, int | None]]:
     for spec in specs or ["default"]:
         name, sep, weight = spec.partition(",")
         name = name.strip()
-        if not name or any(c.isspace() for c in name):
-            raise ConfigurationError(f"invalid queue {spec!r}: expected NAME or NAME,WEIGHT")
+        if not name:
+            raise ConfigurationError(f"invalid queue {shown(spec)}: expected NAME or NAME,WEIGHT")
+        why = problem(name, QUEUE_NAME_MAX)
+        if why is not None:
+            raise ConfigurationError(f"invalid queue {shown(spec)}: the name {why}")
         if sep:
             try:
                 w = int(weight)

@@ -38,15 +38,15 @@ def routes(templates: Templates) -> list[Route]:
         queue = _queue(request)
         if form.get("action") == "resume":
             queue.resume()
-            note = f"queue {queue.name} resumed"
+            note = f"queue {queue.shown} resumed"
         else:
             queue.pause()
-            note = f"queue {queue.name} paused: no worker takes a job off it until it is resumed"
+            note = f"queue {queue.shown} paused: no worker takes a job off it until it is resumed"
         return redirect(request, str(form.get("back") or f"/queues/{quoted(queue.name)}"), note)
 
     def clear(request: Request, form: FormData) -> Response:
         queue = _queue(request)
-        return redirect(request, f"/queues/{quoted(queue.name)}", f"queue {queue.name} cleared: {queue.clear()} jobs")
+        return redirect(request, f"/queues/{quoted(queue.name)}", f"queue {queue.shown} cleared: {queue.clear()} jobs")
 
     def delete(request: Request, form: FormData) -> Response:
         queue = _queue(request)

@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
 from ..config import Config, get_config
+from ..names import shown
 from .security import CSRF_FIELD, csrf_token, csrf_valid
 
 PER_PAGE = 25
@@ -126,7 +127,7 @@ def entry_raw(value: str) -> bytes | None:
 def _environment() -> Environment:
     env = Environment(loader=PackageLoader("cogworker.web", "templates"), autoescape=select_autoescape(default=True))
     env.filters.update(ago=ago, utc=utc, duration=duration, ms=milliseconds, mb=megabytes, pretty=pretty, short=short,
-                       q=quoted, key=entry_key, rawbytes=raw_text, repr=repr)
+                       q=quoted, key=entry_key, rawbytes=raw_text, repr=repr, name=shown)
     return env
 
 
