@@ -68,8 +68,9 @@ def test_fate_against_a_model(config, events, fails, retry, unique):
                 if orphanings > config.max_orphanings:  # orphaned too often: dead, never requeued
                     assert r.llen(keys.queue("default")) == 0
                     recovery.bury_repeat_orphans(config)
-                    # docs/architecture.md#hooks: orphaned when parked, dead when filed
-                    assert [(e.name, e.reason) for e in seen[before:]] == [("orphaned", None), ("dead", "process_died")]
+                    # docs/architecture.md#hooks: orphaned when parked (its reason its fate), dead when filed
+                    assert [(e.name, e.reason) for e in seen[before:]] == [("orphaned", "process_died"),
+                                                                          ("dead", "process_died")]
                     assert seen[before].counted
                     state = "dead"
                     continue
