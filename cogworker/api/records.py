@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import store
-
 from ..boundedjson import loads as json_loads
 from ..config import as_text
 from ..core.payload import is_number

@@ -15,7 +15,6 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from .. import store
-
 from ..boundedjson import TooDeep, shallow
 from ..boundedjson import loads as json_loads
 from ..config import Config, as_bytes_list

@@ -19,14 +19,13 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .. import store
-
 from ..boundedjson import loads as json_loads
 from ..config import Config, logger
 from ..core.payload import JobOptions, dumps
 from ..core.registry import JobDef, registry
 from ..errors import ConfigurationError
-from ..store import EncodableT, guard
 from ..names import JOB_NAME_MAX, check_job_name, problem, shown
+from ..store import EncodableT, guard
 from ..store import errors as redis_errors
 from .claims import (  # noqa: F401 (the running lock's names, re-exported: their home was here)
     QUEUED_TTL,

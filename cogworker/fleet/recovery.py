@@ -10,7 +10,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import store
-
 from ..boundedjson import loads as json_loads
 from ..config import Config, as_bytes_list, as_text, logger
 from ..core import hooks, settlement
