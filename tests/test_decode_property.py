@@ -195,6 +195,6 @@ def test_a_rendered_page_of_the_web_ui_shows_a_deep_entry_raw(config, raw):
 
     r = config.redis()
     r.zadd(config.keys.dead, {raw: time.time(), good("g1", "beside"): time.time()})
-    with TestClient(create_app()) as client:
+    with TestClient(create_app(), base_url="http://localhost") as client:
         page = client.get("/dead")
     assert page.status_code == 200 and "g1" in page.text

@@ -34,7 +34,7 @@ def example(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 @pytest.fixture
 def client(example: Any, config: cogworker.Config) -> Iterator[TestClient]:
-    with TestClient(example.app) as found:  # runs the lifespan
+    with TestClient(example.app, base_url="http://localhost") as found:  # runs the lifespan
         yield found
 
 
@@ -51,12 +51,12 @@ def test_the_lifespan_checks_redis_and_closes_the_client(example: Any, config: c
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     from cogworker.client import aio as client_async
 
-    with TestClient(example.app) as found:
+    with TestClient(example.app, base_url="http://localhost") as found:
         found.post("/signup", params={"email": "b@example.com"})
         assert len(client_async._clients) == 1
     assert len(client_async._clients) == 0  # closed at shutdown
     cogworker.configure(redis_url="redis://127.0.0.1:1/0", socket_connect_timeout=0.5)
-    with pytest.raises(Exception, match="(?i)connect"), TestClient(example.app):
+    with pytest.raises(Exception, match="(?i)connect"), TestClient(example.app, base_url="http://localhost"):
         pass  # a Redis that doesn't answer fails the startup
 
 
@@ -84,7 +84,7 @@ def test_a_real_worker_runs_what_the_app_enqueued(example: Any, masters: Any, ow
     master = masters(module="examples.fastapi_app.jobs", procs=1,
                      env={"PYTHONPATH": f"{ROOT / 'tests'}:{ROOT}"})
     master.wait_children()
-    with TestClient(example.app) as found:
+    with TestClient(example.app, base_url="http://localhost") as found:
         jid = found.post("/signup", params={"email": "d@example.com"}).json()["jid"]
         from examples.fastapi_app.jobs import OUTBOX
 

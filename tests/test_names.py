@@ -99,7 +99,7 @@ def test_the_web_ui_shows_a_bad_name_escaped(config, name):
     from cogworker.web.views import quoted
 
     plant(config, name)
-    client = TestClient(create_app(config=config), follow_redirects=False)
+    client = TestClient(create_app(config=config), follow_redirects=False, base_url="http://localhost")
     page = client.get("/queues")
     assert page.status_code == 200
     escaped = names.shown(name).replace("<", "&lt;").replace(">", "&gt;")

@@ -22,7 +22,7 @@ from cogworker.web import create_app  # noqa: E402
 
 
 def client_for(config) -> TestClient:
-    client = TestClient(create_app(config=config), follow_redirects=False)
+    client = TestClient(create_app(config=config), follow_redirects=False, base_url="http://localhost")
     assert client.get("/").status_code == 200  # the session cookie
     return client
 

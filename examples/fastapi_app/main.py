@@ -72,7 +72,9 @@ class Mounted(Response):
         await self.asgi({**scope, "root_path": scope.get("root_path", "") + self.prefix}, receive, send)
 
 
-ui = create_app()
+# The web UI answers only the names it is served under (DNS rebinding): localhost, 127.0.0.1,
+# ::1, and the app's public host names from ALLOWED_HOSTS (comma-separated).
+ui = create_app(allowed_hosts=[h for h in os.environ.get("ALLOWED_HOSTS", "").split(",") if h])
 
 
 @app.api_route("/cogworker{path:path}", methods=["GET", "HEAD", "POST"], include_in_schema=False,
