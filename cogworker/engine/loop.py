@@ -75,11 +75,12 @@ class Worker(Settling):
         self._fence_lock = threading.Lock()
         self._fence_logged = False
 
-    # -- control (thread- and signal-safe: they only set flags) --------------------------
+    # -- control (thread- and signal-safe: they set flags; a stop also ends an idle wait) --
 
     def stop(self) -> None:
-        """Finish the current job, then leave the loop."""
+        """Finish the current job, then leave the loop; idle, leave at once."""
         self._stopping.set()
+        self.fetcher.wake_wait.stop()
 
     def quiet(self) -> None:
         """Stop fetching; a running job finishes."""
@@ -178,7 +179,7 @@ class Worker(Settling):
         if self.ack_due is not None:  # quieted since: acknowledged now, not at stop
             raw, self.ack_due = self.ack_due, None
             self.acknowledge(raw)
-        time.sleep(0.2)
+        self._stopping.wait(0.2)  # a stop ends it
 
     def _leave(self) -> None:
         try:

@@ -9,6 +9,7 @@ its list was requeued) leaves at once with ``FENCED_EXIT``, settling nothing.
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import threading
@@ -182,6 +183,11 @@ def child_main(index: int, config: Config, conn: Connection, slots: Slots,
                 heartbeat.deregister(config, child.identity)
             except store.RedisError:
                 pass
+        if code == 0:
+            # What a normal exit runs and os._exit skips: the app's atexit handlers
+            # (an error reporter's flush, a pool's close). The title says so to the master.
+            setproctitle(f"cogworker: child {index} stopping: exit handlers")
+            atexit._run_exitfuncs()
     except BaseException:
         traceback.print_exc()
         code = 1

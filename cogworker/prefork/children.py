@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
+import psutil
+
 from ..config import Config, logger
 from ..core import fate, heartbeat
 from ..core.inprogress import InProgressList
@@ -27,10 +29,13 @@ from .pipe import make_pipe
 from .siblings import with_looked_ahead
 from .slots import ACK_DUE, RUNNING, Slots, SlotState
 
-# A child asked to leave that has no job running and is still there after this is
-# killed: it is stuck in a Redis call (Redis hung or away), and nothing of it is lost
-# (its list is requeued, what it owed is settled by the master).
+# A child asked to leave leaves at once when it runs no job (a stop cuts its idle wait
+# short, cogworker/wakewait.py). One with no job still there after IDLE_LEAVE_GRACE is
+# killed if Redis doesn't answer (it is stuck in a Redis call), else after
+# IDLE_EXIT_GRACE (its exit handlers, say an error reporter's flush, had their time).
+# Nothing of it is lost either way: its list is requeued, what it owed settled here.
 IDLE_LEAVE_GRACE = 0.5
+IDLE_EXIT_GRACE = 5.0
 
 
 @dataclass
@@ -82,6 +87,7 @@ class ChildrenMixin:
         def redis_step(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any: ...
         def child_record(self, child: ChildState) -> heartbeat.ProcessRecord: ...
         def child_exited(self, child: ChildState, status: int) -> None: ...
+        def redis_answers(self) -> bool: ...
 
     def read_child(self, child: ChildState) -> None:
         try:
@@ -274,8 +280,14 @@ class ChildrenMixin:
             elif child.idle_since is None:
                 child.idle_since = now
             elif now >= child.idle_since + IDLE_LEAVE_GRACE:
-                logger.info("master: child %d (%s) runs no job but hasn't left (stuck on Redis?): killed",
-                            child.index, child.stop_reason)
+                answers = self.redis_answers()
+                if answers and now < child.idle_since + IDLE_EXIT_GRACE:
+                    continue  # not stuck on Redis: still on its way out
+                logger.warning("master: child %d (pid %d, %s) runs no job but hasn't left %.1fs after it was asked "
+                               "to, %s (%s): killed; nothing of it is lost (its list is requeued)",
+                               child.index, child.pid, child.stop_reason, now - child.idle_since,
+                               "though Redis answers" if answers else "and Redis doesn't answer (stuck on it)",
+                               doing(child.pid))
                 self.kill_child(child, "killed")
 
     def reap(self) -> None:
@@ -300,6 +312,21 @@ class ChildrenMixin:
             except (KeyError, ValueError, OSError):
                 pass
             self.child_exited(child, status)
+
+
+def doing(pid: int) -> str:
+    """What a child that won't leave is doing, as far as the master can see: its title
+    (the child sets it as it goes) and where the kernel has it waiting."""
+    try:
+        title = " ".join(psutil.Process(pid).cmdline()).strip()
+    except psutil.Error:
+        title = "?"
+    try:
+        with open(f"/proc/{pid}/wchan") as f:
+            wchan = f.read().strip()
+    except OSError:
+        wchan = ""
+    return f"its title {title!r}" + (f", waiting in the kernel in {wchan}" if wchan and wchan != "0" else "")
 
 
 def child_identity(pid: int, nonce: str) -> str:

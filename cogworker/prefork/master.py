@@ -49,6 +49,7 @@ MASTER_SOCKET_TIMEOUT = 1.0
 # recovery. Not at all while stopping if Redis failed this recently (it is away).
 RECOVERY_GRACE = 1.0
 RECENT_FAILURE = 2.0
+ANSWER_TTL = 0.5
 
 
 @dataclass
@@ -100,6 +101,7 @@ class Master(SignalsMixin, ChildrenMixin, WatchMixin):
         # An outage costs one timeout, not one per call: Redis steps are skipped until
         # its backoff ends.
         self.breaker = Breaker("master", self.config)
+        self.answered, self.answered_at = False, -float("inf")  # redis_answers()
         self.started_at = time.time()
         self.next_memory = 0.0
         self.selector = selectors.DefaultSelector()
@@ -131,6 +133,17 @@ class Master(SignalsMixin, ChildrenMixin, WatchMixin):
     def redis_away(self) -> bool:
         """Stopping, and Redis failed just now: no more tries, each could cost a timeout."""
         return self.stopping and time.monotonic() - self.redis_failed_at < RECENT_FAILURE
+
+    def redis_answers(self) -> bool:
+        """Whether Redis answers a PING now (asked at most every ``ANSWER_TTL``): tells a
+        child stuck on Redis from one still on its way out. False while it failed just now."""
+        now = time.monotonic()
+        if now - self.redis_failed_at < RECENT_FAILURE:
+            return False
+        if now >= self.answered_at + ANSWER_TTL:
+            self.answered = self.breaker.step("checking Redis", self.client.ping)[0]
+            self.answered_at = time.monotonic()
+        return self.answered
 
     def redis_step(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Runs one piece of Redis work; a failure is logged (once per outage) and skipped

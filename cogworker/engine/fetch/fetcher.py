@@ -17,6 +17,7 @@ from ...core.inprogress import InProgressList, _text_field, jid_of
 from ...errors import Fenced, RedisVersionError
 from ...store import errors as redis_errors
 from ...store import lua, wire
+from ...wakewait import WakeWait
 from . import batch as batchfetch
 from . import fast as fastfetch
 from .fast import MARK, Fast
@@ -83,6 +84,7 @@ class Fetcher(InProgressList):
         # job it was asked for (queues found empty before it since are dropped).
         self._busy: set[str] = set(self.queues[:1])
         self.empty = EmptyQueues(self.queues)
+        self.wake_wait = WakeWait()  # a stop cuts the idle wait short (Worker.stop)
 
     def plan(self, whole: bool = False) -> tuple[list[str], str, bool]:
         """This fetch's order, without the queues known to be empty and cut after the one
@@ -339,7 +341,7 @@ class Fetcher(InProgressList):
         """Blocks until a push to any queue (or ``block`` seconds). False if the wake
         stream can't be used (wrong type): then the caller blocks on one queue instead."""
         try:
-            self.client.xread({self.keys.wake: since}, count=1, block=max(1, int(block * 1000)))
+            self.wake_wait.wait(self.client, self.keys.wake, since, max(1, int(block * 1000)))
             return True
         except store.ResponseError as exc:
             if redis_errors.classify(exc) == redis_errors.READONLY:
