@@ -34,9 +34,14 @@ def test_entries_as_published_then_fired(config):
     assert (p.cron, p.timezone, p.queue, p.job_class) == ("*/5 * * * *", "Europe/Paris", "cronq", "apps.cron_jobs.tick")
     assert p.next_fire is not None and p.next_fire > T0 and p.last_jid is None and p.disabled is False
     assert p.record["args"] == ["p"] and entries[0].timezone == "UTC" and entries[0].queue == "default"
-    ticker.tick()  # fires p's slot T0 (a */5 slot): recorded in the schedule and its last_slot key
+    ticker.tick()  # p's first slot, T0: a new entry's is recorded, not fired
+    first = api.periodic_entry("p")
+    assert first is not None and first.last_slot == T0 and first.last_jid is None
+    assert config.redis().llen(config.keys.queue("cronq")) == 0
+    ticker.clock = ticker.monotonic = lambda: T0 + 301
+    ticker.tick()  # fires p's next slot (*/5): recorded in the schedule and its last_slot key
     fired = api.periodic_entry("p")
-    assert fired is not None and fired.last_slot == T0
+    assert fired is not None and fired.last_slot == T0 + 300
     queued = [json.loads(r) for r in config.redis().lrange(config.keys.queue("cronq"), 0, -1)]
     assert fired.last_jid == queued[0]["jid"]
     assert api.periodic_entry("nope") is None

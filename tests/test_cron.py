@@ -7,6 +7,7 @@ import json
 import re
 import threading
 import time
+from datetime import datetime, timezone
 
 import pytest
 import redis
@@ -40,8 +41,20 @@ def tick_while_paused(own_redis, t):
         own_redis.resume()
 
 
-def ticker(config, *pjids, clock, **kwargs):
-    return cron.Ticker(config, [cron.entries[p] for p in pjids], clock=clock, monotonic=clock, **kwargs)
+def ticker(config, *pjids, clock, existed=True, **kwargs):
+    """A ticker for these entries. ``existed``: as entries that ran before (the slot
+    before the clock's recorded as fired, if none is), so their first slot fires: a new
+    entry's is only recorded (test_a_new_entry_records_its_first_slot_without_firing)."""
+    t = cron.Ticker(config, [cron.entries[p] for p in pjids], clock=clock, monotonic=clock, **kwargs)
+    if existed:
+        existed_before(config, t)
+    return t
+
+
+def existed_before(config, t):
+    for entry in t.entries:
+        previous = t.slot_and_next(entry, t.slot_and_next(entry, t.clock())[0] - 1)[0]
+        config.redis().set(config.keys.periodic_last_slot(entry.pjid), previous, nx=True)
 
 
 def queued(config, queue):
@@ -132,12 +145,45 @@ def test_catch_up_fires_one_missed_slot_not_one_per_slot(config, caplog):
     assert f"periodic on: 9 missed slots skipped (after slot {T0 - 600}); firing the latest, slot {T0}" in caplog.text
 
 
+@pytest.mark.parametrize("catch_up", [True, False])
+@pytest.mark.parametrize("expr, now, slot, following", [
+    # Registered on 15 January: New Year's slot (1 January) is before it existed.
+    ("0 0 1 1 *", "2027-01-15T08:00:00", "2027-01-01T00:00:00", "2028-01-01T00:00:00"),
+    # A nightly job deployed at 05:02: 03:00 today is not its slot.
+    ("0 3 * * *", "2027-01-15T05:02:00", "2027-01-15T03:00:00", "2027-01-16T03:00:00"),
+])
+def test_a_new_entry_records_its_first_slot_without_firing(config, caplog, catch_up, expr, now, slot, following):
+    def at(text):
+        return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+
+    cogworker.periodic(expr, "x.y", name="fresh", queue="q")
+    clock = Clock(at(now))
+    t = ticker(config, "fresh", clock=clock, catch_up=catch_up, existed=False)
+    t.tick()
+    assert queued(config, "q") == []  # not on deploy
+    assert last_slot(config, "fresh") == at(slot)  # recorded: the next boot doesn't see it as missed
+    assert f"periodic fresh: new entry: its first slot {int(at(slot))} is recorded, not fired" in caplog.text
+    assert f"next one, at {following}+00:00" in caplog.text
+    clock.t = at(following) + 0.01
+    t.tick()
+    assert [j["periodic_slot"] for j in queued(config, "q")] == [at(following)]  # then on schedule
+
+
+def test_a_new_entry_is_not_fired_by_a_second_master_either(config):
+    """Two masters booting with the new entry at once: neither fires it."""
+    cogworker.periodic("0 3 * * *", "x.y", name="fresh", queue="q")
+    clock = Clock(T0)
+    for t in [ticker(config, "fresh", clock=clock, existed=False) for _ in range(2)]:
+        t.tick()
+    assert queued(config, "q") == []
+
+
 def test_catch_up_off_skips_the_missed_slot_and_primes_a_new_entry(config):
     cogworker.periodic("* * * * *", "x.y", name="old", queue="q")
     cogworker.periodic("* * * * *", "x.y", name="new", queue="q")
     config.redis().set(config.keys.periodic_last_slot("old"), T0 - 600)
     clock = Clock(T0 + 30)
-    t = ticker(config, "old", "new", clock=clock, catch_up=False)
+    t = ticker(config, "old", "new", clock=clock, catch_up=False, existed=False)
     t.tick()
     assert queued(config, "q") == []
     # The missed slot is skipped, not recorded as fired; a new entry's first slot is primed.
@@ -171,8 +217,8 @@ def test_failed_push_rolls_back_the_claim_backs_off_and_spares_other_entries(con
     clock = Clock(T0 + 0.5)
     t = ticker(config, "broken", "healthy", clock=clock)
     t.tick()
-    # Rolled back: last_slot before this slot (no previous: slot - 1), no slot lock, no running lock.
-    assert last_slot(config, "broken") == T0 - 1
+    # Rolled back: last_slot as before this slot, no slot lock, no running lock.
+    assert last_slot(config, "broken") == T0 - 60
     assert lock_keys(config, "broken") == [] and r.get(config.keys.periodic_running("broken")) is None
     attempts = []
     for second in range(1, 40):
@@ -249,12 +295,13 @@ def test_lost_connection_is_not_an_entry_failing(own_redis):
     cogworker.periodic("* * * * *", "x.y", name="a", queue="q")
     cogworker.periodic("* * * * *", "x.y", name="b", queue="q")
     clock = Clock(T0 + 1)
-    t = ticker(config, "a", "b", clock=clock)
+    t = ticker(config, "a", "b", clock=clock, existed=False)
     own_redis.stop()
     t.tick()
     assert t._retry_at == {} and t._failures == {}
     assert t.seconds_to_next() >= cron.OUTAGE_WAIT  # no spinning on a refused connection
     own_redis.start()
+    existed_before(config, t)  # (the restarted server has no data)
     clock.t += 0.5
     t.tick()  # at once, not after a backoff
     assert sorted(j["periodic_pjid"] for j in queued(config, "q")) == ["a", "b"]
@@ -324,7 +371,7 @@ def test_waits_until_ready(config):
     ready = threading.Event()
     t = ticker(config, "a", clock=Clock(T0 + 1), ready=ready.is_set)
     t.tick()
-    assert config.redis().keys("*") == []
+    assert config.redis().keys("*") == [config.keys.periodic_last_slot("a").encode()]  # only existed_before's
     assert t.seconds_to_next() == cron.NOT_READY_WAIT
     ready.set()
     t.tick()

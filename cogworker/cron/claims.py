@@ -9,7 +9,10 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
+
 
 from .. import store
 from ..config import Config, get_config, logger
@@ -150,7 +153,8 @@ class SlotClaims(ABC):
             logger.info("periodic %s: slot %d skipped, previous run jid=%s still queued or running",
                         entry.pjid, slot, as_text(detail))
         elif status == PRIMED:
-            logger.info("periodic %s: first slot %d primed, not fired (catch_up off)", entry.pjid, slot)
+            logger.info("periodic %s: new entry: its first slot %d is recorded, not fired; it fires from the "
+                        "next one, at %s", entry.pjid, slot, fire_time(following, entry.tz))
         elif status == NOT_OURS and doubt is not None and doubt.claimed:
             logger.warning("periodic %s: rolled-back slot %d not fired: a later slot was claimed first",
                            entry.pjid, slot)
@@ -291,6 +295,11 @@ class SlotClaims(ABC):
 
     def _best_effort(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
         guard.best_effort(f"periodic: {what} (ignored)", fn, *args)
+
+
+def fire_time(at: float, tz: str) -> str:
+    """A fire time as a log line shows it: in the entry's time zone."""
+    return datetime.fromtimestamp(at, ZoneInfo(tz)).isoformat(timespec="seconds")
 
 
 def as_int(raw: Any) -> int | None:

@@ -3,7 +3,7 @@
 -- KEYS[4] = the disabled set.
 -- ARGV[1] = slot (epoch s), ARGV[2] = mode: "claim"; "prime" (catch-up off, this
 -- process's first look: never fire, only set a missing last_slot); "prime_new" (catch-up
--- off: set a missing last_slot instead of firing); "skip" (catch-up off, a slot that
+-- off: as "claim"); every mode but "reclaim" sets a missing last_slot instead of firing; "skip" (catch-up off, a slot that
 -- passed while this process couldn't fire it: spent without firing); "reclaim" (a claim
 -- of this slot whose outcome the caller doesn't know, tried again: see ARGV[8..]),
 -- ARGV[3] = slot lock TTL (s), ARGV[4] = jid, ARGV[5] = "1" for a unique entry,
@@ -44,7 +44,10 @@ if mode == "reclaim" then
   if ARGV[8] ~= "1" then
     return {0, "", 0}
   end
-elseif mode ~= "claim" and not last then
+elseif not last then
+  -- A new entry (no slot of it ever recorded): its first slot is recorded, not fired,
+  -- whatever the mode. Catch-up is for slots missed while the entry existed; deploying a
+  -- nightly job must not run it on deploy.
   redis.call("SET", KEYS[1], ARGV[1])
   return {2, "", 0}
 end
