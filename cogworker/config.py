@@ -18,6 +18,7 @@ from .errors import ConfigurationError
 from .keys import Keys
 from .store import Client, lua
 from .store.connection import connect
+from .tlsurl import without_tls_options
 
 logger = logging.getLogger("cogworker")
 
@@ -112,6 +113,18 @@ def validate_redis_url(url: str) -> str:
     return url
 
 
+_tls_warned: set[str] = set()
+
+
+def warn_tls_options(url: str) -> None:
+    """TLS options on a plain URL are left out (tlsurl.py): one warning per process says so."""
+    clean, dropped = without_tls_options(url)
+    if dropped and url not in _tls_warned:
+        _tls_warned.add(url)
+        logger.warning("Redis URL %s isn't a TLS one: %s ignored (TLS options apply to rediss:// URLs only)",
+                       redact_url(clean), ", ".join(dropped))
+
+
 def validate_namespace(namespace: object) -> str:
     """A namespace is the prefix of every key: empty or with spaces, it is a mistake."""
     if not isinstance(namespace, str) or not namespace:
@@ -187,6 +200,7 @@ class Config:
 
     def __post_init__(self) -> None:
         validate_redis_url(self.redis_url)
+        warn_tls_options(self.redis_url)
         validate_namespace(self.namespace)
         self.import_prefixes = validate_import_prefixes(self.import_prefixes)
         validate_liveness(self)
@@ -199,6 +213,11 @@ class Config:
         shown = {f.name: getattr(self, f.name) for f in fields(self)}
         shown["redis_url"] = redact_url(self.redis_url)  # configs end up in logs and tracebacks
         return "Config(" + ", ".join(f"{name}={value!r}" for name, value in shown.items()) + ")"
+
+    @property
+    def client_url(self) -> str:
+        """The URL the clients use: a plain one without TLS options (tlsurl.py)."""
+        return without_tls_options(self.redis_url)[0]
 
     def redis(self) -> Client:
         """This process's client (bytes in, bytes out: raw payloads must round-trip exactly)."""
@@ -213,7 +232,7 @@ class Config:
         return client
 
     def new_client(self, socket_timeout: float | None = None) -> Client:
-        return connect(self.redis_url, socket_timeout or self.socket_timeout, self.socket_connect_timeout)
+        return connect(self.client_url, socket_timeout or self.socket_timeout, self.socket_connect_timeout)
 
 
 _config: Config | None = None

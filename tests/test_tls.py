@@ -6,8 +6,10 @@ worker commands must work; a plain rediss:// URL fails on the self-signed certif
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -84,12 +86,65 @@ def test_heroku_style_self_signed_verification_off(heroku_server, command):
     run_jobs_over(url, COMMANDS[command], "heroku", heroku_url)
 
 
-def test_the_readme_shows_the_heroku_configure_line():
+def test_the_readme_shows_the_heroku_recipe():
     readme = (Path(__file__).parent.parent / "README.md").read_text()
-    line = 'cogworker.configure(redis_url=os.environ["REDIS_URL"] + "?ssl_cert_reqs=none")'
-    assert line in readme
-    assert line in (Path(__file__).parent / "apps" / "heroku_app.py").read_text()
+    app = (Path(__file__).parent / "apps" / "heroku_app.py").read_text()
+    recipe = app[app.index("url = os.environ"):]
+    assert textwrap.indent(recipe, "  ") in readme  # the lines tested here, on both kinds of URL
     assert "rediss://:PASSWORD@HOST:PORT?ssl_cert_reqs=none" in readme
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_the_heroku_recipe_on_a_laptops_plain_url(own_redis, command):
+    run_jobs_over(own_redis.url, COMMANDS[command], "heroku", own_redis.url)
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_tls_options_on_a_plain_url_are_ignored_with_one_warning(own_redis, command):
+    """The old recipe (TLS options appended to any REDIS_URL) on redis://: it ran into a
+    TypeError deep in redis-py (exit 1, a 47-line traceback); now the options are left out."""
+    config = use(own_redis.url)
+    config.redis().flushall()
+    basic.add.enqueue(2, 3)
+    worker = Process(*COMMANDS[command], "apps.heroku_old", env={"REDIS_URL": own_redis.url})
+    try:
+        assert wait_for(lambda: ran(config.redis()) == ["add:2:3"], 30), worker.output()
+        os.killpg(worker.proc.pid, signal.SIGTERM)
+        code = worker.proc.wait(30)
+        out = worker.output()
+    finally:
+        worker.stop()
+    assert code == 0, out
+    assert "Traceback" not in out and "TypeError" not in out, out
+    warnings = [line for line in out.splitlines() if "isn't a TLS one" in line]
+    assert len(warnings) == 1, out  # once, not once per process or client
+    assert "ssl_cert_reqs ignored (TLS options apply to rediss:// URLs only)" in warnings[0]
+
+
+def test_the_client_and_the_cli_ignore_them_too(own_redis, caplog):
+    config = use(own_redis.url + "?ssl_cert_reqs=none&ssl_check_hostname=false")
+    assert basic.add.enqueue(1, 1)
+    assert "ssl_cert_reqs, ssl_check_hostname ignored" in caplog.text
+    result = cli("stats", "--redis-url", own_redis.url + "?ssl_cert_reqs=none")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("isn't a TLS one") == 1, result.stderr
+    assert config.redis_url.endswith("?ssl_cert_reqs=none&ssl_check_hostname=false")  # as given
+
+
+def cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "cogworker", *args], capture_output=True, text=True,
+                          timeout=60, cwd=TESTS_DIR, env={**os.environ, "PYTHONPATH": TESTS_DIR, **(env or {})})
+
+
+@pytest.mark.parametrize("args, code", [(["stats"], 3), (["health"], 1), (["jobs", "dead"], 3)])
+def test_the_cli_gives_the_same_hint_for_a_self_signed_certificate(heroku_server, args, code):
+    url = heroku_server.url(host="127.0.0.1", password=True)
+    result = cli(*args, env={"REDIS_URL": url, "COGWORKER_REDIS_URL": ""})
+    assert result.returncode == code, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "TLS certificate can't be verified (self-signed certificate)" in line
+    assert "?ssl_cert_reqs=none" in line and "?ssl_ca_certs=" in line
+    assert "h3roku-s3cret" not in result.stderr
 
 
 def test_without_the_parameters_a_self_signed_certificate_is_refused(heroku_server):

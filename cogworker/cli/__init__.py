@@ -17,6 +17,7 @@ from .. import store
 from ..config import configure, get_config, redact_url
 from ..errors import BadPayload, ConfigurationError, NotFound, WrongType
 from ..launch.proctitle import hide_secrets
+from ..tlsurl import certificate_hint
 from .output import NOT_FOUND, UNREACHABLE, USAGE, CliError, one_line
 from .parser import build_parser, check
 
@@ -84,7 +85,8 @@ def run(argv: list[str]) -> int:
         return fail(str(exc), NOT_FOUND)
     except (store.ConnectionError, store.TimeoutError) as exc:
         url = get_config().redis_url
-        return fail(f"Redis at {redact_url(url)} is unreachable: {scrub(str(exc), url)}", UNREACHABLE)
+        hint = certificate_hint(exc)  # a setting to change: the worker commands' hint
+        return fail(hint or f"Redis at {redact_url(url)} is unreachable: {scrub(str(exc), url)}", UNREACHABLE)
     except store.ResponseError as exc:
         if str(exc).startswith("WRONGTYPE"):
             return fail(f"a key holds the wrong type of value, nothing changed: {exc}", NOT_FOUND)

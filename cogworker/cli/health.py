@@ -16,6 +16,7 @@ from .. import store
 from ..config import as_text, get_config
 from ..launch.argtypes import positive_float
 from ..store import durability
+from ..tlsurl import certificate_hint
 
 
 def add_parser(sub: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
@@ -32,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         ok, reason = check(args.max_age, args.identity)
         warnings = durability.check(get_config().redis())
     except store.RedisError as exc:
-        ok, reason = False, f"Redis unreachable: {type(exc).__name__}"
+        ok, reason = False, certificate_hint(exc) or f"Redis unreachable: {type(exc).__name__}"
     if args.json:
         import json
 

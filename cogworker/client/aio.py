@@ -37,7 +37,7 @@ def async_redis(config: Config | None = None) -> store.AsyncClient:
     found = per_loop.get(config.redis_url)
     if found is None:
         found = per_loop[config.redis_url] = connect_async(
-            config.redis_url, config.socket_timeout, config.socket_connect_timeout)
+            config.client_url, config.socket_timeout, config.socket_connect_timeout)
     return found
 
 

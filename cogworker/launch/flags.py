@@ -10,6 +10,7 @@ from typing import NoReturn
 from .. import store
 from ..config import Config, logger, validate_namespace, validate_redis_url
 from ..errors import ConfigurationError
+from ..tlsurl import certificate_hint
 from .argtypes import port_arg, positive_int
 from .queues import parse_queues
 
@@ -97,13 +98,9 @@ def check_tls(config: Config) -> None:
     try:
         config.redis().ping()
     except store.ConnectionError as exc:
-        if "CERTIFICATE_VERIFY_FAILED" not in str(exc) and "certificate verify failed" not in str(exc):
-            return
-        reason = str(exc).split("certificate verify failed:", 1)[-1].split("(_ssl", 1)[0].strip(" .")
-        raise ConfigurationError(
-            f"Redis's TLS certificate can't be verified ({reason or 'certificate verify failed'}): for a "
-            "self-signed certificate such as Heroku Redis's, add ?ssl_cert_reqs=none to the rediss:// URL "
-            "(encrypted, but the server unverified), or give its CA with ?ssl_ca_certs=/path/to/ca.pem") from None
+        hint = certificate_hint(exc)
+        if hint is not None:
+            raise ConfigurationError(hint) from None
     except store.RedisError:
         return
 
