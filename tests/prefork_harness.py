@@ -26,13 +26,15 @@ def wait_for(predicate, timeout=15.0, interval=0.02, what="condition"):
 
 
 class Master:
-    def __init__(self, redis_url: str, module: str = "apps.pf", procs: int = 2, args=(), env=None):
+    def __init__(self, redis_url: str, module: str = "apps.pf", procs: int | None = 2, args=(), env=None,
+                 wrap=()):
+        """``procs`` None: no --procs (its default decides); ``wrap``: a command in front (taskset …)."""
         self.log_path = TESTS / f".master-{os.getpid()}-{time.time_ns()}.log"
         self.log = open(self.log_path, "wb")
         full_env = {**os.environ, "PYTHONPATH": str(TESTS), **(env or {})}
         full_env.pop("COGWORKER_REDIS_URL", None)
-        self.cmd = [sys.executable, "-m", "cogworker.prefork.cli", "--procs", str(procs), "--redis-url", redis_url,
-                    *args, module]
+        self.cmd = [*wrap, sys.executable, "-m", "cogworker.prefork.cli",
+                    *(["--procs", str(procs)] if procs is not None else []), "--redis-url", redis_url, *args, module]
         self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT, env=full_env,
                                      cwd=str(TESTS), start_new_session=True)
         self.procs = procs

@@ -10,6 +10,7 @@ from typing import NoReturn
 
 from setproctitle import setproctitle
 
+from ..cpus import available_cpus
 from ..errors import ConfigurationError
 
 # Nothing here imports redis-py or the rest of cogworker: ``main`` first takes the
@@ -34,7 +35,7 @@ def default_procs() -> int:
             return positive_int(env)
         except argparse.ArgumentTypeError as exc:
             raise ConfigurationError(f"WEB_CONCURRENCY: {exc}") from None
-    return os.cpu_count() or 1
+    return available_cpus()  # those this process may run on, within its container's quota
 
 
 def build_parser() -> Parser:
@@ -43,7 +44,9 @@ def build_parser() -> Parser:
     parser = Parser(prog=PROG, description="Run cogworker jobs in N forked, shared-nothing children.")
     add_version(parser)
     parser.add_argument("module", metavar="MODULE", help="the app module defining the jobs, e.g. app.jobs")
-    parser.add_argument("--procs", type=positive_int, help="children (default: $WEB_CONCURRENCY, else CPUs)")
+    parser.add_argument("--procs", type=positive_int,
+                        help="children (default: $WEB_CONCURRENCY, else the CPUs this process may use: "
+                             "its affinity, its container's CPU quota)")
     parser.add_argument("-q", "--queue", action="append", dest="queues", metavar="QUEUE[,WEIGHT]",
                         help=QUEUE_HELP)
     parser.add_argument("--redis-url", type=redis_url_arg,
