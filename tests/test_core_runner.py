@@ -141,3 +141,21 @@ def test_an_unimportable_module_is_a_clear_error(config, start):
     assert runner.wait() != 0
     assert "can't import 'apps.no_such_module'" in runner.output()
     assert "Traceback" not in runner.output()
+
+
+def test_the_single_process_worker_sets_its_process_title(config, start):
+    """As the prefork processes do (issue #31, point 6): ``ps`` says what it does."""
+    import psutil
+
+    def title():
+        return " ".join(psutil.Process(runner.proc.pid).cmdline()).strip()
+
+    r = config.redis()
+    runner = start()
+    assert wait_for(lambda: title() == "cogworker: worker apps.core_jobs idle", timeout=15), (title(), runner.output())
+    core_jobs.sleepy.enqueue("titled", 2)
+    assert wait_for(lambda: "start:titled" in ran(r), timeout=15), runner.output()
+    assert title().startswith("cogworker: worker apps.core_jobs busy apps.core_jobs.sleepy jid="), title()
+    runner.term()
+    assert wait_for(lambda: title() == "cogworker: worker apps.core_jobs stopping", timeout=5), title()
+    assert runner.wait() == 0, runner.output()

@@ -11,10 +11,13 @@ import sys
 import threading
 from typing import Any
 
+from setproctitle import setproctitle
+
 from .. import store
 from ..config import configure, get_config, logger, redact_url, validate_redis_url
 from ..core import heartbeat
 from ..engine.loop import FENCED_EXIT, HardStop, Worker
+from ..engine.reporter import Reporter
 from ..errors import ConfigurationError, Fenced, RedisVersionError
 from ..fleet.housekeeping import Housekeeping
 from ..launch.app import import_app
@@ -33,6 +36,25 @@ from ..launch.proctitle import hide_secrets
 from ..launch.queues import parse_queues
 from ..store.durability import warn_at_boot
 from ..store.guard import Breaker
+
+
+class TitledReporter(Reporter):
+    """Keeps the process title saying what the worker does, as a prefork child's does
+    (``ps`` is the first tool an operator reaches for)."""
+
+    def __init__(self, config: Any, module: str) -> None:
+        super().__init__(config)
+        self.prefix = f"cogworker: worker {module}"
+        self.stopping = False
+
+    def title(self, state: str) -> None:
+        setproctitle(f"{self.prefix} {'stopping' if self.stopping else state}")
+
+    def started(self, work: Any, payload: dict[str, Any]) -> None:
+        self.title(f"busy {payload['class']} jid={payload['jid']}")
+
+    def finished(self, work: Any, outcome: Any) -> None:
+        self.title("idle")
 
 
 class Housekeeper(threading.Thread):
@@ -128,7 +150,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> None:
                       namespace=args.namespace or current.namespace)
         check_tls(get_config())  # a bad $REDIS_URL: this one line, not a traceback from Worker()
         warn_at_boot(get_config().redis(), "worker")  # settings that let Redis itself lose jobs
-        worker = Worker(queues, lookahead=False)  # no siblings to hand a job fetched ahead to
+        reporter = TitledReporter(get_config(), args.module)
+        reporter.title("booting")
+        # No siblings to hand a job fetched ahead to: no look-ahead.
+        worker = Worker(queues, lookahead=False, reporter=reporter)
         keeper = Housekeeper(worker, [q for q, _ in queues], cron=not args.no_cron)
         exporter = start_metrics(args, keeper, [q for q, _ in queues])
     except ConfigurationError as exc:
@@ -137,6 +162,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> None:
 
     def on_stop(signum: int, frame: Any) -> None:
         signals["count"] += 1
+        reporter.stopping = True
+        reporter.title("stopping")
         worker.stop()
         keeper.stop()
         if signals["count"] > 1 and worker.busy:
@@ -147,6 +174,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     logger.info("cogworker %s: worker %s on queues %s (Redis %s)", args.module, worker.identity,
                 ",".join(q for q, _ in queues), redact_url(worker.config.redis_url))
     keeper.start()
+    reporter.title("idle")
     try:
         worker.run()
     except RedisVersionError as exc:
