@@ -11,7 +11,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass, field, fields
-from typing import cast
+from typing import Any, cast
 from urllib.parse import parse_qs, urlparse
 
 from .errors import ConfigurationError

@@ -5,13 +5,17 @@ children, failures at WARNING/ERROR with their traceback, the app's own logging 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import signal
 import subprocess
 import sys
 
 from apps import obs_app
 from prefork_harness import TESTS, run_cli, wait_for
+
+from cogworker.launch import logs as logsetup
 
 
 def test_json_lines_parse_across_concurrent_children(own_config, masters):
@@ -45,6 +49,44 @@ def test_json_lines_parse_across_concurrent_children(own_config, masters):
     [retried] = [line for line in lines if line.get("jid") == flaky and line["event"] == "job_failed"]
     assert retried["level"] == "WARNING" and retried["outcome"] == "retried" and "RuntimeError" in retried["traceback"]
     assert any(line["process"] == "master" and "stopped" in line["message"] for line in lines)
+    # Every line has a name to key on, the same whatever its values; the text is in message.
+    for line in lines:
+        assert re.fullmatch(r"[a-z0-9_.]+", line["event"]), line
+    forked = [line for line in lines if line["event"] == "master_child_pid_started"]
+    assert len({line["message"] for line in forked}) == 3, forked
+    assert [line["event"] for line in lines if line["message"] == "master: stopped"] == ["master_stopped"]
+    # redis-py's line per connection about maintenance notifications: off at the source.
+    assert not [line for line in lines if "maintenance notifications" in line["message"]]
+
+
+def test_event_names_leave_the_values_out():
+    def name(msg, *args, logger="cogworker"):
+        return logsetup.event_name(logging.LogRecord(logger, logging.INFO, "f", 1, msg, args, None))
+
+    assert name("master: child %d (pid %d) left (%s, %s)", 1, 2, "exit 0", "shutdown") == "master_child_pid_left"
+    assert name("periodic %s: fired slot %d as jid=%s", "p", 1, "j") == "periodic_fired_slot_as_jid"
+    assert name("%s: %s; retrying with backoff", "a", "b") == "retrying_with_backoff"
+    assert name("Failed to enable x: oops", logger="redis.connection") == "redis.connection.failed_to_enable_x_oops"
+    record = logging.LogRecord("cogworker", logging.INFO, "f", 1, "start: %s", ("x",), None)
+    record.event = "job_started"
+    assert logsetup.event_name(record) == "job_started"
+
+
+def test_our_clients_ask_redis_for_no_maintenance_notifications(config, caplog):
+    import asyncio
+
+    from cogworker.client import aio as client_async
+
+    caplog.set_level(logging.DEBUG)
+    config.new_client().ping()
+
+    async def ping():
+        client = client_async.async_redis(config)
+        await client.ping()
+        await client.aclose()  # (a new loop per asyncio.run: its own client)
+
+    asyncio.run(ping())
+    assert "maintenance notifications" not in caplog.text
 
 
 def run_worker(config, args, env=None):

@@ -4,7 +4,7 @@ stdout, unbuffered, each line one ``write`` so that no line interleaves with ano
 process's. Set up only if the app module configured no logging of its own.
 
 JSON lines carry ``ts``, ``level``, ``process`` (``master``, ``child N`` or ``worker``),
-``pid``, ``event``, ``message``; job lines add ``jid``, ``job_class``, ``queue``,
+``pid``, ``event`` (a stable name: ``event_name``), ``message`` (the text); job lines add ``jid``, ``job_class``, ``queue``,
 ``duration_ms`` and ``outcome`` (given as ``extra=`` by the code that logs them), and a
 failure its ``traceback``.
 """
@@ -143,6 +143,25 @@ class TextFormatter(logging.Formatter):
 
     def formatException(self, ei: Any) -> str:
         return _indented(super().formatException(ei))
+# A %-format specifier, and a word: what an event name is made of.
+_SPEC = re.compile(r"%(\([^)]*\))?[-#0 +]*(\*|\d+)?(\.(\*|\d+))?[diouxXeEfFgGcrsa%]")
+_WORD = re.compile(r"[a-z][a-z0-9]*")
+EVENT_WORDS = 6
+
+
+def event_name(record: logging.LogRecord) -> str:
+    """A name to key on, the same for every line a logging call makes whatever its values:
+    the one the call gives (``extra={"event": ...}``: the job lines), else the first words
+    of its format string, values left out (``master: child %d (pid %d) left (%s, %s)``:
+    ``master_child_pid_left``). Another library's lines get its logger's name in front."""
+    given = getattr(record, "event", None)
+    if given:
+        return str(given)
+    template = record.msg if isinstance(record.msg, str) else type(record.msg).__name__
+    words = _WORD.findall(_SPEC.sub(" ", template.split("\n", 1)[0].lower()))
+    name = "_".join(words[:EVENT_WORDS]) or "log"
+    ours = record.name == "cogworker" or record.name.startswith("cogworker.")
+    return name if ours else f"{record.name}.{name}"
 
 
 class JsonFormatter(logging.Formatter):
@@ -151,7 +170,7 @@ class JsonFormatter(logging.Formatter):
         line: dict[str, Any] = {
             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
             "level": record.levelname, "process": process_name, "pid": record.process,
-            "event": getattr(record, "event", None) or message.split("\n", 1)[0], "message": message}
+            "event": event_name(record), "message": message}
         for name in JOB_FIELDS:
             value = getattr(record, name, None)
             if value is not None:

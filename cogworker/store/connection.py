@@ -5,7 +5,7 @@ This is where a Cluster or Sentinel URL will choose its client."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -21,6 +21,7 @@ def connect(url: str, socket_timeout: float, socket_connect_timeout: float) -> r
         socket_connect_timeout=socket_connect_timeout,
         health_check_interval=0,
         retry_on_timeout=False,
+        **client_options(),
     )
 
 
@@ -34,4 +35,17 @@ def connect_async(url: str, socket_timeout: float, socket_connect_timeout: float
         socket_connect_timeout=socket_connect_timeout,
         health_check_interval=0,
         retry_on_timeout=False,
+        **client_options(),
     )
+
+
+def client_options() -> dict[str, Any]:
+    """What every client of ours sets beyond the URL and timeouts. redis-py 7+ asks each new
+    connection to turn on maintenance notifications (Redis Enterprise/Cloud only): a server
+    without them refuses, and redis-py logs a DEBUG line per connection for it. Off: no
+    such round trip, no such line."""
+    try:
+        from redis.maint_notifications import MaintNotificationsConfig
+    except ImportError:  # redis-py before 7: it never asks
+        return {}
+    return {"maint_notifications_config": MaintNotificationsConfig(enabled=False)}
