@@ -4,8 +4,8 @@ stdout, unbuffered, each line one ``write`` so that no line interleaves with ano
 process's. Set up only if the app module configured no logging of its own.
 
 JSON lines carry ``ts``, ``level``, ``process`` (``master``, ``child N`` or ``worker``),
-``pid``, ``event`` (a stable name: ``event_name``), ``message`` (the text); job lines add ``jid``, ``job_class``, ``queue``,
-``duration_ms`` and ``outcome`` (given as ``extra=`` by the code that logs them), and a
+``pid``, ``event`` (a stable name: ``event_name``), ``message`` (the text); job lines add
+``jid``, ``job_class``, ``queue``, ``duration_ms`` and ``outcome`` (given as ``extra=`` by the code that logs them), and a
 failure its ``traceback``.
 """
 
