@@ -5,8 +5,8 @@ process's. Set up only if the app module configured no logging of its own.
 
 JSON lines carry ``ts``, ``level``, ``process`` (``master``, ``child N`` or ``worker``),
 ``pid``, ``event`` (a stable name: ``event_name``), ``message`` (the text); job lines add
-``jid``, ``job_class``, ``queue``, ``duration_ms`` and ``outcome`` (given as ``extra=`` by the code that logs them), and a
-failure its ``traceback``.
+``jid``, ``job_class``, ``queue``, ``duration_ms`` and ``outcome`` (given as ``extra=`` by
+the code that logs them), and a failure its ``traceback``.
 """
 
 from __future__ import annotations
