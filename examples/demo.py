@@ -38,7 +38,8 @@ def private_redis() -> tuple[str, subprocess.Popen[bytes] | None, str]:
         port = s.getsockname()[1]
     workdir = tempfile.mkdtemp(prefix="cogworker-demo-")
     proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-                             "no", "--dir", workdir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             "no", "--dir", workdir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)  # Ctrl-C must not stop it under the worker's feet
     url = f"redis://127.0.0.1:{port}/0"
     client = redis.Redis.from_url(url)
     for _ in range(100):
@@ -94,8 +95,11 @@ def main() -> None:
     import cogworker
     from examples import app
 
+    # In a session of its own: Ctrl-C reaches this process only, which then sends the
+    # worker one TERM. (In our group, the worker got the terminal's SIGINT and then our
+    # TERM: a second stop signal, which stops at once and kills every child.)
     worker = subprocess.Popen([sys.executable, "-m", "cogworker.prefork.cli", "--procs", "2", "-q", "critical",
-                               "-q", "default", "examples.app"], env=env)
+                               "-q", "default", "examples.app"], env=env, start_new_session=True)
     try:
         config = cogworker.get_config()
         r = config.redis()

@@ -52,3 +52,33 @@ def test_the_demos_counters_account_for_every_job_once_the_queues_are_empty(own_
     assert idle, result.stdout
     for processed, _failed, _q, _run, _s, _retry, dead in idle:
         assert processed + dead >= DEMO_JOBS, result.stdout
+
+
+def test_ctrl_c_stops_the_demos_worker_gracefully():
+    """Ctrl-C goes to the terminal's whole foreground group: the worker must get one stop
+    signal (the demo's TERM), not that SIGINT and then the TERM, a second signal that
+    stops at once and kills every child (issue #31, point 1); and the demo's private
+    redis-server must outlive the worker's stop."""
+    import signal
+
+    env = {**os.environ, "DEMO_SECONDS": "30", "PYTHONUNBUFFERED": "1"}
+    env.pop("REDIS_URL", None)
+    env.pop("COGWORKER_REDIS_URL", None)  # the demo's own private redis-server
+    demo = subprocess.Popen([sys.executable, "-m", "examples.demo"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=env, cwd=ROOT, start_new_session=True)
+    try:
+        out = []
+        for line in demo.stdout:
+            out.append(line)
+            if "t=" in line:  # watching: the worker is up
+                os.killpg(demo.pid, signal.SIGINT)  # as the terminal does
+                break
+        out += demo.stdout.readlines()
+        assert demo.wait(60) == 0
+    finally:
+        if demo.poll() is None:
+            os.killpg(demo.pid, signal.SIGKILL)
+    text = "".join(out)
+    assert "worker stopped (exit 0)" in text, text
+    assert "second" not in text and "SIGKILL" not in text and "killed" not in text, text
+    assert "Redis unavailable" not in text and "orphan recovery" not in text, text
