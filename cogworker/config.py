@@ -11,14 +11,14 @@ import os
 import re
 import threading
 from dataclasses import dataclass, field, fields
-from typing import Any, cast
+from typing import cast
 from urllib.parse import parse_qs, urlparse
 
 from .errors import ConfigurationError
 from .keys import Keys
 from .store import Client, lua
 from .store.connection import connect
-from .tlsurl import without_tls_options
+from .store.tls import without_tls_options
 
 logger = logging.getLogger("cogworker")
 
@@ -117,7 +117,7 @@ _tls_warned: set[str] = set()
 
 
 def warn_tls_options(url: str) -> None:
-    """TLS options on a plain URL are left out (tlsurl.py): one warning per process says so."""
+    """TLS options on a plain URL are left out (store/tls.py): one warning per process says so."""
     clean, dropped = without_tls_options(url)
     if dropped and url not in _tls_warned:
         _tls_warned.add(url)
@@ -216,7 +216,7 @@ class Config:
 
     @property
     def client_url(self) -> str:
-        """The URL the clients use: a plain one without TLS options (tlsurl.py)."""
+        """The URL the clients use: a plain one without TLS options (store/tls.py)."""
         return without_tls_options(self.redis_url)[0]
 
     def redis(self) -> Client:

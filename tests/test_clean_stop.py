@@ -15,7 +15,7 @@ import redis
 from apps import pf
 from prefork_harness import in_progress_total, lrange, wait_for
 
-from cogworker.wakewait import WakeWait
+from cogworker.store.wakewait import WakeWait
 
 LEFT = re.compile(r"child \d+ \(pid (\d+)\) left \((exit 0|signal \w+|exit \d+), (\w[\w-]*)\)")
 

@@ -11,7 +11,7 @@ import signal
 import pytest
 from prefork_harness import Master
 
-from cogworker.cpus import available_cpus, cgroup_cpu_quota
+from cogworker.launch.cpus import available_cpus, cgroup_cpu_quota
 
 needs_two = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to pin to fewer")
 

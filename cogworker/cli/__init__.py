@@ -17,7 +17,7 @@ from .. import store
 from ..config import configure, get_config, redact_url
 from ..errors import BadPayload, ConfigurationError, NotFound, WrongType
 from ..launch.proctitle import hide_secrets
-from ..tlsurl import certificate_hint
+from ..store.tls import certificate_hint
 from .output import NOT_FOUND, UNREACHABLE, USAGE, CliError, one_line
 from .parser import build_parser, check
 

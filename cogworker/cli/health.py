@@ -16,7 +16,7 @@ from .. import store
 from ..config import as_text, get_config
 from ..launch.argtypes import positive_float
 from ..store import durability
-from ..tlsurl import certificate_hint
+from ..store.tls import certificate_hint
 
 
 def add_parser(sub: Any, parents: Sequence[argparse.ArgumentParser]) -> None:

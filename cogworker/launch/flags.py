@@ -10,7 +10,7 @@ from typing import NoReturn
 from .. import store
 from ..config import Config, logger, validate_namespace, validate_redis_url
 from ..errors import ConfigurationError
-from ..tlsurl import certificate_hint
+from ..store.tls import certificate_hint
 from .argtypes import port_arg, positive_int
 from .queues import parse_queues
 

@@ -10,12 +10,12 @@ from typing import NoReturn
 
 from setproctitle import setproctitle
 
-from ..cpus import available_cpus
 from ..errors import ConfigurationError
 
 # Nothing here imports redis-py or the rest of cogworker: ``main`` first takes the
 # password (--redis-url) out of the process title, then imports them.
 from ..launch.argtypes import positive_float, positive_int
+from ..launch.cpus import available_cpus
 from .inbox import BootInterrupted, SignalInbox
 from .slots import MAX_SLOTS
 

@@ -17,7 +17,7 @@ from ...core.inprogress import InProgressList, _text_field, jid_of
 from ...errors import Fenced, RedisVersionError
 from ...store import errors as redis_errors
 from ...store import lua, wire
-from ...wakewait import WakeWait
+from ...store.wakewait import WakeWait
 from . import batch as batchfetch
 from . import fast as fastfetch
 from .fast import MARK, Fast
