@@ -94,6 +94,8 @@ def admin_urls(prefix: str = "admin/cogworker", **ui: Any) -> list[URLPattern]:
     them before ``path("admin/", admin.site.urls)``. ``ui``: ``create_app``'s keywords."""
     from .web import create_app
 
+    # Django checked the Host against its ALLOWED_HOSTS before this view runs (request.get_host)
+    ui.setdefault("allowed_hosts", ["*"])
     app = create_app(**ui)
 
     @csrf_exempt  # the UI's forms carry its own CSRF token (a cookie and a field)

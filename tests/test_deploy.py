@@ -183,7 +183,8 @@ def test_the_readme_installs_from_a_checkout_or_a_wheel_never_from_an_index():
     assert not re.search(r"pip install '?cogworker\[", README)
     assert "pip install '/path/to/cogworker[web,metrics]'" in README
     assert "pip wheel --no-deps -w dist /path/to/cogworker" in README
-    assert "pip install 'dist/cogworker-0.5.0-py3-none-any.whl[web]'" in README
+    version = re.search(r'^__version__ = "([^"]+)"', (ROOT / "cogworker" / "version.py").read_text(), re.M).group(1)
+    assert f"pip install 'dist/cogworker-{version}-py3-none-any.whl[web]'" in README
     assert "A job's return value is discarded" in README
 
 
@@ -192,18 +193,18 @@ def test_the_wheel_the_readme_builds_installs_a_working_package(tmp_path):
     its scripts and templates (package data), and its console scripts."""
     import zipfile
 
-    version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    version = re.search(r'^__version__ = "([^"]+)"', (ROOT / "cogworker" / "version.py").read_text(), re.M).group(1)
     assert f"cogworker-{version}-py3-none-any.whl" in README  # the name the README shows is the one built
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"), str(ROOT)],
                    check=True, capture_output=True, timeout=300)
     wheel = tmp_path / "dist" / f"cogworker-{version}-py3-none-any.whl"
     names = zipfile.ZipFile(wheel).namelist()
-    assert "cogworker/lua/fetch.lua" in names and "cogworker/web/templates/dashboard.html" in names
+    assert "cogworker/store/lua/fetch.lua" in names and "cogworker/web/templates/dashboard.html" in names
     entry_points = zipfile.ZipFile(wheel).read(f"cogworker-{version}.dist-info/entry_points.txt").decode()
     assert "cogworker-prefork = cogworker.prefork.cli:main" in entry_points
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(tmp_path / "site"),
                     str(wheel)], check=True, capture_output=True, timeout=300)
-    code = ("import cogworker, cogworker.lua as lua; print(cogworker.__file__); "
+    code = ("import cogworker, cogworker.store.lua as lua; print(cogworker.__file__); "
             "assert 'KEYS' in lua.source('fetch')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path,
                          env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"})

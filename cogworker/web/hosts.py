@@ -51,10 +51,12 @@ class AllowedHosts:
         self.suffixes = tuple(n for n in names if n.startswith(".") and len(n) > 1)
 
     def allows(self, header: str) -> bool:
+        if self.any:  # "*": the check is off (an app in front already checked the Host)
+            return True
         host, port = split_host(header)
         if not host or (port and not port.isdigit()) or (":" in host and not header.strip().startswith("[")):
             return False
-        if self.any or host in self.names:
+        if host in self.names:
             return True
         return any(host.endswith(suffix) or host == suffix[1:] for suffix in self.suffixes)
 
