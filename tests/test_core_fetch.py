@@ -22,6 +22,7 @@ from cogworker.engine.fetch.fetcher import Fetcher, Work, check_redis_version
 from cogworker.engine.loop import Worker
 from cogworker.fleet.poller import Poller
 from cogworker.launch.queues import parse_queues
+from cogworker.store.wakewait import WakeWait
 
 
 def fetcher(config, identity="id-a", queues=(("default", None),), block=0.0):
@@ -81,13 +82,13 @@ def test_idle_worker_blocks_and_picks_up_at_once(config, monkeypatch, caplog):
     well before the block timeout ends."""
     r = config.redis()
     blocking = []
-    real_xread = redis.Redis.xread
+    real_wait = WakeWait.wait  # the XREAD BLOCK, on a connection a stop can cut short
 
     def spy(self, *args, **kwargs):
         blocking.append(time.monotonic())
-        return real_xread(self, *args, **kwargs)
+        return real_wait(self, *args, **kwargs)
 
-    monkeypatch.setattr(redis.Redis, "xread", spy)
+    monkeypatch.setattr(WakeWait, "wait", spy)
     monkeypatch.setattr(redis.Redis, "blmove", lambda *a, **kw: pytest.fail("BLMOVE skips the paused set"))
     block = 4.0
     with RunningWorker(block_timeout=block):
