@@ -113,10 +113,13 @@ def main(argv: list[str] | None = None) -> None:
                         lookahead=not args.no_lookahead, concurrency=args.concurrency,
                         metrics_port=args.metrics_port, metrics_host=args.metrics_host,
                         metrics_max_classes=args.metrics_max_classes)
+    from ..launch.leave import leave
+
     try:
-        sys.exit(Master(settings, config, inbox).run())
+        code = Master(settings, config, inbox).run()
     except (RedisVersionError, ConfigurationError) as exc:  # checked at boot, before any child is forked
         sys.exit(f"{PROG}: {exc}")
+    leave(code)  # the interpreter's teardown would only delay the exit (launch/leave.py)
 
 
 def preload(module: str, inbox: SignalInbox) -> None:
