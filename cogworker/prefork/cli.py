@@ -85,11 +85,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.redis_url:
             validate_redis_url(args.redis_url)
         queues = parse_queues(args.queues)
-        procs = args.procs or default_procs()
-        if procs > MAX_SLOTS:
-            raise ConfigurationError(f"--procs {procs}: at most {MAX_SLOTS} children")
-        if args.concurrency > MAX_CONCURRENCY:
-            raise ConfigurationError(f"--concurrency {args.concurrency}: at most {MAX_CONCURRENCY} jobs per child")
+        procs = check_sizes(args.procs or default_procs(), args.concurrency)
         preload(args.module, inbox)
         setup_logging(args, "master")  # after the app: its own logging config, if any, is kept
         queues = app_queues(args.queues)
@@ -120,6 +116,14 @@ def main(argv: list[str] | None = None) -> None:
     except (RedisVersionError, ConfigurationError) as exc:  # checked at boot, before any child is forked
         sys.exit(f"{PROG}: {exc}")
     leave(code)  # the interpreter's teardown would only delay the exit (launch/leave.py)
+
+
+def check_sizes(procs: int, concurrency: int) -> int:
+    if procs > MAX_SLOTS:
+        raise ConfigurationError(f"--procs {procs}: at most {MAX_SLOTS} children")
+    if concurrency > MAX_CONCURRENCY:
+        raise ConfigurationError(f"--concurrency {concurrency}: at most {MAX_CONCURRENCY} jobs per child")
+    return procs
 
 
 def preload(module: str, inbox: SignalInbox) -> None:
