@@ -18,7 +18,7 @@ _HOMES = {
     "BadPayload": "errors", "CogworkerError": "errors", "ConfigurationError": "errors", "JobTimeout": "errors",
     "ProcessDied": "errors", "RedisVersionError": "errors", "UnknownJob": "errors",
     "BoundJob": "client.jobs", "Job": "client.jobs", "JobOptions": "client.jobs", "Signature": "client.jobs",
-    "job": "client.jobs",
+    "job": "client.jobs", "iterable_job": "client.iterable",
     "client_middleware": "core.middleware", "server_middleware": "core.middleware",
 }
 # public module paths that live deeper in the tree (docs/architecture.md#public-paths):
@@ -47,6 +47,7 @@ __all__ = [
     "enqueue_at",
     "get_config",
     "hooks",
+    "iterable_job",
     "job",
     "periodic",
     "server_middleware",
@@ -84,6 +85,7 @@ def _version() -> str:
 
 
 if TYPE_CHECKING:  # what the names are, for type checkers and editors
+    from .client.iterable import iterable_job
     from .client.jobs import BoundJob, Job, JobOptions, Signature, by_name, enqueue, enqueue_at, job
     from .config import Config, configure, get_config
     from .core import hooks

@@ -43,6 +43,7 @@ class Keys:
         # Additions: a job's status (a hash) and its executions (a capped list), per jid.
         self.status_prefix = f"{ns}:status:"
         self.history_prefix = f"{ns}:history:"
+        self.checkpoint_prefix = f"{ns}:checkpoint:"  # an iterable job's cursor (docs/architecture.md#iterable)
         # Addition: per-UTC-hour buckets (hashes, jid -> a compact record) that hold the
         # common path's status and history instead of per-jid keys: enqueued jobs (queued)
         # and first-try successes (docs/architecture.md#status-buckets).
@@ -95,6 +96,9 @@ class Keys:
 
     def history(self, jid: str) -> str:
         return self.history_prefix + jid
+
+    def checkpoint(self, jid: str) -> str:
+        return self.checkpoint_prefix + jid
 
     def enq(self, hour: int) -> str:
         """Jobs enqueued in the UTC hour starting at epoch second ``hour`` (a hash)."""

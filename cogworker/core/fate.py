@@ -95,7 +95,19 @@ class Leaving:
     owed: Decision
 
 
-Outcome = Succeeded | Raised | NeverStarted | Abandoned | Orphaned | TimedOut | Unreadable | FilingFailed | Leaving
+@dataclass(frozen=True)
+class Suspended:
+    """An iterable job stopped at a ``yield`` (a stop, quiet, recycling): ``cursor`` (its
+    JSON text) and ``done`` (items done over all its runs) are where it resumes. Neither a
+    failure nor a retry (docs/architecture.md#iterable)."""
+
+    cursor: str
+    done: int
+    duration: float = 0.0
+
+
+Outcome = (Succeeded | Raised | NeverStarted | Abandoned | Orphaned | TimedOut | Unreadable | FilingFailed | Leaving
+           | Suspended)
 
 # -- decisions: what to write ------------------------------------------------------------
 
@@ -150,7 +162,21 @@ class Park:
         return ("park", self.record)
 
 
-Decision = Ack | GiveBack | Drop | File | Park
+@dataclass(frozen=True)
+class Suspend:
+    """Back on its queue with its cursor: ``entry`` (the payload with ``iter_cursor`` and
+    ``iter_done``) pushed, its checkpoint saved and the listed entry removed, in one
+    script (``suspend.lua``)."""
+
+    entry: str
+    cursor: str
+    done: int
+
+    def to_wire(self) -> Any:
+        return ("suspend", self.entry, self.cursor, self.done)
+
+
+Decision = Ack | GiveBack | Drop | File | Park | Suspend
 ACK, GIVE_BACK, DROP = Ack(), GiveBack(), Drop()
 _PLAIN: dict[str, Decision] = {"ack": ACK, "give_back": GIVE_BACK, "drop": DROP}
 
@@ -160,6 +186,8 @@ def from_wire(value: Any) -> Decision:
         return _PLAIN[value]
     if value[0] == "file":
         return File(*value[1:])
+    if value[0] == "suspend":
+        return Suspend(*value[1:])
     return Park(value[1])
 
 
@@ -179,6 +207,8 @@ def decide(config: Config, job: dict[str, Any] | bytes, outcome: Outcome) -> Dec
         return _with_reason(route_failure(config, _payload(job), outcome.error, outcome.backoff), "timed_out")
     if isinstance(outcome, Leaving):
         return _on_leaving(outcome.owed)
+    if isinstance(outcome, Suspended):
+        return suspension(_payload(job), outcome)
     if isinstance(outcome, Unreadable):
         raw = _raw(job)
         return plain_dead(config, raw, "cogworker.BadPayload", outcome.why, jid_in(raw), reason="bad_payload")
@@ -191,6 +221,13 @@ def decide(config: Config, job: dict[str, Any] | bytes, outcome: Outcome) -> Dec
             return plain_dead(config, raw, error_class_name(outcome.error), error_message(outcome.error),
                               jid_in(raw), reason="interrupted")
     raise TypeError(f"not an outcome: {outcome!r}")
+
+
+def suspension(payload: dict[str, Any], outcome: Suspended) -> Suspend:
+    """The job as it goes back on its queue: its payload carries the cursor, so it resumes
+    there even once its checkpoint record has expired (a long wait in its queue)."""
+    payload.update(iter_cursor=json_loads(outcome.cursor), iter_done=outcome.done)
+    return Suspend(json.dumps(payload), outcome.cursor, outcome.done)
 
 
 def _on_leaving(owed: Decision) -> Decision:

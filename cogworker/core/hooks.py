@@ -2,7 +2,8 @@
 to (as Dramatiq's middleware does), public API.
 
 Events: ``enqueued``, ``started``, ``succeeded``, ``retrying``, ``dead`` (with its
-``reason``), ``given_back``, ``orphaned``. A subscriber is a callable taking one
+``reason``), ``given_back``, ``orphaned``, ``suspended`` (an iterable job back on its
+queue with its cursor). A subscriber is a callable taking one
 ``JobEvent``::
 
     from cogworker import hooks
@@ -29,7 +30,7 @@ from typing import Any
 from ..config import logger
 from .payload import error_class_name, error_message
 
-EVENTS = ("enqueued", "started", "succeeded", "retrying", "dead", "given_back", "orphaned")
+EVENTS = ("enqueued", "started", "succeeded", "retrying", "dead", "given_back", "orphaned", "suspended")
 LOG_EVERY = 60.0
 
 

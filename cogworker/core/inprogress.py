@@ -23,6 +23,9 @@ from ..store import lua
 from .heartbeat import clock
 
 ORPHANINGS_TTL = 7 * 24 * 3600
+# An iterable job's checkpoint lives this long after its last write (it is renewed at every
+# checkpoint, and its payload carries the cursor whenever it is requeued or filed).
+CHECKPOINT_TTL = 7 * 24 * 3600
 
 
 class Requeued(NamedTuple):
@@ -118,6 +121,19 @@ class InProgressList:
                          [raw, record]) == 1
 
     park = park_unsettled
+
+    def suspend(self, raw: bytes, entry: str, jid: str, cursor: str, done: int) -> bool:
+        """An iterable job stopped at a yield: its checkpoint saved and ``entry`` (it, with
+        its cursor) back on its queue, in one script. False if no longer ours."""
+        return self._run("suspend", [self.in_progress, self.fence_key, self.keys.checkpoint(jid), self.keys.last_beat],
+                         [raw, entry, self.keys.queue_prefix, "default", self.keys.unique_prefix, done, cursor,
+                          CHECKPOINT_TTL, self.beat_as, repr(time.time())], beats=True) == 1
+
+    def checkpoint(self, jid: str, cursor: str, done: int, state: str = "running", ttl: int = CHECKPOINT_TTL) -> bool:
+        """Saves an iterable job's cursor (refused, ``Fenced``, once this identity was
+        declared dead); False if a newer checkpoint is there (more items done)."""
+        return self._run("checkpoint", [self.keys.checkpoint(jid), self.fence_key, self.keys.last_beat],
+                         [done, cursor, ttl, self.beat_as, repr(time.time()), state], beats=True) == 1
 
     def return_ahead(self, number: int, started: int = 0) -> int:
         """This identity's look-ahead jobs of fetch ``number`` not started (``started``:

@@ -21,6 +21,9 @@ from .payload import JobOptions, bind_arguments, default_backoff, signature_of
 class JobDef:
     """A job's definition: its name, function, options and signature."""
 
+    # An ``@iterable_job``'s checkpoint policy (``iteration.Policy``); None for a plain job.
+    iterable: Any = None
+
     def __init__(self, func: Callable[..., Any], opts: JobOptions, name: str | None = None) -> None:
         self.func = func
         self.opts = opts

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..boundedjson import loads as json_loads
 from . import hooks
-from .fate import Ack, Decision, Drop, File, GiveBack, Park
+from .fate import Ack, Decision, Drop, File, GiveBack, Park, Suspend
 from .inprogress import InProgressList
 
 
@@ -35,6 +35,12 @@ def apply(lst: InProgressList, raw: bytes, decision: Decision, payload: dict[str
         return done
     if isinstance(decision, Park):
         return lst.park_unsettled(raw, decision.record)
+    if isinstance(decision, Suspend):
+        job = payload or _parsed(decision.entry)
+        done = lst.suspend(raw, decision.entry, str(job.get("jid") or ""), decision.cursor, decision.done)
+        if done and hooks.wanted("suspended"):
+            hooks.fire("suspended", job, identity=lst.identity, config=lst.config, **event)
+        return done
     raise TypeError(f"not a decision: {decision!r}")
 
 

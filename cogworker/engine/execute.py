@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..config import Config, logger
-from ..core import fate, hooks, tracing
+from ..core import fate, hooks, iteration, tracing
 from ..core.middleware import server_middleware
 from ..core.payload import default_backoff
 from ..core.registry import JobDef, resolve
@@ -37,8 +37,13 @@ class HardStop(BaseException):
     """Raised inside a running job to abandon it (stop-now): it is handed back, not failed."""
 
 
-def execute(config: Config, identity: str, queue: str, payload: dict[str, Any]) -> fate.Succeeded | fate.Raised:
-    """Runs the job: what happened to it (the caller settles it). Raises ``HardStop``."""
+Ran = fate.Succeeded | fate.Raised | fate.Suspended
+
+
+def execute(config: Config, identity: str, queue: str, payload: dict[str, Any],
+            host: iteration.Host | None = None) -> Ran:
+    """Runs the job: what happened to it (the caller settles it). Raises ``HardStop``.
+    ``host``: the worker, for an iterable job (its checkpoints, when it should stop)."""
     name = payload["class"]
     job: Any = None
     resolution_error: BaseException | None = None
@@ -54,16 +59,32 @@ def execute(config: Config, identity: str, queue: str, payload: dict[str, Any]) 
         logger.debug("start: %s jid=%s", name, payload["jid"],
                      extra={"event": "job_started", "jid": payload["jid"], "job_class": name, "queue": queue})
     started = time.perf_counter()
-    error = run_job(job, payload, queue, resolution_error)
-    seconds = time.perf_counter() - started
+    if host is not None and getattr(job, "iterable", None) is not None:
+        context = iteration.Context(host, payload)
+        token = iteration.CURRENT.set(context)
+        try:
+            error = run_job(job, payload, queue, resolution_error)
+        finally:
+            iteration.CURRENT.reset(token)
+    else:
+        context = None
+        error = run_job(job, payload, queue, resolution_error)
+    return _outcome(job, error, time.perf_counter() - started, context)
+
+
+def _outcome(job: Any, error: BaseException | None, seconds: float, context: iteration.Context | None) -> Ran:
     if error is None:
+        suspended = context.run.suspended if context is not None and context.run is not None else None
+        if suspended is not None:  # an iterable job stopped at a yield (docs/architecture.md#iterable)
+            return fate.Suspended(suspended.cursor, suspended.done, seconds)
         return fate.Succeeded(seconds)
     backoff = job.backoff_for if isinstance(job, JobDef) else default_backoff
     return fate.Raised(error, backoff, seconds)
 
 
 def launch_async(config: Config, identity: str, queue: str, payload: dict[str, Any],
-                 loop: asyncio.AbstractEventLoop, done: Callable[[fate.Succeeded | fate.Raised], None]) -> bool:
+                 loop: asyncio.AbstractEventLoop, done: Callable[[Ran], None],
+                 host: iteration.Host | None = None) -> bool:
     """``execute`` for an ``async def`` job when no server middleware is installed (a
     worker with a loop thread): it starts as a task of ``loop`` from the caller's thread,
     no pool thread waiting on it; ``done`` gets its outcome (called in the loop's thread).
@@ -89,13 +110,18 @@ def launch_async(config: Config, identity: str, queue: str, payload: dict[str, A
         return await job.func(*args, **kwargs)  # called on the loop: a bad argument fails the job
 
     started = time.perf_counter()
+    context = iteration.Context(host, payload) if host is not None and job.iterable is not None else None
 
     def finished(future: concurrent.futures.Future[Any]) -> None:
-        took = time.perf_counter() - started
         error = asyncio.CancelledError() if future.cancelled() else future.exception()
-        done(fate.Succeeded(took) if error is None else fate.Raised(error, job.backoff_for, took))
+        done(_outcome(job, error, time.perf_counter() - started, context))
 
-    asyncio.run_coroutine_threadsafe(aio.guarded(body(), seconds, job.name), loop).add_done_callback(finished)
+    token = iteration.CURRENT.set(context)  # the task copies it as it is made
+    try:
+        future = asyncio.run_coroutine_threadsafe(aio.guarded(body(), seconds, job.name), loop)
+    finally:
+        iteration.CURRENT.reset(token)
+    future.add_done_callback(finished)
     return True
 
 

@@ -106,8 +106,17 @@ class FlightWorker(Worker):
             except queue.Empty:
                 return
 
+    def in_flight(self) -> int:
+        return len(self.flying)
+
+    def count_item(self) -> None:
+        """From a pool or loop thread: counted by the control thread, which owns the count."""
+        self.events.put(("item", None))
+
     def _handle(self, kind: str, item: Any) -> None:
-        if kind == "fetched":
+        if kind == "item":
+            self.jobs_done += 1
+        elif kind == "fetched":
             self.fetch_out = False
             fetched: Future[Work | None] = item
             work = fetched.result()  # Fenced goes up: the loop leaves
@@ -133,7 +142,7 @@ class FlightWorker(Worker):
         self.reporter.started(work, payload)
         try:
             launched = launch_async(self.config, self.identity, work.queue, payload, self.loop_thread.loop,
-                                    lambda outcome: self.events.put(("done", (work, payload, outcome))))
+                                    lambda outcome: self.events.put(("done", (work, payload, outcome))), self)
         except Exception:  # a hook failed before the job started: the pool's path runs it as usual
             logger.exception("couldn't start jid=%s as a task; running it from the pool", payload["jid"])
             launched = False
@@ -144,7 +153,7 @@ class FlightWorker(Worker):
         """In a pool thread: the job's outcome goes back to the control thread, whatever happens."""
         outcome: fate.Outcome = fate.NeverStarted()
         try:
-            outcome = execute(self.config, self.identity, work.queue, payload)
+            outcome = execute(self.config, self.identity, work.queue, payload, self)
         except HardStop:
             logger.warning("jid=%s abandoned by a stop-now; handing it back", payload["jid"])
         except Exception:  # a bug in the bookkeeping around the run: logged; the outcome stands

@@ -81,6 +81,9 @@ class Settling(ABC):
             self.reporter.finished(work, outcome)
             if not filed:
                 self.interrupt(work, outcome.error, outcome.duration)
+        elif isinstance(outcome, fate.Suspended):
+            self.reporter.finished(work, outcome)
+            self.suspend(work, payload, outcome)
         else:
             self.reporter.finished(work, outcome)
             self.give_back(work)
@@ -136,6 +139,23 @@ class Settling(ABC):
             settlement.apply(self.fetcher, work.raw, fate.GIVE_BACK, queue=work.queue)
         except store.RedisError as exc:
             logger.error("couldn't hand back jid=%s (left in progress): %s", work.jid(), exc)
+
+    def suspend(self, work: Work, payload: dict[str, Any], outcome: fate.Suspended) -> None:
+        """An iterable job stopped at a yield: back on its queue with its cursor, saved in
+        the same script (docs/architecture.md#iterable). If that fails it stays listed, and
+        whatever requeues it (reconcile, this process's exit, its master, orphan recovery)
+        puts it back as fetched: it resumes from its last checkpoint."""
+        decision = fate.decide(self.config, payload, outcome)
+        try:
+            settlement.apply(self.fetcher, work.raw, decision, payload, queue=work.queue, duration=outcome.duration)
+        except Fenced:
+            raise
+        except store.RedisError as exc:
+            logger.error("couldn't put iterable jid=%s back on its queue after %d item(s) (left in progress): %s",
+                         payload["jid"], outcome.done, exc)
+            return
+        logger.info("iterable jid=%s stopped after %d item(s), back on queue %s", payload["jid"], outcome.done,
+                    work.queue)
 
     def interrupt(self, work: Work, error: BaseException, duration: float | None = None) -> None:
         """Ran and failed, but filing that failed: into retry after 30 s x count, or dead.

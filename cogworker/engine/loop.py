@@ -94,6 +94,24 @@ class Worker(Settling):
     def quieted(self) -> bool:
         return self._quiet.is_set()
 
+    # -- an iterable job's host (core/iteration.py): asked at its every yield ---------------
+
+    def pause_due(self) -> bool:
+        """Should a running iterable job stop at this yield and go back on its queue: a
+        stop (TERM, HUP, --max-memory, a deploy), quiet (TSTP), this process fenced, or
+        --max-jobs reached (its items count as jobs)."""
+        return self.stopping or self._quiet.is_set() or self.fenced or self.recycle_due()
+
+    def recycle_due(self) -> bool:
+        return self.max_jobs is not None and self.jobs_done + self.in_flight() >= self.max_jobs
+
+    def in_flight(self) -> int:
+        return 1 if self.current is not None else 0
+
+    def count_item(self) -> None:
+        """An item of the iterable job this thread runs (the only one: one job at a time)."""
+        self.jobs_done += 1
+
     @property
     def busy(self) -> bool:
         return self.current is not None
@@ -293,7 +311,7 @@ class Worker(Settling):
         outcome: fate.Outcome = fate.NEVER_STARTED
         self.reporter.started(work, payload)
         try:
-            outcome = execute(self.config, self.identity, work.queue, payload)
+            outcome = execute(self.config, self.identity, work.queue, payload, self)
         except HardStop:
             logger.warning("jid=%s abandoned by a stop-now; handing it back", payload["jid"])
         except Fenced:
@@ -304,8 +322,9 @@ class Worker(Settling):
             self.current = None
             if not self.fenced:
                 self.settle(work, payload, outcome)
-            else:
+            else:  # (an iterable job's checkpoint can be the first to learn it)
                 self.reporter.finished(work, outcome)
+                self.declare_fenced()
             self.jobs_done += 1
 
     def _may_start(self, work: Work) -> bool:

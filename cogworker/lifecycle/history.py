@@ -218,7 +218,7 @@ def status_fields(payload: dict[str, Any], state: str, queue: str | None, now: f
 # -- the subscriber ------------------------------------------------------------------------
 
 _STATE = {"started": "running", "succeeded": "succeeded", "retrying": "retrying", "dead": "dead",
-          "given_back": "queued", "orphaned": "queued"}
+          "given_back": "queued", "orphaned": "queued", "suspended": "queued"}
 
 
 def _state(event: hooks.JobEvent) -> str:
@@ -240,6 +240,8 @@ def _outcome(event: hooks.JobEvent, ran_here: bool) -> str | None:
         return "orphaned" if event.counted else None  # uncounted: never started, or stopped by its master
     if name == "given_back":
         return "interrupted" if ran_here else None  # a stop-now during its run; else it never ran
+    if name == "suspended":
+        return "suspended"  # an iterable job stopped at a yield, back on its queue with its cursor
     return None
 
 
@@ -345,4 +347,4 @@ def _wanted(payload: dict[str, Any]) -> bool:
 hooks.subscribe(("retrying", "dead"), _on_event)
 # "started" is not subscribed to: execute tells the worker's buffer (note_started).
 hooks.subscribe("succeeded", _on_success)  # no filter to call per job: it asks the config itself
-hooks.subscribe(("given_back", "orphaned"), _on_event, when=_wanted)
+hooks.subscribe(("given_back", "orphaned", "suspended"), _on_event, when=_wanted)

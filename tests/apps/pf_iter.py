@@ -1,0 +1,74 @@
+"""Iterable jobs for tests/test_iterable_prefork.py. Every job start and end, and every
+item's start and end, is one line (one ``os.write``, O_APPEND) of the file named by
+$PF_LOG: ``<event> <tag> <pid> <time>``."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import cogworker
+
+ITEMS = int(os.environ.get("PF_ITEMS", "1000"))
+DELAY = float(os.environ.get("PF_ITEM_DELAY", "0.002"))
+EVERY = int(os.environ.get("PF_EVERY", "20"))
+
+
+def log(event: str, tag: str) -> None:
+    fd = os.open(os.environ["PF_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{event} {tag} {os.getpid()} {time.time()}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def events(path: str) -> list[tuple[str, str, int, float]]:
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return []
+    return [(e, tag, int(pid), float(at)) for e, tag, pid, at in (line.split() for line in lines)]
+
+
+@cogworker.iterable_job(checkpoint_every=EVERY, queue="default")
+def walk(tag, cursor=None):
+    log("job-start", f"{tag}@{cursor}")
+    for i in range(0 if cursor is None else cursor + 1, ITEMS):
+        log("item-start", f"{tag}:{i}")
+        time.sleep(DELAY)
+        log("item-end", f"{tag}:{i}")
+        yield i
+    log("job-end", tag)
+
+
+@cogworker.iterable_job(checkpoint_every=EVERY)
+async def awalk(tag, cursor=None):
+    log("job-start", f"{tag}@{cursor}")
+    for i in range(0 if cursor is None else cursor + 1, ITEMS):
+        log("item-start", f"{tag}:{i}")
+        await asyncio.sleep(DELAY)
+        log("item-end", f"{tag}:{i}")
+        yield i
+    log("job-end", tag)
+
+
+@cogworker.iterable_job(checkpoint_every=EVERY, retry=2, backoff=lambda count, error: 0)
+def flaky(tag, fail_at, cursor=None):
+    """Raises at item ``fail_at`` on its first run only (its log says whether it did)."""
+    log("job-start", f"{tag}@{cursor}")
+    for i in range(0 if cursor is None else cursor + 1, ITEMS):
+        log("item-start", f"{tag}:{i}")
+        if i == fail_at and not any(e == "raised" and t == tag for e, t, _, _ in events(os.environ["PF_LOG"])):
+            log("raised", tag)
+            raise RuntimeError(f"item {i} failed")
+        log("item-end", f"{tag}:{i}")
+        yield i
+    log("job-end", tag)
+
+
+@cogworker.job
+def plain(tag):
+    log("job-start", tag)
+    log("job-end", tag)
