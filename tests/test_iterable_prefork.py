@@ -112,3 +112,113 @@ def test_term_to_the_master_then_restart_runs_every_item_once(own_redis, own_con
     assert checkpoint(own_config, jid)["done"] == str(ITEMS)
     assert 0 < own_config.redis().ttl(own_config.keys.checkpoint(jid)) <= own_config.status_ttl
     assert m2.alive()
+
+
+def test_sigkill_of_the_child_reruns_at_most_checkpoint_every_items(own_redis, own_config, masters, log):
+    m = masters(module="apps.pf_iter", procs=1, env=env_for(log))
+    m.wait_children()
+    jid = enqueue("walk", "k")
+    at_random_point(log, "k")
+    victim = job_starts(log, "k")[0][1]
+    os.kill(victim, signal.SIGKILL)
+    wait_done(log, "k")
+    twice = assert_all_once(log, "k", twice_at_most=EVERY)
+    starts = job_starts(log, "k")
+    assert len(starts) == 2 and starts[1][1] != victim
+    resumed_at = starts[1][0].split("@")[1]
+    assert resumed_at != "None"  # from its last checkpoint, not from the start
+    # Exactly the items after that checkpoint ran again, up to the one the kill hit.
+    assert sorted(twice, key=lambda t: int(t.split(":")[1]))[:1] in ([], [f"k:{int(resumed_at) + 1}"])
+    assert int(resumed_at) + 1 == ITEMS or (int(resumed_at) + 1) % EVERY == 0
+    assert_nothing_failed(own_config)
+    assert own_config.redis().get(own_config.keys.orphanings(jid)) is None  # its success cleared the count
+
+
+def test_a_deploy_in_the_middle_runs_every_item_once(own_redis, own_config, masters, log):
+    """The new master starts, then the old one gets TERM: the job stops at a yield in the
+    old master's child and resumes in one of the new master's."""
+    old = masters(module="apps.pf_iter", procs=2, env=env_for(log))
+    old.wait_children()
+    enqueue("walk", "d")
+    at_random_point(log, "d")
+    new = masters(module="apps.pf_iter", procs=2, env=env_for(log))
+    new.wait_children()
+    old.signal(signal.SIGTERM)
+    assert old.wait_exit(40) == 0
+    wait_done(log, "d")
+    assert_all_once(log, "d")
+    starts = job_starts(log, "d")
+    assert len(starts) == 2
+    assert starts[1][1] in new.child_pids()
+    assert_nothing_failed(own_config)
+
+
+def test_max_jobs_recycling_stops_it_at_a_yield_each_time(own_redis, own_config, masters, log):
+    """Its items count towards --max-jobs: a child that reached it stops the job at a
+    yield, the job goes back on its queue and the next child resumes it."""
+    m = masters(module="apps.pf_iter", procs=1, args=("--max-jobs", "300"), env=env_for(log))
+    m.wait_children()
+    enqueue("walk", "r")
+    wait_done(log, "r")
+    assert_all_once(log, "r")
+    starts = job_starts(log, "r")
+    assert [t for t, _ in starts] == ["r@None", "r@299", "r@599", "r@899"]
+    assert len({pid for _, pid in starts}) == 4  # each run in a fresh child
+    assert_nothing_failed(own_config)
+
+
+def test_an_exception_is_a_failure_and_its_retry_resumes_where_it_stopped(own_redis, own_config, masters, log):
+    m = masters(module="apps.pf_iter", procs=1, env=env_for(log))
+    m.wait_children()
+    jid = enqueue("flaky", "f", 437)
+    wait_done(log, "f", timeout=90)  # the poller moves its retry back (backoff 0) within seconds
+    ends = count(log, "item-end", "f:")
+    assert set(ends) == {f"f:{i}" for i in range(ITEMS)} and set(ends.values()) == {1}
+    assert count(log, "item-start", "f:")["f:437"] == 2  # the failed item, then its retry
+    assert [t for t, _ in job_starts(log, "f")] == ["f@None", "f@436"]
+    from cogworker import api
+
+    attempts = wait_for(lambda: len(api.history(jid)) == 2 and api.history(jid), 10, what="its history")
+    assert [a.outcome for a in attempts] == ["failed", "succeeded"]
+    assert "RuntimeError" in (attempts[0].error_class or "")
+    assert_nothing_failed(own_config)
+    assert int(own_config.redis().get(own_config.keys.stats_failed) or 0) == 1
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTSTP])
+def test_hup_and_tstp_stop_it_at_a_yield(own_redis, own_config, masters, log, sig):
+    """HUP replaces the children one at a time: the job resumes in the fresh one. TSTP
+    quiets the master: the job goes back on its queue and waits for another process."""
+    m = masters(module="apps.pf_iter", procs=1, env=env_for(log))
+    m.wait_children()
+    enqueue("walk", "h")
+    at_random_point(log, "h")
+    m.signal(sig)
+    if sig == signal.SIGTSTP:
+        wait_for(lambda: queue_len(own_config) == 1, 15, what="the job back on its queue")
+        done = items_done(log, "h")
+        masters(module="apps.pf_iter", procs=1, env=env_for(log))
+    wait_done(log, "h")
+    assert_all_once(log, "h")
+    starts = job_starts(log, "h")
+    assert len(starts) == 2 and starts[0][1] != starts[1][1]
+    if sig == signal.SIGTSTP:
+        assert starts[1][0] == f"h@{done - 1}"
+    assert_nothing_failed(own_config)
+
+
+def test_an_async_generator_with_jobs_in_flight_stops_at_a_yield(own_redis, own_config, masters, log):
+    """--concurrency 2: the job's task runs on the child's loop (no pool thread); TERM
+    stops it at a yield, plain jobs beside it finish."""
+    m = masters(module="apps.pf_iter", procs=1, args=("--concurrency", "2"), env=env_for(log))
+    m.wait_children()
+    enqueue("awalk", "a")
+    at_random_point(log, "a")
+    m.signal(signal.SIGTERM)
+    assert m.wait_exit(40) == 0
+    done = items_done(log, "a")
+    masters(module="apps.pf_iter", procs=1, args=("--concurrency", "2"), env=env_for(log))
+    wait_done(log, "a")
+    assert_all_once(log, "a")
+    assert [t for t, _ in job_starts(log, "a")] == ["a@None", f"a@{done - 1}"]
+    assert_nothing_failed(own_config)
