@@ -222,3 +222,53 @@ def test_an_async_generator_with_jobs_in_flight_stops_at_a_yield(own_redis, own_
     assert_all_once(log, "a")
     assert [t for t, _ in job_starts(log, "a")] == ["a@None", f"a@{done - 1}"]
     assert_nothing_failed(own_config)
+
+
+def test_a_frozen_host_declared_dead_never_overwrites_the_newer_checkpoint(own_redis, own_config, masters, log):
+    """The master running the job is SIGSTOPped (its whole group) for twice the orphan
+    threshold: another master recovers the job and resumes it from its last checkpoint.
+    Resumed, the stale child starts no other item (its lease ran out: it asks, and is
+    told it is fenced) and never writes a checkpoint: the record's count never goes back."""
+    import threading
+    import time
+
+    env = env_for(log, PF_FENCE="1", PF_ITEM_DELAY="0.01")
+    m1 = masters(module="apps.pf_iter", procs=1, env=env)
+    m1.wait_children()
+    jid = enqueue("walk", "z")
+    at_random_point(log, "z", 100, 300)
+    m2 = masters(module="apps.pf_iter", procs=1, env=env)
+    m2.wait_children()
+    seen: list[tuple[int, str]] = []
+    watching = True
+
+    def watch() -> None:  # every value the record takes, as often as we can look
+        while watching:
+            saved = checkpoint(own_config, jid)
+            if saved:
+                seen.append((int(saved["done"]), saved["identity"]))
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    frozen = m1.child_pids()
+    os.killpg(m1.pid, signal.SIGSTOP)
+    frozen_at = time.time()
+    try:
+        wait_for(lambda: len(job_starts(log, "z")) == 2, 40, what="the job recovered elsewhere")
+        wait_for(lambda: items_done(log, "z") > ITEMS // 2 + 100 or count(log, "job-end", "z"), 40)
+    finally:
+        os.killpg(m1.pid, signal.SIGCONT)
+    resumed_at = time.time()
+    wait_done(log, "z")
+    wait_for(lambda: not (m1.child_pids() & frozen), 10, what="the stale child leaves")
+    watching = False
+    watcher.join()
+    counts = [done for done, _ in seen]
+    assert counts == sorted(counts), "a checkpoint went back"
+    assert not [e for e in events(log) if e[2] in frozen and e[0] == "item-start" and e[3] > frozen_at + 0.05]
+    twice = assert_all_once(log, "z", twice_at_most=EVERY + 1)
+    assert len(twice) >= 1  # the items between its last checkpoint and the freeze ran again
+    assert "declared dead" in m1.output()
+    assert resumed_at > frozen_at
+    assert_nothing_failed(own_config)

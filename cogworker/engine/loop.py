@@ -98,9 +98,26 @@ class Worker(Settling):
 
     def pause_due(self) -> bool:
         """Should a running iterable job stop at this yield and go back on its queue: a
-        stop (TERM, HUP, --max-memory, a deploy), quiet (TSTP), this process fenced, or
-        --max-jobs reached (its items count as jobs)."""
-        return self.stopping or self._quiet.is_set() or self.fenced or self.recycle_due()
+        stop (TERM, HUP, --max-memory, a deploy), quiet (TSTP), or --max-jobs reached (its
+        items count as jobs). Its next item starts as a job does (``_may_start``): while
+        the lease holds, or once ``confirm`` says this identity wasn't declared dead
+        (``Fenced`` goes up: the job's run ends, settling nothing); if Redis can't say, it
+        stops here."""
+        if self.stopping or self._quiet.is_set() or self.recycle_due():
+            return True
+        vouched = self.reporter.vouched_at()
+        if self.fenced or self.reporter.told_fenced():
+            self.fetcher.fenced = True
+            raise Fenced(self.identity)
+        if self.fetcher.lease_left(vouched) > 0:
+            return False
+        try:
+            self.fetcher.confirm()
+        except store.RedisError as exc:
+            logger.warning("worker %s: couldn't confirm it is alive between two items (%s); stopping the job",
+                           self.identity, exc)
+            return True
+        return False
 
     def recycle_due(self) -> bool:
         return self.max_jobs is not None and self.jobs_done + self.in_flight() >= self.max_jobs

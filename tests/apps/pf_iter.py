@@ -13,6 +13,8 @@ import cogworker
 ITEMS = int(os.environ.get("PF_ITEMS", "1000"))
 DELAY = float(os.environ.get("PF_ITEM_DELAY", "0.002"))
 EVERY = int(os.environ.get("PF_EVERY", "20"))
+if os.environ.get("PF_FENCE"):  # the fencing test: a process is declared dead after 6 s of an unchanged beat
+    cogworker.configure(orphan_threshold=6.0, heartbeat_interval=0.5, recovery_interval=0.5)
 
 
 def log(event: str, tag: str) -> None:
