@@ -6,6 +6,7 @@ Each merges the job's own keys with its records in the hourly buckets (``enq:<ho
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -23,7 +24,9 @@ STATES = ("queued", "scheduled", "running", "retrying", "succeeded", "dead")
 class JobStatus:
     """``state``: one of ``STATES``; ``attempt``: the execution it is about (1 = the first;
     for queued/scheduled the next one); ``identity``/``started_at``: while running;
-    ``at``: when a retrying or scheduled job is due; ``reason``: why it went to retry/dead."""
+    ``at``: when a retrying or scheduled job is due; ``reason``: why it went to retry/dead;
+    ``cursor``/``items_done``: an iterable job's last checkpoint (its cursor, and how many
+    items it has done over all its runs), None for any other job."""
 
     jid: str
     state: str
@@ -36,6 +39,8 @@ class JobStatus:
     at: float | None = None
     error_class: str | None = None
     reason: str | None = None
+    cursor: Any = None
+    items_done: int | None = None
 
 
 @dataclass(frozen=True)
@@ -72,17 +77,34 @@ def status(jid: str, config: Config | None = None, now: float | None = None) -> 
     now = time.time() if now is None else now
     pipe = store.pipeline(config.redis())
     pipe.hgetall(config.keys.status(jid))
+    pipe.hgetall(config.keys.checkpoint(jid))
     reads = _bucket_reads(config, jid, "enq", config.status_ttl, now) + \
         _bucket_reads(config, jid, "done", config.status_ttl, now)
     for key, field in reads:
         pipe.hget(key, field)
-    raw, *records = pipe.execute(raise_on_error=False)
+    raw, saved, *records = pipe.execute(raise_on_error=False)
     found = [_from_hash(jid, raw)] if isinstance(raw, dict) and raw else []
     for (key, _), record in zip(reads, records, strict=True):
         parsed = _from_record(jid, key.startswith(config.keys.done_prefix), record)
         if parsed is not None and parsed.updated_at >= now - config.status_ttl:
             found.append(parsed)
-    return max(found, key=lambda s: s.updated_at) if found else None
+    if not found:
+        return None
+    newest = max(found, key=lambda s: s.updated_at)
+    progress = _checkpoint(saved)
+    return dataclasses.replace(newest, cursor=progress[0], items_done=progress[1]) if progress else newest
+
+
+def _checkpoint(raw: Any) -> tuple[Any, int] | None:
+    """An iterable job's checkpoint hash (docs/architecture.md#iterable) as (cursor, items
+    done); None if absent or unreadable."""
+    if not isinstance(raw, dict) or not raw:
+        return None
+    fields = {as_text(k): as_text(v) for k, v in raw.items()}
+    try:
+        return json_loads(fields["cursor"]), int(fields["done"])
+    except (KeyError, ValueError, TypeError):
+        return None
 
 
 def _from_hash(jid: str, raw: dict[Any, Any]) -> JobStatus:

@@ -107,6 +107,7 @@ def show_job(args: argparse.Namespace) -> int:
         ("where", where or ("running" if state == "running" else "-")),
         ("status", f"{state} (since {when(field(status, 'updated_at'))}, attempt {field(status, 'attempt')})"
          if status is not None else "-"),
+        *progress_of(status),
     ]))
     if record is not None:
         print_entry(record)
@@ -121,6 +122,14 @@ def show_job(args: argparse.Namespace) -> int:
         print("\ntraceback")
         print(traceback if isinstance(traceback, str) else "\n".join(traceback))
     return 0
+
+
+def progress_of(status: Any) -> list[tuple[str, object]]:
+    """An iterable job's checkpoint: its items done and its cursor (nothing for other jobs)."""
+    done = field(status, "items_done") if status is not None else None
+    if done is None:
+        return []
+    return [("items done", done), ("cursor", shown(json.dumps(field(status, "cursor"))))]
 
 
 def print_entry(record: Any) -> None:
