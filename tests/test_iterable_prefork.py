@@ -272,3 +272,39 @@ def test_a_frozen_host_declared_dead_never_overwrites_the_newer_checkpoint(own_r
     assert "declared dead" in m1.output()
     assert resumed_at > frozen_at
     assert_nothing_failed(own_config)
+
+
+def test_max_memory_recycling_stops_it_at_a_yield(own_redis, own_config, masters, log):
+    """Every child is over a --max-memory of 1 MB: the master replaces it after its job,
+    which for an iterable job means at its next yield (checked every 5 s)."""
+    m = masters(module="apps.pf_iter", procs=1, args=("--max-memory", "1"), env=env_for(log, PF_ITEM_DELAY="0.008"))
+    m.wait_children()
+    enqueue("walk", "mem")
+    wait_done(log, "mem", timeout=120)
+    assert_all_once(log, "mem")
+    starts = job_starts(log, "mem")
+    assert len(starts) >= 2 and len({pid for _, pid in starts}) == len(starts)
+    assert "--max-memory" in m.output()
+    assert_nothing_failed(own_config)
+
+
+def test_the_single_process_runner_stops_it_at_a_yield_on_term(own_redis, own_config, log):
+    from worker_process import Process
+
+    first = Process("cogworker.worker", "apps.pf_iter", url=own_redis.url, env=env_for(log))
+    try:
+        enqueue("walk", "s")
+        at_random_point(log, "s")
+        assert first.stop() == 0
+    finally:
+        first.stop()
+    done = items_done(log, "s")
+    assert queue_len(own_config) == 1 and in_progress_total(own_config) == 0
+    second = Process("cogworker.worker", "apps.pf_iter", url=own_redis.url, env=env_for(log))
+    try:
+        wait_done(log, "s")
+    finally:
+        second.stop()
+    assert_all_once(log, "s")
+    assert [t for t, _ in job_starts(log, "s")] == ["s@None", f"s@{done - 1}"]
+    assert_nothing_failed(own_config)

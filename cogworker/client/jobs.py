@@ -201,7 +201,7 @@ def job(func: Callable[P, R] | None = None, /, **options: Any) -> Job[P, R] | Ca
         if inspect.isasyncgenfunction(f) or inspect.isasyncgenfunction(type(f).__call__):
             # Nothing would iterate it: its body would never run.
             raise ConfigurationError(f"@job {getattr(f, '__qualname__', f)!r} is an async generator: a job "
-                                     f"returns (make it an async def without yield)")
+                                     f"returns (make it an async def without yield, or an @iterable_job)")
         made = Job(f, opts)
         register(made)
         return made
