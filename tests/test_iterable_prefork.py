@@ -137,12 +137,14 @@ def test_sigkill_of_the_child_reruns_at_most_checkpoint_every_items(own_redis, o
 def test_a_deploy_in_the_middle_runs_every_item_once(own_redis, own_config, masters, log):
     """The new master starts, then the old one gets TERM: the job stops at a yield in the
     old master's child and resumes in one of the new master's."""
-    old = masters(module="apps.pf_iter", procs=2, env=env_for(log))
+    env = env_for(log, PF_ITEM_DELAY="0.01")  # 10 s of items: the new master boots well within them
+    old = masters(module="apps.pf_iter", procs=2, env=env)
     old.wait_children()
     enqueue("walk", "d")
-    at_random_point(log, "d")
-    new = masters(module="apps.pf_iter", procs=2, env=env_for(log))
+    at_random_point(log, "d", 50, 300)
+    new = masters(module="apps.pf_iter", procs=2, env=env)
     new.wait_children()
+    assert not count(log, "job-end", "d")
     old.signal(signal.SIGTERM)
     assert old.wait_exit(40) == 0
     wait_done(log, "d")
