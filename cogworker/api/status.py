@@ -45,7 +45,7 @@ class JobStatus:
 
 @dataclass(frozen=True)
 class Attempt:
-    """One execution: ``outcome`` succeeded, failed, orphaned, interrupted or timed_out;
+    """One execution: ``outcome`` succeeded, failed, orphaned, interrupted, timed_out or suspended;
     ``went``: where the job went after it (succeeded, retrying, dead, queued)."""
 
     attempt: int
