@@ -170,3 +170,20 @@ def test_the_checkpoint_is_one_record_per_job_bounded_in_age_and_size(config):
 
     with pytest.raises(TypeError, match="at most"):
         encode("x" * MAX_CURSOR_BYTES, "big")
+
+
+def test_seconds_checkpoints_by_time(config):
+    from apps import iter_jobs
+
+    iter_jobs.RAN.clear()
+    iter_jobs.GATE.clear()
+    iter_jobs.REACHED.clear()
+    jid = iter_jobs.timed.enqueue(10, 8)
+    r = config.redis()
+    with RunningWorker():
+        assert iter_jobs.REACHED.wait(10)
+        done = int(r.hget(config.keys.checkpoint(jid), "done") or 0)
+        assert 4 <= done <= 8  # about every second item (50 ms of 30 ms items), though no count was given
+        iter_jobs.GATE.set()
+        assert wait_for(lambda: r.hget(config.keys.checkpoint(jid), "state") == b"finished")
+    assert iter_jobs.RAN == list(range(10))

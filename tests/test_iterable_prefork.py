@@ -310,3 +310,39 @@ def test_the_single_process_runner_stops_it_at_a_yield_on_term(own_redis, own_co
     assert_all_once(log, "s")
     assert [t for t, _ in job_starts(log, "s")] == ["s@None", f"s@{done - 1}"]
     assert_nothing_failed(own_config)
+
+
+def test_a_kill_while_it_suspends_loses_nothing_and_duplicates_nothing(own_redis, own_config, masters, log):
+    """TERM to the master, then SIGKILL of the child a moment later, at a different moment
+    each round: the kill lands before the suspend (the master requeues the job as fetched:
+    it resumes from its last checkpoint) or after it (it resumes from its cursor), never
+    between the cursor's save and the requeue. Each time exactly one copy of the job is
+    left, on its queue."""
+    import time
+
+    env = env_for(log, PF_ITEM_DELAY="0.004")
+    for delay in (0.0, 0.004, 0.02):  # three rounds: a fourth counted death would bury it (max_orphanings)
+        m = masters(module="apps.pf_iter", procs=1, env=env)
+        m.wait_children()
+        if delay == 0.0:
+            jid = enqueue("walk", "x")
+        before = items_done(log, "x")
+        wait_for(lambda: items_done(log, "x") >= before + 30, 30, interval=0.005, what="progress")
+        child = job_starts(log, "x")[-1][1]
+        m.signal(signal.SIGTERM)
+        time.sleep(delay)
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        assert m.wait_exit(40) == 0
+        if count(log, "job-end", "x"):
+            break
+        listed = own_config.redis().lrange(own_config.keys.queue("default"), 0, -1)
+        assert len(listed) == 1 and json.loads(listed[0])["jid"] == jid
+        assert_nothing_failed(own_config)
+    masters(module="apps.pf_iter", procs=1, env=env)
+    wait_done(log, "x")
+    rounds = len(job_starts(log, "x")) - 1
+    assert_all_once(log, "x", twice_at_most=EVERY * rounds)
+    assert_nothing_failed(own_config)

@@ -29,3 +29,15 @@ def bad_cursor(cursor=None):
     time.sleep(0.02)
     yield object()  # JSON can't carry it: the job fails at its next checkpoint
     yield 3
+
+
+@cogworker.iterable_job(seconds=0.05)
+def timed(n, hold_at, cursor=None):
+    """Checkpoints by time only: every 50 ms of items (30 ms each)."""
+    for i in range(0 if cursor is None else cursor + 1, n):
+        if i == hold_at:
+            REACHED.set()
+            GATE.wait(20)
+        time.sleep(0.03)
+        RAN.append(i)
+        yield i
