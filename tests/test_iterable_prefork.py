@@ -327,7 +327,7 @@ def test_a_kill_while_it_suspends_loses_nothing_and_duplicates_nothing(own_redis
         if delay == 0.0:
             jid = enqueue("walk", "x")
         before = items_done(log, "x")
-        wait_for(lambda: items_done(log, "x") >= before + 30, 30, interval=0.005, what="progress")
+        wait_for(lambda b=before: items_done(log, "x") >= b + 30, 30, interval=0.005, what="progress")
         child = job_starts(log, "x")[-1][1]
         m.signal(signal.SIGTERM)
         time.sleep(delay)
