@@ -168,12 +168,13 @@ class Run:
         """Stopped at a yield: the worker suspends it (cursor saved with its requeue)."""
         self.suspended = fate.Suspended(encode(self.cursor, self.name), self.done)
 
-    def failed(self) -> None:
-        """It raised: what it did so far is kept for its retry (best-effort)."""
+    def failed(self, error: BaseException) -> None:
+        """It raised (or a stop-now abandoned it): what it did so far is kept for its next
+        run (best-effort)."""
         if self.context is None or self.done == self.saved_done:
             return
         try:
-            self.save("failed")
+            self.save("failed" if isinstance(error, Exception) else "stopped")
         except Exception as exc:  # noqa: BLE001 (its own failure is what counts; Fenced: the filing learns it too)
             logger.debug("iterable job %s jid=%s: no checkpoint at its failure: %s", self.name, self.jid, exc)
 
@@ -212,8 +213,8 @@ def drive(func: Callable[..., Generator[Any, Any, Any]], policy: Policy, name: s
                 generator.close()  # its finally blocks run now
                 run.pause()
                 return
-    except BaseException:
-        run.failed()
+    except BaseException as exc:
+        run.failed(exc)
         raise
     run.finished()
 
@@ -233,7 +234,7 @@ async def drive_async(func: Callable[..., AsyncGenerator[Any, Any]], policy: Pol
                 await generator.aclose()
                 run.pause()
                 return
-    except BaseException:
-        run.failed()
+    except BaseException as exc:
+        run.failed(exc)
         raise
     await asyncio.to_thread(run.finished)

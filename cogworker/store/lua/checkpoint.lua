@@ -2,7 +2,7 @@
 --! include _checkpoint
 -- KEYS[1] = the job's checkpoint, KEYS[2] = this identity's fence, KEYS[3] = last_beat;
 -- ARGV[1] = items done, ARGV[2] = cursor (JSON), ARGV[3] = TTL, ARGV[4] = identity,
--- ARGV[5] = now, ARGV[6] = state (running, failed, finished).
+-- ARGV[5] = now, ARGV[6] = state (running, failed, stopped, finished).
 -- Refused (FENCED) if the identity was declared dead: its job runs elsewhere now, and
 -- that run's checkpoints are the ones that count.
 local refused = fenced(KEYS[2])
