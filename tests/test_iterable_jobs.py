@@ -48,7 +48,13 @@ def test_a_plain_call_runs_every_item_and_enqueue_checks_the_arguments(config):
     assert iter_jobs.RAN == [4, 5, 6]
     with pytest.raises(TypeError):
         iter_jobs.steps.enqueue(1, 2, 3, 4)
-    assert cogworker.iterable_job.__name__ == "iterable_job"
+    from cogworker import testing
+
+    iter_jobs.RAN.clear()
+    with testing.inline():
+        iter_jobs.steps.enqueue(4)  # run at once, through the server middleware, every item
+    assert iter_jobs.RAN == [0, 1, 2, 3]
+    assert not config.redis().keys("*checkpoint*")
     assert iter_jobs.steps.iterable.every == 5
 
 
