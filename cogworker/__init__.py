@@ -19,6 +19,9 @@ _HOMES = {
     "ProcessDied": "errors", "RedisVersionError": "errors", "UnknownJob": "errors",
     "BoundJob": "client.jobs", "Job": "client.jobs", "JobOptions": "client.jobs", "Signature": "client.jobs",
     "job": "client.jobs", "iterable_job": "client.iterable",
+    "chain": "client.workflows", "chord": "client.workflows", "group": "client.workflows",
+    "result": "client.results", "result_async": "client.results",
+    "JobFailed": "errors", "ResultExpired": "errors", "ResultTimeout": "errors",
     "client_middleware": "core.middleware", "server_middleware": "core.middleware",
 }
 # public module paths that live deeper in the tree (docs/architecture.md#public-paths):
@@ -33,12 +36,17 @@ __all__ = [
     "ConfigurationError",
     "Job",
     "JobOptions",
+    "JobFailed",
     "JobTimeout",
     "ProcessDied",
     "RedisVersionError",
+    "ResultExpired",
+    "ResultTimeout",
     "Signature",
     "UnknownJob",
     "by_name",
+    "chain",
+    "chord",
     "client_middleware",
     "configure",
     "disable",
@@ -46,10 +54,13 @@ __all__ = [
     "enqueue",
     "enqueue_at",
     "get_config",
+    "group",
     "hooks",
     "iterable_job",
     "job",
     "periodic",
+    "result",
+    "result_async",
     "server_middleware",
     "stats",
 ]
@@ -87,6 +98,8 @@ def _version() -> str:
 if TYPE_CHECKING:  # what the names are, for type checkers and editors
     from .client.iterable import iterable_job
     from .client.jobs import BoundJob, Job, JobOptions, Signature, by_name, enqueue, enqueue_at, job
+    from .client.results import result, result_async
+    from .client.workflows import chain, chord, group
     from .config import Config, configure, get_config
     from .core import hooks
     from .core.middleware import client_middleware, server_middleware
@@ -95,9 +108,12 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
         BadPayload,
         CogworkerError,
         ConfigurationError,
+        JobFailed,
         JobTimeout,
         ProcessDied,
         RedisVersionError,
+        ResultExpired,
+        ResultTimeout,
         UnknownJob,
     )
     from .lifecycle import stats

@@ -197,6 +197,11 @@ class Config:
     # OpenTelemetry spans per enqueue and execution (tracing.py): on once the `otel` extra
     # is installed and the app set a tracer provider; False turns them off.
     tracing: bool = True
+    # Workflows (docs/architecture.md#workflows): a kept result lives result_ttl (a job's
+    # own result_ttl overrides it); a group's state lives workflow_ttl while its members
+    # run (a member settling after that finds it gone: logged), then its results' TTL.
+    result_ttl: int = 3600
+    workflow_ttl: int = 7 * 24 * 3600
 
     def __post_init__(self) -> None:
         validate_redis_url(self.redis_url)
@@ -204,6 +209,10 @@ class Config:
         validate_namespace(self.namespace)
         self.import_prefixes = validate_import_prefixes(self.import_prefixes)
         validate_liveness(self)
+        for name in ("result_ttl", "workflow_ttl"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigurationError(f"{name} must be a whole number of seconds, at least 1; got {value!r}")
         self.keys = Keys(self.namespace)
         self._lock = threading.Lock()
         self._client: Client | None = None

@@ -46,3 +46,28 @@ class NotFound(CogworkerError, LookupError):
 class WrongType(CogworkerError):
     """A key cogworker reads holds another Redis type than the one it should (written by
     something else): nothing was changed."""
+
+
+class JobFailed(CogworkerError):
+    """``result()`` of a job that ended dead (or a chain, group or chord one of whose jobs
+    did): ``jid`` (the job that died), ``error_class``, ``error_message``, ``traceback``."""
+
+    def __init__(self, jid: str, error_class: str, error_message: str, traceback: str | None = None,
+                 job_class: str | None = None, of: str | None = None) -> None:
+        what = f"{job_class} jid={jid}" if job_class else f"jid={jid}"
+        where = f" (in {of})" if of and of != jid else ""
+        super().__init__(f"{what}{where} ended dead: {error_class}: {error_message}")
+        self.jid = jid
+        self.error_class = error_class
+        self.error_message = error_message
+        self.traceback = traceback
+        self.job_class = job_class
+
+
+class ResultTimeout(CogworkerError, TimeoutError):
+    """``result()`` found no result within its timeout: not finished yet, or not a job
+    that keeps one (``results=True``), or kept so long ago it is gone."""
+
+
+class ResultExpired(CogworkerError, LookupError):
+    """``result()`` of a job whose result was kept but outlived its ``result_ttl``."""

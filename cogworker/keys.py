@@ -63,6 +63,11 @@ class Keys:
         # Addition: an operator's request to a master or single-process worker ("quiet" or
         # "stop", api.quiet_process/stop_process), taken (GETDEL) on its heartbeat.
         self.control_prefix = f"{ns}:control:"
+        # Additions (workflows, docs/architecture.md#workflows): a kept result, a group's
+        # state, and the lists their waiters block on; each names its jid or gid as a
+        # Cluster hash tag, so a group's keys share one slot. The scripts build these
+        # names from ``workflow_prefix`` exactly as the methods below do.
+        self.workflow_prefix = f"{ns}:"
         self.periodic_prefix = f"{ns}:periodic:"
         self.periodic_schedule = f"{ns}:periodic:schedule"
         self.periodic_disabled = f"{ns}:periodic:disabled"
@@ -99,6 +104,21 @@ class Keys:
 
     def checkpoint(self, jid: str) -> str:
         return self.checkpoint_prefix + jid
+
+    def result(self, jid: str) -> str:
+        """A kept result (a hash: status, value or the failure, expires_at)."""
+        return f"{self.workflow_prefix}result:{{{jid}}}"
+
+    def result_wait(self, jid: str) -> str:
+        """The list a waiter for ``result(jid)`` blocks on (a wake token, TTL 300 s)."""
+        return f"{self.workflow_prefix}result_wait:{{{jid}}}"
+
+    def group(self, gid: str) -> str:
+        """A group's (or chord's) state: n, left, r:<i> results, failed, the callback."""
+        return f"{self.workflow_prefix}group:{{{gid}}}"
+
+    def group_wait(self, gid: str) -> str:
+        return f"{self.workflow_prefix}group_wait:{{{gid}}}"
 
     def enq(self, hour: int) -> str:
         """Jobs enqueued in the UTC hour starting at epoch second ``hour`` (a hash)."""

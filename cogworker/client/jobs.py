@@ -28,6 +28,7 @@ from ..core.payload import (  # noqa: F401 (re-exported: their home was this mod
     is_number,
     new_jid,
     normalize_retry,
+    result_ttl,
     to_epoch,
 )
 from ..core.registry import JobDef, importable, register, registry, resolve  # noqa: F401 (re-exported)
@@ -70,8 +71,13 @@ class Job(JobDef, Generic[P, R]):
         return BoundJob(self, JobOptions.build(self.opts, **overrides))
 
     def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature[R]:
-        """The call, made now and enqueued later: ``add.s(1, 2).enqueue_in(30)``."""
+        """The call, made now and enqueued later: ``add.s(1, 2).enqueue_in(30)``; in a chain
+        or chord it gets the previous result first (``add.s(10)``)."""
         return self._bound().s(*args, **kwargs)
+
+    def si(self, *args: P.args, **kwargs: P.kwargs) -> Signature[R]:
+        """An immutable signature: in a chain or chord it gets no previous result."""
+        return self._bound().si(*args, **kwargs)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str | None:
         """Push the job; returns its jid (None if a unique lock dropped it as a duplicate)."""
@@ -124,10 +130,20 @@ class BoundJob(Generic[P, R]):
         return BoundJob(self.job, JobOptions.build(self.opts, **overrides), self.name)
 
     def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature[R]:
-        """The call with these options, checked now, enqueued later."""
+        """The call with these options, checked now (as called alone, or after a previous
+        result given first, as a chain's step gets), enqueued later."""
+        if self.job is not None:
+            try:
+                self.job.check_arguments(args, kwargs)
+            except TypeError:
+                self.job.check_arguments((None, *args), kwargs)
+        return Signature(self, tuple(args), dict(kwargs))
+
+    def si(self, *args: P.args, **kwargs: P.kwargs) -> Signature[R]:
+        """An immutable signature (no previous result), checked as called alone."""
         if self.job is not None:
             self.job.check_arguments(args, kwargs)
-        return Signature(self, tuple(args), dict(kwargs))
+        return Signature(self, tuple(args), dict(kwargs), immutable=True)
 
     def payload(self, args: Sequence[Any], kwargs: dict[str, Any], now: float | None = None) -> dict[str, Any]:
         """The job's payload; a TypeError first if a registered job can't take these arguments."""
@@ -217,13 +233,56 @@ class Signature(Generic[R]):
     bound: BoundJob[..., R]
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
+    immutable: bool = False  # ``si``: a chain or chord gives it no previous result
 
     @property
     def name(self) -> str:
         return self.bound.name
 
     def options(self, **overrides: Unpack[OptionArgs]) -> Signature[R]:
-        return Signature(self.bound.options(**overrides), self.args, self.kwargs)
+        return Signature(self.bound.options(**overrides), self.args, self.kwargs, self.immutable)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The signature as JSON can carry it (``Signature.from_dict`` reads it back)."""
+        o = self.bound.opts
+        options: dict[str, Any] = {"queue": o.queue, "retry": o.retry}
+        for name in ("timeout", "result_ttl"):
+            if getattr(o, name) is not None:
+                options[name] = getattr(o, name)
+        if o.results:
+            options["results"] = True
+        made = {"job": self.name, "args": list(self.args), "kwargs": dict(self.kwargs), "options": options,
+                "immutable": self.immutable}
+        dumps(made)  # TypeError now if an argument can't be JSON
+        return made
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Signature[Any]:
+        """A signature from ``to_dict``'s form (its job found by name, as ``by_name``)."""
+        if not isinstance(data, dict) or not isinstance(data.get("job"), str):
+            raise TypeError(f"a signature is an object with a 'job' name, got {data!r}")
+        bound = by_name(data["job"], **dict(data.get("options") or {}))
+        args, kwargs = tuple(data.get("args") or ()), dict(data.get("kwargs") or {})
+        return bound.si(*args, **kwargs) if data.get("immutable") else bound.s(*args, **kwargs)
+
+    def step(self, first: bool = False) -> dict[str, Any]:
+        """This call as a workflow step (``core/workflow.py``), its jid chosen now; its
+        arguments checked as it will be called (``first``: with no previous result)."""
+        o = self.bound.opts
+        if o.unique_for is not None:
+            raise ConfigurationError(f"{self.name}: a unique job (unique_for) can't be a step of a chain, "
+                                     f"group or chord")
+        job = self.bound.job
+        if job is not None:
+            job.check_arguments(self.args if first or self.immutable else (None, *self.args), self.kwargs)
+        made: dict[str, Any] = {"class": self.name, "args": list(self.args), "kwargs": dict(self.kwargs),
+                                "queue": o.queue, "retry": o.retry, "jid": new_jid(), "imm": self.immutable}
+        if o.timeout is not None:
+            made["timeout"] = o.timeout
+        if o.results:
+            made["ttl"] = result_ttl(o)
+        dumps(made)
+        return made
 
     def enqueue(self) -> str | None:
         return self.bound.enqueue(*self.args, **self.kwargs)

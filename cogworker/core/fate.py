@@ -21,8 +21,10 @@ from typing import Any, NamedTuple
 
 from ..boundedjson import loads as json_loads
 from ..config import Config
+from . import workflow
 from .payload import default_backoff, error_class_name, error_message, error_traceback, jid_in
 from .payload import parse_payload as parse_payload  # re-exported: its home was here
+from .workflow import Completion
 
 MAX_INTERRUPTS = 3
 INTERRUPT_DELAY = 30  # seconds, times the interruption count
@@ -35,6 +37,7 @@ Backoff = Callable[[int, BaseException], float]
 
 class Succeeded(NamedTuple):  # made per job: a named tuple costs half a frozen dataclass
     duration: float = 0.0
+    value: Any = None  # what the job returned (kept only for a job of a workflow)
 
 
 @dataclass(frozen=True)
@@ -176,7 +179,21 @@ class Suspend:
         return ("suspend", self.entry, self.cursor, self.done)
 
 
-Decision = Ack | GiveBack | Drop | File | Park | Suspend
+
+
+@dataclass(frozen=True)
+class Complete:
+    """A workflow job's success: its ack, with its result, its chain's next step and its
+    group's counter, in one script (``complete.lua``; docs/architecture.md#workflows).
+    Never dropped like a plain ack: owed until it lands, applied by the master for a dead child."""
+
+    done: Completion
+
+    def to_wire(self) -> Any:
+        return ("complete", *self.done)
+
+
+Decision = Ack | GiveBack | Drop | File | Park | Suspend | Complete
 ACK, GIVE_BACK, DROP = Ack(), GiveBack(), Drop()
 _PLAIN: dict[str, Decision] = {"ack": ACK, "give_back": GIVE_BACK, "drop": DROP}
 
@@ -188,6 +205,8 @@ def from_wire(value: Any) -> Decision:
         return File(*value[1:])
     if value[0] == "suspend":
         return Suspend(*value[1:])
+    if value[0] == "complete":
+        return Complete(Completion(*value[1:]))
     return Park(value[1])
 
 
@@ -198,6 +217,9 @@ def decide(config: Config, job: dict[str, Any] | bytes, outcome: Outcome) -> Dec
     """The one decision. ``job``: the payload as run (updated in place with the failure
     fields when it failed), or the entry as fetched when it was never parsed."""
     if isinstance(outcome, Succeeded):
+        if isinstance(job, dict) and isinstance(job.get("wf"), dict):
+            # Raises TypeError when its value can't be kept: the caller fails the job with it.
+            return Complete(workflow.completion(job, outcome.value, config.result_ttl))
         return ACK
     if isinstance(outcome, (NeverStarted, Abandoned, Orphaned)):
         return GIVE_BACK

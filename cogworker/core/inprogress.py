@@ -17,10 +17,11 @@ from typing import Any, NamedTuple
 from .. import store
 from ..boundedjson import TooDeep, shallow
 from ..boundedjson import loads as json_loads
-from ..config import Config, as_bytes_list
+from ..config import Config, as_bytes_list, logger
 from ..errors import Fenced
 from ..store import lua
 from .heartbeat import clock
+from .workflow import Completion
 
 ORPHANINGS_TTL = 7 * 24 * 3600
 # An iterable job's checkpoint lives this long after its last write (it is renewed at every
@@ -111,9 +112,23 @@ class InProgressList:
         """Into retry or dead, off the in-progress list, in one step. False if no longer ours."""
         dead = zset == self.keys.dead
         args = [raw, repr(score), entry, "dead" if dead else "",
-                repr(time.time() - self.config.dead_timeout), self.config.dead_max_jobs, self.beat_as]
+                repr(time.time() - self.config.dead_timeout), self.config.dead_max_jobs, self.beat_as,
+                self.keys.workflow_prefix, repr(time.time())]
         return self._run("file", [self.in_progress, zset, self.keys.orphanings(jid_of(raw)), self.fence_key,
                                   self.keys.last_beat], args, beats=True) == 1
+
+    def complete(self, raw: bytes, done: Completion) -> bool:
+        """A workflow job's ack with its result, its chain's next step and its group's
+        counter, in one step (``complete.lua``). False if no longer ours (a replay)."""
+        reply = self._run("complete", [self.in_progress, self.keys.orphanings(done.jid), self.fence_key,
+                                       self.keys.last_beat],
+                          [raw, self.beat_as, self.keys.workflow_prefix, done.jid, done.value, done.ttl,
+                           repr(time.time()), done.group, done.member, done.next_payload, done.next_queue],
+                          beats=True)
+        for error in reply[1:]:
+            logger.error("jid=%s settled, but its workflow couldn't record all of it: %s", done.jid,
+                         error.decode("utf-8", "replace") if isinstance(error, bytes) else error)
+        return bool(reply[0] == 1)
 
     def park_unsettled(self, raw: bytes, record: str) -> bool:
         """Into ``unsettled`` (a failure to file later, never re-run). False if no longer ours."""

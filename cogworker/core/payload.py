@@ -88,6 +88,8 @@ class OptionArgs(TypedDict, total=False):
     unique_for: float | None
     unique_until: Literal["success", "start"]
     backoff: BackoffFn | None
+    results: bool
+    result_ttl: int | None
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,8 @@ class JobOptions:
     unique_for: float | None = None
     unique_until: str = "success"
     backoff: BackoffFn | None = None
+    results: bool = False  # keep the return value (docs/architecture.md#workflows)
+    result_ttl: int | None = None  # seconds; None: Config.result_ttl
 
     @classmethod
     def build(cls, base: JobOptions | None = None, **given: Any) -> JobOptions:
@@ -119,6 +123,12 @@ class JobOptions:
             raise ConfigurationError(f"unique_for must be at least 1 second, got {self.unique_for!r}")
         if self.unique_until not in UNIQUE_UNTIL:
             raise ConfigurationError(f"unique_until must be one of {UNIQUE_UNTIL}, got {self.unique_until!r}")
+        if not isinstance(self.results, bool):
+            raise ConfigurationError(f"results must be True or False, got {self.results!r}")
+        if self.result_ttl is not None and (isinstance(self.result_ttl, bool) or not isinstance(self.result_ttl, int)
+                                            or self.result_ttl < 1):
+            raise ConfigurationError(f"result_ttl must be a whole number of seconds, at least 1; "
+                                     f"got {self.result_ttl!r}")
         if self.backoff is not None and not callable(self.backoff):
             raise ConfigurationError("backoff must be a callable (count, error) -> seconds")
 
@@ -232,7 +242,18 @@ def build_payload(name: str, args: Sequence[Any], kwargs: dict[str, Any], opts: 
     if opts.unique_for is not None:
         payload["unique_for"] = opts.unique_for
         payload["unique_until"] = opts.unique_until
+    if opts.results:
+        payload["wf"] = {"ttl": result_ttl(opts)}
     return payload
+
+
+def result_ttl(opts: JobOptions) -> int:
+    """How long a result of a job of these options is kept: its own, or the config's."""
+    if opts.result_ttl is not None:
+        return opts.result_ttl
+    from ..config import get_config  # the config of the enqueuing process
+
+    return get_config().result_ttl
 
 
 def to_epoch(when: datetime | float | int) -> float:

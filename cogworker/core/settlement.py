@@ -11,7 +11,7 @@ from typing import Any
 
 from ..boundedjson import loads as json_loads
 from . import hooks
-from .fate import Ack, Decision, Drop, File, GiveBack, Park, Suspend
+from .fate import Ack, Complete, Decision, Drop, File, GiveBack, Park, Suspend
 from .inprogress import InProgressList
 
 
@@ -33,6 +33,8 @@ def apply(lst: InProgressList, raw: bytes, decision: Decision, payload: dict[str
         if done:
             filed(lst.config, decision, payload, identity=lst.identity, **event)
         return done
+    if isinstance(decision, Complete):
+        return lst.complete(raw, decision.done)
     if isinstance(decision, Park):
         return lst.park_unsettled(raw, decision.record)
     if isinstance(decision, Suspend):

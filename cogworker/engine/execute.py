@@ -59,25 +59,27 @@ def execute(config: Config, identity: str, queue: str, payload: dict[str, Any],
         logger.debug("start: %s jid=%s", name, payload["jid"],
                      extra={"event": "job_started", "jid": payload["jid"], "job_class": name, "queue": queue})
     started = time.perf_counter()
+    kept: list[Any] | None = [] if "wf" in payload else None  # its value matters only to a workflow
     if host is not None and getattr(job, "iterable", None) is not None:
         context = iteration.Context(host, payload)
         token = iteration.CURRENT.set(context)
         try:
-            error = run_job(job, payload, queue, resolution_error)
+            error = run_job(job, payload, queue, resolution_error, kept)
         finally:
             iteration.CURRENT.reset(token)
     else:
         context = None
-        error = run_job(job, payload, queue, resolution_error)
-    return _outcome(job, error, time.perf_counter() - started, context)
+        error = run_job(job, payload, queue, resolution_error, kept)
+    return _outcome(job, error, time.perf_counter() - started, context, kept)
 
 
-def _outcome(job: Any, error: BaseException | None, seconds: float, context: iteration.Context | None) -> Ran:
+def _outcome(job: Any, error: BaseException | None, seconds: float, context: iteration.Context | None,
+             kept: list[Any] | None = None) -> Ran:
     if error is None:
         suspended = context.run.suspended if context is not None and context.run is not None else None
         if suspended is not None:  # an iterable job stopped at a yield (docs/architecture.md#iterable)
             return fate.Suspended(suspended.cursor, suspended.done, seconds)
-        return fate.Succeeded(seconds)
+        return fate.Succeeded(seconds, kept[0] if kept else None)
     backoff = job.backoff_for if isinstance(job, JobDef) else default_backoff
     return fate.Raised(error, backoff, seconds)
 
@@ -114,7 +116,8 @@ def launch_async(config: Config, identity: str, queue: str, payload: dict[str, A
 
     def finished(future: concurrent.futures.Future[Any]) -> None:
         error = asyncio.CancelledError() if future.cancelled() else future.exception()
-        done(_outcome(job, error, time.perf_counter() - started, context))
+        done(_outcome(job, error, time.perf_counter() - started, context,
+                      [future.result()] if error is None and "wf" in payload else None))
 
     token = iteration.CURRENT.set(context)  # the task copies it as it is made
     try:
@@ -126,19 +129,20 @@ def launch_async(config: Config, identity: str, queue: str, payload: dict[str, A
 
 
 def run_job(job: Any, payload: dict[str, Any], queue: str,
-            resolution_error: BaseException | None) -> BaseException | None:
-    """The job's own outcome: None, or what it (or a middleware) raised.
+            resolution_error: BaseException | None, kept: list[Any] | None = None) -> BaseException | None:
+    """The job's own outcome: None, or what it (or a middleware) raised. ``kept``: its
+    return value is appended there (a workflow's job keeps it).
 
     A resolution failure is raised as the chain's innermost step, so every server
     middleware sees it like a perform-time error. Traced (``tracing``): in a CONSUMER span.
     """
     if tracing.ON and tracing.active():
-        return tracing.consume(payload, queue, lambda: _run(job, payload, queue, resolution_error))
-    return _run(job, payload, queue, resolution_error)
+        return tracing.consume(payload, queue, lambda: _run(job, payload, queue, resolution_error, kept))
+    return _run(job, payload, queue, resolution_error, kept)
 
 
-def _run(job: Any, payload: dict[str, Any], queue: str, resolution_error: BaseException | None
-         ) -> BaseException | None:
+def _run(job: Any, payload: dict[str, Any], queue: str, resolution_error: BaseException | None,
+         kept: list[Any] | None = None) -> BaseException | None:
     timeout = payload.get("timeout")
     timer: SoftTimeout | None = None
     if isinstance(timeout, (int, float)) and timeout > 0:
@@ -161,7 +165,9 @@ def _run(job: Any, payload: dict[str, Any], queue: str, resolution_error: BaseEx
         try:
             if timer:
                 timer.arm()
-            server_middleware.invoke((job if resolution_error is None else None, payload, queue), perform)
+            value = server_middleware.invoke((job if resolution_error is None else None, payload, queue), perform)
+            if kept is not None:
+                kept.append(value)
         finally:
             # Inside the outer try: a timeout landing as it is disarmed is still the job's outcome.
             if timer:

@@ -70,6 +70,10 @@ class Settling(ABC):
     def settle(self, work: Work, payload: dict[str, Any], outcome: fate.Outcome) -> None:
         """Decides the job's fate from its outcome and writes it (an ack rides on the
         next fetch when there is one). The counters count a run through the hooks."""
+        if isinstance(outcome, fate.Succeeded) and "wf" in payload:
+            outcome = self._complete(work, payload, outcome)
+            if isinstance(outcome, fate.Succeeded):
+                return
         if isinstance(outcome, fate.Succeeded):
             # Its success is final (only the ack is left): the locks go before anything else.
             hooks.fire("succeeded", payload, queue=work.queue, identity=self.identity,
@@ -87,6 +91,33 @@ class Settling(ABC):
         else:
             self.reporter.finished(work, outcome)
             self.give_back(work)
+
+    def _complete(self, work: Work, payload: dict[str, Any], outcome: fate.Succeeded) -> fate.Outcome:
+        """A workflow job's success: its ack, result, chain step and group counter in one
+        script, written now (never riding on a fetch, never dropped as a plain ack is), and
+        only then reported finished: a child killed before it landed left the job running
+        in its slot, so it runs again, and its result and callbacks are written once.
+        A value that can't be kept fails the job instead (the outcome returned)."""
+        try:
+            decision = fate.decide(self.config, payload, outcome)
+        except TypeError as exc:
+            return fate.Raised(exc, fate.default_backoff, outcome.duration)
+        hooks.fire("succeeded", payload, queue=work.queue, identity=self.identity,
+                   duration=outcome.duration, config=self.config)
+        for attempt in range(1, ACK_ATTEMPTS + 1):
+            try:
+                settlement.apply(self.fetcher, work.raw, decision)
+                break
+            except store.RedisError as exc:
+                if attempt == ACK_ATTEMPTS:
+                    logger.error("couldn't settle finished jid=%s after %d attempts (will retry): %s",
+                                 payload["jid"], attempt, exc)
+                    self.owe(work.raw, decision)
+                    break
+                time.sleep(0.1 * attempt)
+        self.reporter.finished(work, outcome)
+        self.reporter.acked(work)
+        return outcome
 
     def _ack_later(self, work: Work, payload: dict[str, Any]) -> None:
         # Quiet or stopping: no next fetch for the ack to ride on.

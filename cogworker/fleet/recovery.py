@@ -101,7 +101,7 @@ def bury_repeat_orphans(config: Config) -> int:
         job = _parse(raw) or {"raw_payload": raw.decode("utf-8", "replace")}
         job.update(repeat_orphan_error(config))
         if lua.run(client, "file_head", [keys.repeat_orphans, keys.dead],
-                   [raw, repr(time.time()), json.dumps(job)]) != 1:
+                   [raw, repr(time.time()), json.dumps(job), keys.workflow_prefix, repr(time.time())]) != 1:
             break  # someone else is walking the list; they'll finish it
         buried += 1
         logger.error("jid=%s orphaned too often, moved to dead as ProcessDied", job.get("jid"))
@@ -151,7 +151,8 @@ def file_unsettled(config: Config) -> int:
             client.lrem(keys.unsettled, 1, record)  # type: ignore[arg-type]  # bytes: redis-py's stub says str
             continue
         if lua.run(client, "file_head", [keys.unsettled, entry["set"]],
-                   [record, repr(float(entry["score"])), entry["payload"]]) != 1:
+                   [record, repr(float(entry["score"])), entry["payload"],
+                    keys.workflow_prefix if entry["set"] == keys.dead else "", repr(time.time())]) != 1:
             break
         filed += 1
         _locks_after_filing(config, entry)

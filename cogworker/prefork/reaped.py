@@ -10,7 +10,7 @@ from typing import Any
 
 from ..config import Config, logger
 from ..core import fate, settlement
-from ..core.fate import Decision, Drop, File
+from ..core.fate import Complete, Decision, Drop, File
 from ..core.inprogress import InProgressList, jid_of
 from ..core.payload import default_backoff
 from ..core.registry import registry
@@ -38,12 +38,14 @@ def reap(running: dict[str, Any] | list[dict[str, Any]] | None, acks: set[str], 
     their ack due or riding on a fetch; ``owes``: what it told the master it still owed;
     ``torn``: it died mid-write of its record (what it ran is unknown); ``crashed``: it
     died on its own (not stopped or killed by the master)."""
-    decisions: dict[str, Decision] = {jid: how for jid, how in owes.items() if isinstance(how, File)}
+    # A workflow job's owed completion carries its result and callbacks: applied, never dropped.
+    decisions: dict[str, Decision] = {jid: how for jid, how in owes.items() if isinstance(how, (File, Complete))}
     for jid, how in owes.items():
         if isinstance(how, (fate.Ack, Drop)):
             decisions[jid] = fate.DROP
     for jid in acks:
-        decisions[jid] = fate.DROP
+        if not isinstance(decisions.get(jid), Complete):
+            decisions[jid] = fate.DROP
     jobs = running if isinstance(running, list) else [running] if running else []
     timed_out: list[dict[str, Any]] = []
     if stop_reason == "timeout":
@@ -98,6 +100,10 @@ def apply(config: Config, identity: str, owed: Reaped, listed: list[bytes]) -> t
             if raw is not None and not _file(lst, raw, decision, jid):
                 keep.append(raw)
             del owed.decisions[jid]
+        elif isinstance(decision, Complete):
+            if raw is not None and not _complete(lst, raw, decision, jid):
+                keep.append(raw)
+            del owed.decisions[jid]
     drop = [by_jid[jid] for jid, how in owed.decisions.items() if isinstance(how, Drop) and jid in by_jid]
     return drop, keep
 
@@ -114,4 +120,16 @@ def _file(lst: InProgressList, raw: bytes, decision: File, jid: str) -> bool:
     try:
         return settlement.apply(lst, raw, fate.Park(decision.record()))
     except store.ResponseError:
+        return False
+
+
+def _complete(lst: InProgressList, raw: bytes, decision: Complete, jid: str) -> bool:
+    """A dead child's owed completion, written for it; False: Redis refused it (kept listed)."""
+    from .. import store
+
+    try:
+        settlement.apply(lst, raw, decision)
+        return True
+    except store.ResponseError as exc:
+        logger.error("master: couldn't settle the workflow of jid=%s (%s); left listed", jid, exc)
         return False
