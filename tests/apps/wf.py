@@ -75,14 +75,31 @@ def nothing():
 _complete = InProgressList.complete
 
 
+def _marked(done, after: bool) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the test asked to kill around this completion (each mark once): by jid,
+    ``m<index>`` for a group member, ``v<value>`` by its result, ``last`` for the member
+    whose completion fires the chord (before: the counter says it is the last one left;
+    after: the group says it fired the callback)."""
+    r = _r()
+    marks = [done.jid, f"v{done.value}"]
+    if done.group:
+        marks.append(f"m{done.member}")
+        group = r.hgetall(get_config().keys.group(done.group))
+        if (group.get(b"fired_by") == done.jid.encode()) if after else group.get(b"left") == b"1":
+            marks.append("last")
+    return any(r.srem("test:kill", mark) for mark in marks)
+
+
 def _killing_complete(self, raw, done):  # type: ignore[no-untyped-def]
     # Only a child's own completion (it beats for itself); the master settling for a dead
     # child is never killed.
     kill = os.environ.get("WF_KILL")
-    if kill == "before" and self.beat_as and _r().srem("test:kill", done.jid):
+    if kill == "before" and self.beat_as and _marked(done, after=False):
+        _log("kill", done.jid)
         os.kill(os.getpid(), signal.SIGKILL)
     reply = _complete(self, raw, done)
-    if kill == "after" and self.beat_as and _r().srem("test:kill", done.jid):
+    if kill == "after" and self.beat_as and _marked(done, after=True):
+        _log("kill", done.jid)
         os.kill(os.getpid(), signal.SIGKILL)
     return reply
 

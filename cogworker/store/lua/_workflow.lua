@@ -76,8 +76,9 @@ local function wf_dead(ns, entry, now, errs)
 end
 
 -- A member of group gid succeeded: its result kept once (HSETNX: a replay changes
--- nothing); the last one fires the chord's callback, exactly once (left reaches 0 once).
-local function wf_member(ns, gid, index, value, now, errs)
+-- nothing); the last one fires the chord's callback, exactly once (left reaches 0 once),
+-- and records that it did (fired, fired_by).
+local function wf_member(ns, gid, index, value, now, errs, jid)
   local g = ns .. "group:{" .. gid .. "}"
   if redis.call("EXISTS", g) == 0 then
     table.insert(errs, "group " .. gid .. " expired before its member " .. index .. " settled")
@@ -99,5 +100,5 @@ local function wf_member(ns, gid, index, value, now, errs)
     payload = head .. "[" .. table.concat(parts, ",") .. "]" .. redis.call("HGET", g, "cbt")
   end
   wf_push(ns, redis.call("HGET", g, "cbq"), payload, errs)
-  redis.call("HSET", g, "fired", tostring(now))
+  redis.call("HSET", g, "fired", tostring(now), "fired_by", jid)
 end

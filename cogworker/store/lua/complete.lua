@@ -26,7 +26,7 @@ if ARGV[6] ~= "" then
             ARGV[6], now, errs)
 end
 if ARGV[10] ~= "" then wf_push(ns, ARGV[11], ARGV[10], errs) end
-if ARGV[8] ~= "" then wf_member(ns, ARGV[8], ARGV[9], ARGV[5], now, errs) end
+if ARGV[8] ~= "" then wf_member(ns, ARGV[8], ARGV[9], ARGV[5], now, errs, ARGV[4]) end
 redis.call("LREM", KEYS[1], 1, ARGV[1])
 redis.pcall("DEL", KEYS[2])
 local reply = {1}
