@@ -22,6 +22,7 @@ from .periodic import (
 )
 from .queues import Queue, queue, queues
 from .records import DayStats, JobRecord, ProcessRecord, RunningJob, Stats
+from .results import Result, result
 from .sets import DeadSet, JobSet, RetrySet, ScheduledSet
 from .status import Attempt, JobStatus, history, status
 from .windows import WINDOWS, ClassSummary, ClassWindow, WindowMetrics, class_window, window_metrics
@@ -42,6 +43,7 @@ __all__ = [
     "ProcessRecord",
     "Queue",
     "RedisInfo",
+    "Result",
     "RetrySet",
     "RunningJob",
     "ScheduledSet",
@@ -59,6 +61,7 @@ __all__ = [
     "processes",
     "queue",
     "queues",
+    "result",
     "quiet_process",
     "redis_info",
     "run_periodic_now",

@@ -13,7 +13,7 @@ from typing import Any
 from .. import api
 from ..errors import NotFound
 from ..names import shown
-from . import jobs
+from . import jobs, results
 from .bulk import confirm
 from .output import field, megabytes, not_found, pairs, print_json, relative, seconds, table, when
 
@@ -183,6 +183,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "processes": processes,
     "jobs": jobs.list_jobs,
     "job": jobs.show_job,
+    "result": results.show_result,
     "retry": jobs.bulk,
     "delete": jobs.bulk,
 }

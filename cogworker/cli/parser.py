@@ -10,7 +10,7 @@ import argparse
 
 from ..launch.argtypes import positive_float, positive_int
 from ..launch.flags import OneLineParser, add_version, namespace_arg, redis_url_arg
-from . import health, web
+from . import health, results, web
 
 SETS = ("retry", "dead", "scheduled")
 DEFAULT_LIMIT = 25
@@ -88,6 +88,7 @@ def _add_set_commands(sub: argparse._SubParsersAction, parent: list[OneLineParse
 
     job = sub.add_parser("job", parents=parent, help="where a job is, its payload, status, history, traceback")
     job.add_argument("jid", metavar="JID")
+    results.add_parser(sub, parent)
 
     for name, what in (("retry", "enqueue entries now, on their queues"), ("delete", "delete entries")):
         bulk = sub.add_parser(name, parents=parent, help=f"{what}: JID... or --all --from SET")
