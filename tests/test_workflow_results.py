@@ -45,6 +45,17 @@ def test_result_across_a_fetch_by_another_process(own_config, masters, own_redis
     wait_for(lambda: in_progress_total(own_config) == 0, 10)
 
 
+@pytest.mark.parametrize("args", [(), ("--concurrency", "3")])
+def test_results_of_async_jobs_and_of_jobs_in_flight(own_config, masters, args):
+    m = masters(module="apps.wf", procs=1, args=args)
+    m.wait_children()
+    jids = [wf.async_add.enqueue(i, 1) for i in range(6)] + [wf.slow_add.enqueue(i, 2, 0.05) for i in range(6)]
+    assert [cogworker.result(j, timeout=30) for j in jids] == [i + 1 for i in range(6)] + [i + 2 for i in range(6)]
+    cid = cogworker.chord([wf.async_add.s(i, i) for i in range(8)], wf.total.s()).enqueue()
+    assert cogworker.result(cid, timeout=30) == 56
+    wait_for(lambda: in_progress_total(own_config) == 0, 10)
+
+
 def test_a_dead_job_raises_job_failed_with_its_error(config):
     with RunningWorker():
         jid = wf.boom.enqueue(7)

@@ -105,3 +105,11 @@ def _killing_complete(self, raw, done):  # type: ignore[no-untyped-def]
 
 
 InProgressList.complete = _killing_complete  # type: ignore[method-assign]
+
+
+@cogworker.job(results=True)
+async def async_add(x, y):
+    import asyncio
+
+    await asyncio.sleep(0.01)
+    return x + y
