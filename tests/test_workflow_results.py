@@ -109,7 +109,8 @@ def test_an_expired_result_says_so_and_every_key_is_bounded_by_ttl(config):
     assert 0 < r.ttl(keys.result_wait(jid)) <= 300
     # Time-injected: past its TTL the result is "expired", whatever Redis still holds.
     later = time.time() + 51
-    with pytest.raises(cogworker.ResultExpired, match=f"the result of jid={jid} expired at .* \\(kept 50s, result_ttl\\)"):
+    expired = f"the result of jid={jid} expired at .* \\(kept 50s, result_ttl\\)"
+    with pytest.raises(cogworker.ResultExpired, match=expired):
         results.peek(jid, now=later)
     assert api.result(jid, now=later).state == "expired"
     assert results.peek(jid) == 2
@@ -181,7 +182,8 @@ def test_a_signature_is_json_and_back(config):
     assert data == {"job": "apps.wf.add", "args": [10], "kwargs": {}, "immutable": False,
                     "options": {"queue": "low", "retry": 25, "result_ttl": 60, "results": True}}
     back = cogworker.Signature.from_dict(data)
-    assert (back.name, back.args, back.bound.opts.queue, back.bound.opts.result_ttl) == ("apps.wf.add", (10,), "low", 60)
+    assert (back.name, back.args, back.bound.opts.queue, back.bound.opts.result_ttl) == \
+        ("apps.wf.add", (10,), "low", 60)
     assert cogworker.Signature.from_dict(wf.add.si(1, 2).to_dict()).immutable
     with RunningWorker():
         assert cogworker.result(wf.add.s(1, 2).enqueue(), timeout=10) == 3
