@@ -256,6 +256,19 @@ def test_a_dead_childs_owed_completion_is_applied_not_dropped():
     assert owed.decisions == {"j1": fate.Complete(done), "j2": fate.DROP}
 
 
+def test_the_master_writes_a_dead_childs_owed_completion(config):
+    r = config.redis()
+    jid = wf.add.enqueue(5, 6)
+    f = Fetcher(config, "gone:1", [("default", None)], block_timeout=0)
+    work = f.fetch()
+    decision = fate.decide(config, json.loads(work.raw), fate.Succeeded(0.0, 11))
+    owed = reaped.reap({"jid": jid}, acks={jid}, owes={jid: decision}, torn=False, stop_reason=None, crashed=True)
+    drop, keep = reaped.apply(config, "gone:1", owed, [work.raw])
+    assert (drop, keep) == ([], [])
+    assert r.llen(config.keys.in_progress("gone:1")) == 0  # settled: nothing left to requeue
+    assert cogworker.result(jid, timeout=0) == 11
+
+
 def test_cli_result(config, redis_server):
     with RunningWorker():
         jid = wf.add.enqueue(40, 2)
