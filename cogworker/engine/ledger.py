@@ -53,6 +53,7 @@ class Settling(ABC):
     pending: fate.Owed
     ack_due: bytes | None
     ack_due_jid: str | None
+    completing: float
     current: Work | None
     _quiet: threading.Event
     _strays: set[bytes]
@@ -104,6 +105,7 @@ class Settling(ABC):
             return fate.Raised(exc, fate.default_backoff, outcome.duration)
         hooks.fire("succeeded", payload, queue=work.queue, identity=self.identity,
                    duration=outcome.duration, config=self.config)
+        began = time.perf_counter()
         for attempt in range(1, ACK_ATTEMPTS + 1):
             try:
                 settlement.apply(self.fetcher, work.raw, decision)
@@ -115,6 +117,7 @@ class Settling(ABC):
                     self.owe(work.raw, decision)
                     break
                 time.sleep(0.1 * attempt)
+        self.completing += time.perf_counter() - began
         self.reporter.finished(work, outcome)
         self.reporter.acked(work)
         return outcome

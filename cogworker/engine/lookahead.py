@@ -37,6 +37,7 @@ class Owner(Protocol):
     jobs_done: int
     ack_due: bytes | None  # the last job's ack, riding on the next fetch
     ack_due_jid: str | None
+    completing: float  # seconds spent writing workflow completions since the last look
 
     @property
     def stopping(self) -> bool: ...
@@ -211,7 +212,10 @@ class LookAhead(Plain):
             self.worker.reporter.acks_held([])
 
     def after_run(self) -> None:
-        self.depth.ran(time.perf_counter() - self._began)
+        # A workflow job's completion is its own round trip, not the job's run: left out,
+        # so results don't keep K at 1 (docs/architecture.md#workflows).
+        self.depth.ran(time.perf_counter() - self._began - self.worker.completing)
+        self.worker.completing = 0.0
         if self.ahead is None:
             return
         works = self.read(self.ahead)

@@ -58,6 +58,7 @@ class Worker(Settling):
         self.should_stop = should_stop
         self.fetching = LookAhead(self) if lookahead else Plain(self)
         self.pending = fate.Owed()
+        self.completing = 0.0  # lookahead.Depth leaves a completion's round trip out of a run
         self.current: Work | None = None
         self.ack_due: bytes | None = None  # rides on the next fetch
         self.ack_due_jid: str | None = None
