@@ -256,6 +256,30 @@ def test_a_dead_childs_owed_completion_is_applied_not_dropped():
     assert owed.decisions == {"j1": fate.Complete(done), "j2": fate.DROP}
 
 
+def test_a_completion_redis_refused_is_owed_then_written_once(config, monkeypatch):
+    from cogworker import store
+    from cogworker.core.inprogress import InProgressList
+    from cogworker.engine import loop
+
+    monkeypatch.setattr(loop, "RECONCILE_INTERVAL", 0.2)
+    real, refused = InProgressList.complete, []
+
+    def flaky(self, raw, done):
+        if len(refused) < 3:  # every attempt of the first settle fails: the completion is owed
+            refused.append(done.jid)
+            raise store.ConnectionError("Redis away (test)")
+        return real(self, raw, done)
+
+    monkeypatch.setattr(InProgressList, "complete", flaky)
+    r = config.redis()
+    with RunningWorker():
+        cid = cogworker.chain(wf.add.s(1, 2), wf.add.s(10)).enqueue()
+        assert cogworker.result(cid, timeout=20) == 13
+    assert len(refused) == 3
+    assert [line.split(b"|")[:2] for line in r.lrange("test:log", 0, -1)] == \
+        [[b"start", b"add:1:2"], [b"end", b"add:1:2"], [b"start", b"add:3:10"], [b"end", b"add:3:10"]]
+
+
 def test_the_master_writes_a_dead_childs_owed_completion(config):
     r = config.redis()
     jid = wf.add.enqueue(5, 6)
