@@ -16,8 +16,9 @@ from urllib.parse import parse_qs, urlparse
 
 from .errors import ConfigurationError
 from .keys import Keys
-from .store import Client, lua
+from .store import Client, lua, sentinel
 from .store.connection import connect
+from .store.replication import Need
 from .store.tls import without_tls_options
 
 logger = logging.getLogger("cogworker")
@@ -57,7 +58,7 @@ def _split_prefixes(text: str) -> tuple[str, ...]:
     return tuple(p.strip() for p in text.split(",") if p.strip())
 
 
-_QUERY_SECRET = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
+_QUERY_SECRET = re.compile(r"([?&](?:sentinel_)?password=)[^&#]*", re.IGNORECASE)
 
 
 def redact_url(url: str) -> str:
@@ -84,10 +85,46 @@ def _secret_of(url: str) -> str:
     return userinfo.partition(":")[2] or ("" if ":" in userinfo else userinfo)
 
 
+def _hidden(text: str, url: str) -> str:
+    secret = _secret_of(url)
+    return text.replace(secret, "***") if secret else text
+
+
+def wait_replicas_from_env() -> int:
+    text = os.environ.get("COGWORKER_WAIT_REPLICAS") or "0"
+    if not text.strip().isdigit():
+        raise ConfigurationError(f"COGWORKER_WAIT_REPLICAS must be a whole number, got {text!r}")
+    return int(text)
+
+
+def wait_timeout_from_env() -> float:
+    text = os.environ.get("COGWORKER_WAIT_TIMEOUT") or "1.0"
+    try:
+        return float(text)
+    except ValueError:
+        raise ConfigurationError(f"COGWORKER_WAIT_TIMEOUT must be a number of seconds, got {text!r}") from None
+
+
+def validate_wait(config: Config) -> None:
+    """``wait_replicas`` replicas must hold each write within ``wait_timeout`` seconds
+    (store/replication.py)."""
+    replicas, timeout = config.wait_replicas, config.wait_timeout
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+        raise ConfigurationError(f"wait_replicas must be a whole number, 0 or more, got {replicas!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ConfigurationError(f"wait_timeout must be more than 0 seconds, got {timeout!r}")
+
+
 def validate_redis_url(url: str) -> str:
     """Reject a URL redis-py would misread later, with a message that says why (and
     never shows the password)."""
     shown = redact_url(url)
+    if isinstance(url, str) and sentinel.is_sentinel(url):
+        try:
+            sentinel.parse(url)
+        except (sentinel.BadSentinelUrl, ValueError) as exc:
+            raise ConfigurationError(f"invalid Sentinel URL {shown!r}: {_hidden(str(exc), url)}") from None
+        return url
     try:
         parsed = urlparse(url)
         port = parsed.port  # raises ValueError on a non-numeric port
@@ -97,7 +134,8 @@ def validate_redis_url(url: str) -> str:
             why = why.replace(secret, "***")  # urlparse may quote the netloc
         raise ConfigurationError(f"invalid Redis URL {shown!r}: {why}") from None
     if parsed.scheme not in ("redis", "rediss", "unix"):
-        raise ConfigurationError(f"invalid Redis URL {shown!r}: scheme must be redis://, rediss:// or unix://")
+        raise ConfigurationError(f"invalid Redis URL {shown!r}: scheme must be redis://, rediss://, unix://, "
+                                 "redis+sentinel:// or rediss+sentinel://")
     if parsed.scheme != "unix" and not parsed.hostname:
         raise ConfigurationError(f"invalid Redis URL {shown!r}: no host")
     if port is not None and not 0 < port < 65536:
@@ -202,6 +240,11 @@ class Config:
     # run (a member settling after that finds it gone: logged), then its results' TTL.
     result_ttl: int = 3600
     workflow_ttl: int = 7 * 24 * 3600
+    # Writes that survive a failover (docs/architecture.md#replication): each enqueue, and
+    # each fetch, ack and filing, returns only once this many replicas hold it (Redis WAIT,
+    # in the same round trip), or raises NotReplicated after wait_timeout seconds. 0: off.
+    wait_replicas: int = field(default_factory=wait_replicas_from_env)
+    wait_timeout: float = field(default_factory=wait_timeout_from_env)
 
     def __post_init__(self) -> None:
         validate_redis_url(self.redis_url)
@@ -213,6 +256,7 @@ class Config:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"{name} must be a whole number of seconds, at least 1; got {value!r}")
+        validate_wait(self)
         self.keys = Keys(self.namespace)
         self._lock = threading.Lock()
         self._client: Client | None = None
@@ -241,7 +285,13 @@ class Config:
         return client
 
     def new_client(self, socket_timeout: float | None = None) -> Client:
-        return connect(self.client_url, socket_timeout or self.socket_timeout, self.socket_connect_timeout)
+        return connect(self.client_url, socket_timeout or self.socket_timeout, self.socket_connect_timeout,
+                       self.replication_need)
+
+    @property
+    def replication_need(self) -> Need | None:
+        """What each write must wait for (None: wait_replicas is 0)."""
+        return Need(self.wait_replicas, float(self.wait_timeout)) if self.wait_replicas else None
 
 
 _config: Config | None = None

@@ -19,13 +19,13 @@ from ..core import hooks, tracing
 from ..core.middleware import client_middleware
 from ..core.payload import dumps
 from ..lifecycle import unique
-from ..store import guard, lua
+from ..store import guard, lua, replication
 from ..store.connection import connect_async
 from . import enqueue as client
 from . import status as status_enqueue
 
-# loop -> {redis URL: client}: a redis.asyncio client belongs to the loop it first ran on.
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, store.AsyncClient]] = \
+# loop -> {(redis URL, wait_replicas's need): client}: a redis.asyncio client belongs to the loop it first ran on.
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, Any], store.AsyncClient]] = \
     weakref.WeakKeyDictionary()
 
 
@@ -34,10 +34,11 @@ def async_redis(config: Config | None = None) -> store.AsyncClient:
     config = config or get_config()
     loop = asyncio.get_running_loop()
     per_loop = _clients.setdefault(loop, {})
-    found = per_loop.get(config.redis_url)
+    key = (config.redis_url, config.replication_need)
+    found = per_loop.get(key)
     if found is None:
-        found = per_loop[config.redis_url] = connect_async(
-            config.client_url, config.socket_timeout, config.socket_connect_timeout)
+        found = per_loop[key] = connect_async(
+            config.client_url, config.socket_timeout, config.socket_connect_timeout, config.replication_need)
     return found
 
 
@@ -51,11 +52,25 @@ async def aclose() -> None:
 
 async def _execute(pipe: Any) -> None:
     """As ``client._execute``: only the job's own write may fail the push."""
+    need = replication.wait_on(pipe)  # wait_replicas: the WAIT rides last, on the same connection
     commands = [c[0][0] for c in pipe.command_stack]
     results = await pipe.execute(raise_on_error=False)
-    for name, result in zip(commands, results, strict=True):
-        if isinstance(result, Exception) and name not in ("XADD", "SADD", "HSET", "EXPIRE"):
-            raise result
+    client.check_written(commands, results, need)
+
+
+async def _unique_push(conn: Any, keys: list[Any], args: list[Any]) -> Any:
+    """unique_push.lua; with wait_replicas, with its WAIT in one pipeline."""
+    if replication.need_of(conn) is None:
+        return await lua.script(conn, "unique_push")(keys=keys, args=args)
+    pipe = store.pipeline(conn)
+    lua.script(conn, "unique_push")(keys=keys, args=args, client=pipe)
+    need = replication.wait_on(pipe)
+    pushed, waited = await pipe.execute(raise_on_error=False)
+    if isinstance(pushed, Exception):
+        raise pushed
+    if need is not None:
+        need.check(waited)
+    return pushed
 
 
 async def _write_one(payload: dict[str, Any], at: float | None) -> str | None:
@@ -70,7 +85,7 @@ async def _write_one(payload: dict[str, Any], at: float | None) -> str | None:
     if payload.get("unique_for"):
         keys, args = unique.push_call(payload, encoded, at)
         try:
-            pushed = await lua.script(conn, "unique_push")(keys=keys, args=args)
+            pushed = await _unique_push(conn, keys, args)
         except store.ResponseError as exc:
             lua.raise_if_fenced(exc)
             raise

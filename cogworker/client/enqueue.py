@@ -15,7 +15,7 @@ from ..core.middleware import client_middleware
 from ..core.payload import dumps
 from ..keys import Keys
 from ..lifecycle import unique
-from ..store import NoScriptError, guard, lua
+from ..store import NoScriptError, guard, lua, replication
 from ..store import pipes as rawpipe
 from . import status as status_enqueue
 
@@ -73,11 +73,20 @@ def _execute(pipe: Any) -> None:
     """Runs the pipeline; raises the first error except the wake's and the known-queues
     set's and the status's (best-effort: a key of the wrong type there must not make a written job look
     unwritten, or a caller's retry would enqueue it twice)."""
+    need = replication.wait_on(pipe)  # wait_replicas: the WAIT rides last, on the same connection
     commands = [c[0][0] for c in pipe.command_stack]
     results = pipe.execute(raise_on_error=False)
+    check_written(commands, results, need)
+
+
+def check_written(commands: list[Any], results: list[Any], need: replication.Need | None) -> None:
+    if need is not None:
+        commands, waited = commands[:-1], results.pop()
     for name, result in zip(commands, results, strict=True):
         if isinstance(result, Exception) and name not in ("XADD", "SADD", "HSET", "EXPIRE"):
             raise result
+    if need is not None:
+        need.check(waited)
 
 
 def _push_one(client: Any, payload: dict[str, Any], encoded: str) -> None:

@@ -93,7 +93,7 @@ def check_tls(config: Config) -> None:
     setting to change, not an outage to wait out (as a refused connection is), so it is
     a one-line error that says which setting. Any other failure is left to the usual
     outage handling."""
-    if not config.redis_url.startswith("rediss://"):
+    if not config.redis_url.startswith(("rediss://", "rediss+sentinel://")):
         return
     try:
         config.redis().ping()

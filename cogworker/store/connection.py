@@ -1,7 +1,9 @@
 """Opening clients: the one place a connection to Redis is made (``Config.redis()`` and
 the async client ask here). Every client gets a socket timeout, so a hung Redis can't
 freeze a loop, and no retry on timeout: the callers' error policy (``guard``) decides.
-This is where a Cluster or Sentinel URL will choose its client."""
+The URL's scheme chooses the client: ``redis+sentinel://`` (store/sentinel.py) asks
+Sentinel for the master; a Cluster client plugs in here the same way. ``wait_replicas``
+(store/replication.py) is attached to the client made, whichever it is."""
 
 from __future__ import annotations
 
@@ -9,34 +11,37 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
+from . import replication, sentinel
+
 if TYPE_CHECKING:
     import redis.asyncio
 
 
-def connect(url: str, socket_timeout: float, socket_connect_timeout: float) -> redis.Redis:
-    """A client for ``url`` (bytes in, bytes out: raw payloads must round-trip exactly)."""
-    return redis.Redis.from_url(
-        url,
-        socket_timeout=socket_timeout,
-        socket_connect_timeout=socket_connect_timeout,
-        health_check_interval=0,
-        retry_on_timeout=False,
-        **client_options(),
-    )
+def connect(url: str, socket_timeout: float, socket_connect_timeout: float,
+            need: replication.Need | None = None) -> redis.Redis:
+    """A client for ``url`` (bytes in, bytes out: raw payloads must round-trip exactly);
+    ``need``: every write of ours through it waits for that many replicas."""
+    options = _options(socket_timeout, socket_connect_timeout)
+    client = sentinel.master(url, options) if sentinel.is_sentinel(url) else redis.Redis.from_url(url, **options)
+    replication.require(client, need)
+    return client
 
 
-def connect_async(url: str, socket_timeout: float, socket_connect_timeout: float) -> redis.asyncio.Redis:
+def connect_async(url: str, socket_timeout: float, socket_connect_timeout: float,
+                  need: replication.Need | None = None) -> redis.asyncio.Redis:
     """The same on ``redis.asyncio``: a client belongs to the event loop it first runs on."""
     import redis.asyncio  # only asyncio code pays for importing it
 
-    return redis.asyncio.Redis.from_url(
-        url,
-        socket_timeout=socket_timeout,
-        socket_connect_timeout=socket_connect_timeout,
-        health_check_interval=0,
-        retry_on_timeout=False,
-        **client_options(),
-    )
+    options = _options(socket_timeout, socket_connect_timeout)
+    client = (sentinel.master_async(url, options) if sentinel.is_sentinel(url)
+              else redis.asyncio.Redis.from_url(url, **options))
+    replication.require(client, need)
+    return client
+
+
+def _options(socket_timeout: float, socket_connect_timeout: float) -> dict[str, Any]:
+    return {"socket_timeout": socket_timeout, "socket_connect_timeout": socket_connect_timeout,
+            "health_check_interval": 0, "retry_on_timeout": False, **client_options()}
 
 
 def client_options() -> dict[str, Any]:

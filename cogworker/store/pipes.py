@@ -19,6 +19,8 @@ from typing import Any
 from redis import Redis
 from redis.exceptions import ResponseError
 
+from . import replication
+
 Command = tuple[Any, ...]  # str, bytes and int arguments (hiredis packs str as UTF-8, as redis-py does)
 
 
@@ -38,7 +40,18 @@ _named: dict[type, bool] = {}
 
 
 def send(client: Redis, *commands: Command) -> list[Any]:
-    """The replies of ``commands``, sent together on one connection of ``client``'s pool."""
+    """The replies of ``commands``, sent together on one connection of ``client``'s pool.
+    With ``wait_replicas`` (store/replication.py) a ``WAIT`` follows them on that
+    connection; too few replicas raise ``NotReplicated`` once every reply is read."""
+    need = replication.need_of(client)
+    if need is None:
+        return _send(client, commands)
+    replies = _send(client, (*commands, need.command()))
+    need.check(replies.pop())  # outside the connection's retry: a retry would write again
+    return replies
+
+
+def _send(client: Redis, commands: tuple[Command, ...]) -> list[Any]:
     pool = client.connection_pool
     kind = type(pool)
     named = _named.get(kind)

@@ -16,7 +16,7 @@ def without_tls_options(url: str) -> tuple[str, list[str]]:
     """``url`` minus its TLS options if it isn't a ``rediss://`` URL, and their names
     (none: ``url`` itself)."""
     parts = urlsplit(url)
-    if parts.scheme == "rediss" or not parts.query:
+    if parts.scheme in ("rediss", "rediss+sentinel") or not parts.query:
         return url, []
     pairs = parse_qsl(parts.query, keep_blank_values=True)
     dropped = [name for name, _ in pairs if name.startswith("ssl")]

@@ -16,7 +16,7 @@ from ...core.heartbeat import clock
 from ...core.inprogress import InProgressList, _text_field, jid_of
 from ...errors import Fenced, RedisVersionError
 from ...store import errors as redis_errors
-from ...store import lua, wire
+from ...store import lua, replication, wire
 from ...store.wakewait import WakeWait
 from . import batch as batchfetch
 from . import fast as fastfetch
@@ -51,6 +51,7 @@ class Ahead:
     batch: bool = False
     since: str = ""  # the known-empty queues' wake ID it was sent with (EmptyQueues.plan)
     k: int = 1  # jobs asked for
+    need: replication.Need | None = None  # wait_replicas: a WAIT was sent after the fetch
 
 
 def check_redis_version(client: store.Client) -> None:
@@ -172,8 +173,8 @@ class Fetcher(InProgressList):
                 self._batch_sha = lua.script(self.client, "fetch_batch").sha
                 self.client.script_load(lua.source("fetch_batch"))
             commands = [batchfetch.command(self, self._batch_sha, order, number, k, acks, since)]
-            self._send(conn, commands)
-            return Ahead(conn, order, ack, sent, None, tuple(raw for raw, _ in acks), True, since, k)
+            need = self._send(conn, commands)
+            return Ahead(conn, order, ack, sent, None, tuple(raw for raw, _ in acks), True, since, k, need)
         if self._fast_allowed(ack):
             fast, commands = self._fast_commands(order, since, ack, ack_jid, "",
                                                  (self.keys.ahead, self.identity, number))
@@ -183,16 +184,19 @@ class Fetcher(InProgressList):
                          self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"), self.fence_key,
                          self.keys.last_beat, *keys, ack or b"", "", self.keys.ahead, self.identity, number,
                          self.beat_as, self.keys.paused, self.keys.queue_prefix, since)]
-        self._send(conn, commands)
-        return Ahead(conn, order, ack, sent, fast, since=since)
+        need = self._send(conn, commands)
+        return Ahead(conn, order, ack, sent, fast, since=since, need=need)
 
-    @staticmethod
-    def _send(conn: Any, commands: list[tuple[Any, ...]]) -> None:
+    def _send(self, conn: Any, commands: list[tuple[Any, ...]]) -> replication.Need | None:
+        need = replication.need_of(self.client)
+        if need is not None:  # wait_replicas: the fetch's move is replicated before its job starts
+            commands = [*commands, need.command()]
         try:
             conn.send_packed_command(wire.packed(conn, commands), check_health=False)
         except BaseException:
             conn.disconnect()
             raise
+        return need
 
     def read_ahead_all(self, ahead: Ahead) -> list[Work]:
         """Every job the look-ahead took, oldest first (``read_ahead`` for a batch too)."""
@@ -200,7 +204,7 @@ class Fetcher(InProgressList):
             work = self.read_ahead(ahead)
             return [work] if work is not None else []
         try:
-            reply = ahead.conn.read_response()
+            reply = replication.read_then_wait(ahead.conn, ahead.need, ahead.conn.read_response)
         except store.NoScriptError:
             self._batch_sha = ""  # loaded again before the next one
             raise
@@ -224,10 +228,11 @@ class Fetcher(InProgressList):
         """The look-ahead's job, or None if every queue was empty. Raises what the fetch
         raised: ``store.NoScriptError`` means it did not run at all."""
         if ahead.fast is not None:
-            work, _, _ = self._read_fast(ahead.conn, ahead.fast, ahead.order, ahead.since, ahead.sent_at)
+            work, _, _ = self._read_fast(ahead.conn, ahead.fast, ahead.order, ahead.since, ahead.sent_at,
+                                         ahead.need)
             return work
         try:
-            reply = ahead.conn.read_response()
+            reply = replication.read_then_wait(ahead.conn, ahead.need, ahead.conn.read_response)
         except store.ResponseError as exc:
             self._raise_fenced(exc)
             raise
@@ -258,11 +263,14 @@ class Fetcher(InProgressList):
                     wake: str) -> tuple[Work | None, Any, bool]:
         fast, commands = self._fast_commands(order, since, ack, ack_jid, wake, ("", "", ""))
         pool = self.client.connection_pool
+        need = replication.need_of(self.client)
+        if need is not None:
+            commands.append(need.command())
         conn = pool.get_connection()
         try:
             sent = clock()
             conn.send_packed_command(wire.packed(conn, commands))
-            replies = fastfetch.replies(conn, fast)
+            replies = replication.read_then_wait(conn, need, lambda: fastfetch.replies(conn, fast))
         except BaseException:
             conn.disconnect()  # replies may be left unread: never reused
             raise
@@ -271,8 +279,9 @@ class Fetcher(InProgressList):
         return self._settle_fast(replies, fast, order, since, sent)
 
     def _read_fast(self, conn: Any, fast: Fast, order: list[str], since: str,
-                   sent: float) -> tuple[Work | None, Any, bool]:
-        return self._settle_fast(fastfetch.replies(conn, fast), fast, order, since, sent)
+                   sent: float, need: replication.Need | None) -> tuple[Work | None, Any, bool]:
+        replies = replication.read_then_wait(conn, need, lambda: fastfetch.replies(conn, fast))
+        return self._settle_fast(replies, fast, order, since, sent)
 
     def _settle_fast(self, replies: list[Any], fast: Fast, order: list[str], since: str,
                      sent: float) -> tuple[Work | None, Any, bool]:

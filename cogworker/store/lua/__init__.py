@@ -18,6 +18,7 @@ import redis
 from redis.commands.core import Script
 
 from ...errors import Fenced
+from .. import pipes, replication
 
 _DIR = Path(__file__).parent
 _lock = threading.Lock()
@@ -54,6 +55,8 @@ def run(client: redis.Redis, name: str, keys: list[Any], args: list[Any], pipe: 
     try:
         if pipe is not None:
             return found(keys=keys, args=args, client=pipe)
+        if replication.need_of(client) is not None:
+            return _run_replicated(client, found, keys, args)
         # Straight to EVALSHA, not through ``Script.__call__`` (three calls and an import
         # statement fewer per job); loaded as that does, when Redis lost its scripts.
         try:
@@ -64,6 +67,15 @@ def run(client: redis.Redis, name: str, keys: list[Any], args: list[Any], pipe: 
     except redis.ResponseError as exc:
         raise_if_fenced(exc)
         raise
+
+
+def _run_replicated(client: redis.Redis, found: Script, keys: list[Any], args: list[Any]) -> Any:
+    """The script and its ``WAIT`` on one connection (``pipes.send`` adds and checks it)."""
+    reply = pipes.send(client, ("EVALSHA", found.sha, len(keys), *keys, *args))[0]
+    if isinstance(reply, redis.exceptions.NoScriptError):
+        found.sha = client.script_load(found.script)
+        reply = pipes.send(client, ("EVALSHA", found.sha, len(keys), *keys, *args))[0]
+    return pipes.ok(reply)
 
 
 def command(client: redis.Redis, name: str, keys: Sequence[Any], args: Sequence[Any]) -> tuple[Any, ...]:
