@@ -79,6 +79,14 @@ def redact_url(url: str) -> str:
     return scheme + sep + _QUERY_SECRET.sub(r"\1***", rest)
 
 
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]+")
+
+
+def hide_urls(text: str) -> str:
+    """``text`` with every URL in it redacted (argparse quotes a bad argument whole)."""
+    return _URL_IN_TEXT.sub(lambda found: redact_url(found.group(0)), text)
+
+
 def _secret_of(url: str) -> str:
     rest = url.partition("://")[2] or url
     userinfo = rest[:rest.rfind("@")] if "@" in rest else ""

@@ -8,7 +8,7 @@ import argparse
 from typing import NoReturn
 
 from .. import store
-from ..config import Config, logger, validate_namespace, validate_redis_url
+from ..config import Config, hide_urls, logger, validate_namespace, validate_redis_url
 from ..errors import ConfigurationError
 from ..store.tls import certificate_hint
 from .argtypes import port_arg, positive_int
@@ -19,7 +19,7 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse, but a bad argument is one line (and exit 2), as every other error is."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+        self.exit(2, f"{self.prog}: error: {hide_urls(message)} (see --help)\n")
 
 
 def redis_url_arg(text: str) -> str:

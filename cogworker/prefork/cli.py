@@ -25,7 +25,9 @@ MAX_CONCURRENCY = 256  # jobs in flight per child: threads and shared memory gro
 
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{PROG}: error: {message} (see --help)\n")
+        from ..config import hide_urls  # only on the way out: the title is set by then
+
+        self.exit(2, f"{PROG}: error: {hide_urls(message)} (see --help)\n")
 
 
 def default_procs() -> int:

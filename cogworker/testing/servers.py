@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 
 from .. import store
+from ..store.connection import connect
 
 
 def free_port() -> int:
@@ -33,7 +34,7 @@ class RedisServer:
     ``restart()`` (empty, same port), ``pause()``/``resume()`` (SIGSTOP/SIGCONT),
     ``cleanup()`` (stops it and removes its folder)."""
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, args: tuple[str, ...] = (), password: str | None = None) -> None:
         binary = shutil.which("redis-server")
         if not binary:
             raise RuntimeError("redis-server is not on PATH (apt-get install redis-server)")
@@ -42,6 +43,8 @@ class RedisServer:
         self.dir = tempfile.mkdtemp(prefix="cogworker-redis-")
         self.proc: subprocess.Popen[bytes] | None = None
         self.paused = False
+        self.args = args  # more redis-server options (--replicaof, ...)
+        self.password = password  # requirepass and masterauth, when given
 
     @property
     def url(self) -> str:
@@ -50,7 +53,7 @@ class RedisServer:
     def start(self, timeout: float = 10.0) -> RedisServer:
         self.proc = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", self.dir, "--loglevel", "warning"],
+             "--dir", self.dir, "--loglevel", "warning", *self._auth(), *self.args],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + timeout
         while time.time() < deadline:
@@ -61,8 +64,11 @@ class RedisServer:
                 time.sleep(0.02)
         raise RuntimeError(f"redis-server on port {self.port} did not start")
 
+    def _auth(self) -> list[str]:
+        return ["--requirepass", self.password, "--masterauth", self.password] if self.password else []
+
     def client(self) -> store.Client:
-        return store.Client(host="127.0.0.1", port=self.port, socket_timeout=5)
+        return store.Client(host="127.0.0.1", port=self.port, socket_timeout=5, password=self.password)
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -151,7 +157,7 @@ class PreforkWorker:
         return booted
 
     def _wait(self, done: Any, timeout: float, what: str) -> None:
-        conn = store.Client.from_url(self.redis_url, socket_timeout=5)
+        conn = connect(self.redis_url, 5, 2)
         deadline = time.monotonic() + timeout
         try:
             while time.monotonic() < deadline:

@@ -1,0 +1,173 @@
+"""A Sentinel deployment on loopback for tests and benchmarks: a master, a replica and 3
+sentinels (``redis-sentinel``, else ``redis-server --sentinel``), each a process of ours
+on a free port, with short failure detection (``down_after`` ms) so a failover takes a
+few seconds. ``kill_master()`` SIGKILLs the current master; ``wait_failover()`` waits
+until the sentinels name another; ``rejoin()`` restarts a killed node as a replica of the
+new master, so the next round has a replica again. Never touches any other Redis."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from .. import store
+from .servers import RedisServer, free_port
+
+SERVICE = "cogworker"
+
+
+def sentinel_command() -> list[str] | None:
+    """How to start a sentinel here, or None if neither binary is on PATH."""
+    found = shutil.which("redis-sentinel")
+    if found:
+        return [found]
+    found = shutil.which("redis-server")
+    return [found, "--sentinel"] if found else None
+
+
+class Sentinels:
+    """``Sentinels(password=...).start()``; ``url`` is its ``redis+sentinel://`` URL."""
+
+    def __init__(self, password: str | None = None, down_after: int = 600, failover_timeout: int = 3000,
+                 sentinels: int = 3) -> None:
+        command = sentinel_command()
+        if command is None:
+            raise RuntimeError("neither redis-sentinel nor redis-server is on PATH (apt-get install redis-sentinel)")
+        self.command = command
+        self.password = password
+        self.down_after, self.failover_timeout = down_after, failover_timeout
+        self.nodes: list[RedisServer] = [RedisServer(password=password), RedisServer(password=password)]
+        self.sentinel_ports = [free_port() for _ in range(sentinels)]
+        self.sentinel_procs: list[subprocess.Popen[bytes]] = []
+        self.dir = tempfile.mkdtemp(prefix="cogworker-sentinel-")
+
+    def url(self, db: int = 0, scheme: str = "redis+sentinel") -> str:
+        auth = f":{self.password}@" if self.password else ""
+        hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
+        return f"{scheme}://{auth}{hosts}/{SERVICE}/{db}"
+
+    def start(self) -> Sentinels:
+        master, replica = self.nodes
+        master.start()
+        replica.args = ("--replicaof", "127.0.0.1", str(master.port))
+        replica.start()
+        self.wait_replicas(master, 1)
+        for port in self.sentinel_ports:
+            self.sentinel_procs.append(self._start_sentinel(port, master.port))
+        self.wait_for(lambda: self.master_port() == master.port, "the sentinels did not name the master")
+        self.wait_for(lambda: self._sentinels_known(), "the sentinels did not find each other")
+        return self
+
+    def _start_sentinel(self, port: int, master_port: int) -> subprocess.Popen[bytes]:
+        conf = Path(self.dir) / f"sentinel-{port}.conf"
+        lines = [f"port {port}", "bind 127.0.0.1", f"dir {self.dir}",
+                 f"sentinel monitor {SERVICE} 127.0.0.1 {master_port} 2",
+                 f"sentinel down-after-milliseconds {SERVICE} {self.down_after}",
+                 f"sentinel failover-timeout {SERVICE} {self.failover_timeout}",
+                 f"sentinel parallel-syncs {SERVICE} 1"]
+        if self.password:
+            lines.append(f"sentinel auth-pass {SERVICE} {self.password}")
+        conf.write_text("\n".join(lines) + "\n")
+        return subprocess.Popen([*self.command, str(conf), "--loglevel", "warning"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def sentinel_client(self, index: int = 0) -> store.Client:
+        return store.Client(host="127.0.0.1", port=self.sentinel_ports[index], socket_timeout=2)
+
+    def master_port(self) -> int | None:
+        """The master's port as most sentinels say (None: no majority, or none answers)."""
+        said: dict[int, int] = {}
+        for index in range(len(self.sentinel_ports)):
+            with contextlib.suppress(store.RedisError):
+                reply = self.sentinel_client(index).execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE)
+                if reply:
+                    port = int(reply[1])
+                    said[port] = said.get(port, 0) + 1
+        best = max(said.items(), key=lambda item: item[1], default=None)
+        return best[0] if best and best[1] * 2 > len(self.sentinel_ports) else None
+
+    def _sentinels_known(self) -> bool:
+        with contextlib.suppress(store.RedisError):
+            state = self.sentinel_client().sentinel_masters()[SERVICE]
+            return int(state["num-other-sentinels"]) >= len(self.sentinel_ports) - 1 and \
+                int(state["num-slaves"]) >= 1
+        return False
+
+    def node(self, port: int) -> RedisServer:
+        return next(node for node in self.nodes if node.port == port)
+
+    @property
+    def master(self) -> RedisServer:
+        port = self.master_port()
+        assert port is not None, "no master now"
+        return self.node(port)
+
+    @property
+    def replica(self) -> RedisServer:
+        master = self.master
+        return next(node for node in self.nodes if node is not master)
+
+    def kill_master(self) -> RedisServer:
+        """SIGKILLs the current master; returns it (to ``rejoin`` later)."""
+        master = self.master
+        master.kill()
+        return master
+
+    def wait_failover(self, old_port: int, timeout: float = 30.0) -> int:
+        """Until the sentinels name a master other than ``old_port``, and it answers as one."""
+        def promoted() -> bool:
+            port = self.master_port()
+            if port is None or port == old_port:
+                return False
+            with contextlib.suppress(store.RedisError):
+                return self.node(port).client().info("replication")["role"] == "master"
+            return False
+        self.wait_for(promoted, "no failover", timeout)
+        port = self.master_port()
+        assert port is not None
+        return port
+
+    def rejoin(self, node: RedisServer, timeout: float = 30.0) -> None:
+        """Restarts a killed node (empty) as a replica of the current master, and waits
+        until the master counts it as an online replica."""
+        master = self.master
+        node.args = ("--replicaof", "127.0.0.1", str(master.port))
+        node.start()
+        self.wait_replicas(master, 1, timeout)
+
+    def wait_replicas(self, master: RedisServer, count: int, timeout: float = 30.0) -> None:
+        def online() -> bool:
+            with contextlib.suppress(store.RedisError):
+                info = master.client().info("replication")
+                return sum(1 for key, value in info.items() if key.startswith("slave") and
+                           isinstance(value, dict) and value.get("state") == "online") >= count
+            return False
+        self.wait_for(online, f"fewer than {count} replica(s) online", timeout)
+
+    def wait_for(self, done: object, what: str, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if callable(done) and done():
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"{what} within {timeout}s")
+
+    def cleanup(self) -> None:
+        for proc in self.sentinel_procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.sentinel_procs:
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+        for node in self.nodes:
+            node.cleanup()
+        shutil.rmtree(self.dir, ignore_errors=True)
