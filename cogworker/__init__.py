@@ -23,6 +23,7 @@ _HOMES = {
     "result": "client.results", "result_async": "client.results",
     "JobFailed": "errors", "ResultExpired": "errors", "ResultTimeout": "errors",
     "client_middleware": "core.middleware", "server_middleware": "core.middleware",
+    "NotReplicated": "store.replication",
 }
 # public module paths that live deeper in the tree (docs/architecture.md#public-paths):
 # ``from cogworker import hooks``, ``cogworker.stats.attempts(jid)``
@@ -38,6 +39,7 @@ __all__ = [
     "JobOptions",
     "JobFailed",
     "JobTimeout",
+    "NotReplicated",
     "ProcessDied",
     "RedisVersionError",
     "ResultExpired",

@@ -27,7 +27,9 @@ def sentinels() -> Iterator[Sentinels]:
 
 @pytest.fixture
 def sentinel_config(sentinels: Sentinels) -> Iterator[cogworker.Config]:
+    cogworker.config._config = None  # from the defaults (wait_replicas 0), not an earlier test's
     yield cogworker.configure(redis_url=sentinels.url(), namespace="cogworker")
+    cogworker.config._config = None  # no later test may find this deployment's URL
 
 
 def runs(log: Path) -> tuple[Counter[str], Counter[str]]:

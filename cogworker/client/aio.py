@@ -63,7 +63,7 @@ async def _unique_push(conn: Any, keys: list[Any], args: list[Any]) -> Any:
     if replication.need_of(conn) is None:
         return await lua.script(conn, "unique_push")(keys=keys, args=args)
     pipe = store.pipeline(conn)
-    lua.script(conn, "unique_push")(keys=keys, args=args, client=pipe)
+    await lua.script(conn, "unique_push")(keys=keys, args=args, client=pipe)  # queued, not sent
     need = replication.wait_on(pipe)
     pushed, waited = await pipe.execute(raise_on_error=False)
     if isinstance(pushed, Exception):

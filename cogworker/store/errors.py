@@ -6,6 +6,8 @@ Three replies look alike (a ``ResponseError``) but call for different handling:
 - READONLY: the server became a replica (a failover). Also an outage, and the
   connections must be dropped: after a failover the same address may lead to the new
   primary once reconnected.
+- (not a reply) ``NotReplicated``: fewer replicas than ``wait_replicas`` took a write in
+  time (store/replication.py). An outage too: it is a ``ConnectionError``.
 - WRONGTYPE: one key holds the wrong type. That key is skipped (and logged); the rest
   keeps working.
 """
@@ -15,6 +17,8 @@ from __future__ import annotations
 from typing import Protocol
 
 import redis
+
+from .replication import NotReplicated
 
 
 class Connected(Protocol):
@@ -66,6 +70,8 @@ def describe(error: BaseException) -> str:
         return f"Redis is out of memory (OOM: {error}); jobs stay where they are"
     if kind == READONLY:
         return "Redis is read-only (READONLY: a replica now, after a failover?); reconnecting"
+    if isinstance(error, NotReplicated):
+        return f"Redis's replicas are behind (NotReplicated: {error}); nothing is started or settled meanwhile"
     return f"Redis unavailable ({type(error).__name__}: {error})"
 
 
