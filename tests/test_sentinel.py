@@ -223,3 +223,20 @@ def test_a_worker_moves_off_a_master_demoted_under_it(sentinels, sentinel_config
         assert master.proc.poll() is None
     finally:
         master.stop()
+
+
+def test_a_held_connection_reconnects_to_the_master_the_sentinels_name(sentinels, sentinel_config):  # noqa: F811
+    """The look-ahead holds a connection of its own and writes to it directly: a send on
+    it, never opened or dropped, connects through the sentinels (redis-py's own would go to
+    the address it had: localhost:6379 on a new one, the old master after a failover)."""
+    conn = sentinel_config.redis().connection_pool.make_connection()
+    conn.send_packed_command(conn.pack_command("PING"))
+    assert conn.read_response() == b"PONG" and conn.port == sentinels.master.port
+    old = sentinels.kill_master().port
+    new = sentinels.wait_failover(old)
+    with pytest.raises(cogworker.store.ConnectionError):
+        conn.send_packed_command(conn.pack_command("PING"))
+        conn.read_response()
+    conn.send_packed_command(conn.pack_command("PING"))  # dropped by the failed read: connects anew
+    assert conn.read_response() == b"PONG" and conn.port == new
+    conn.disconnect()

@@ -15,6 +15,7 @@ The password (and ``?password=``) is the master's and its replicas'; the sentine
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote
 
@@ -148,13 +149,34 @@ def master(url: str, options: dict[str, Any]) -> redis.Redis:
 
     target = parse(url)
     kwargs, sentinel_kwargs = _keywords(target, options)
+    kwargs["connection_class"] = _connection_class(bool(kwargs.pop("ssl", False)))
     return Sentinel(target.sentinels, sentinel_kwargs=sentinel_kwargs).master_for(target.service, **kwargs)
 
 
-def master_async(url: str, options: dict[str, Any]) -> redis.asyncio.Redis:
-    """The same on ``redis.asyncio``."""
-    from redis.asyncio.sentinel import Sentinel
+@cache
+def _connection_class(tls: bool) -> type:
+    """redis-py's sync Sentinel connection, mended in two ways for the connections we hold
+    and write to ourselves (the look-ahead's, docs/architecture.md#sentinel):
 
-    target = parse(url)
-    kwargs, sentinel_kwargs = _keywords(target, options)
-    return Sentinel(target.sentinels, sentinel_kwargs=sentinel_kwargs).master_for(target.service, **kwargs)
+    - every socket it opens goes to the master the sentinels name now. redis-py asks them
+      only in ``connect()``; a command sent on a dropped connection reconnects through
+      ``connect_check_health``, straight to the address it had (after a failover: the
+      old master; on a connection never opened: redis-py's default, localhost:6379);
+    - a failed read drops it, as every other redis-py connection does: its
+      ``read_response`` keeps the socket after a timeout or a broken read
+      (``disconnect_on_error=False``), so the next command would read the last one's reply.
+    """
+    from redis.sentinel import SentinelManagedConnection, SentinelManagedSSLConnection
+
+    base = SentinelManagedSSLConnection if tls else SentinelManagedConnection
+
+    def _connect(self: Any) -> Any:
+        if self.connection_pool.is_master:
+            self.host, self.port = self.connection_pool.get_master_address()
+        return base._connect(self)
+
+    def read_response(self: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("disconnect_on_error", True)
+        return base.read_response(self, *args, **kwargs)
+
+    return type(f"Following{base.__name__}", (base,), {"_connect": _connect, "read_response": read_response})

@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from .. import store
 from .servers import RedisServer, free_port
@@ -94,7 +95,7 @@ class Sentinels:
 
     def _sentinels_known(self) -> bool:
         with contextlib.suppress(store.RedisError):
-            state = self.sentinel_client().sentinel_masters()[SERVICE]
+            state: dict[str, Any] = self.sentinel_client().sentinel_masters()[SERVICE]  # type: ignore[call-overload]
             return int(state["num-other-sentinels"]) >= len(self.sentinel_ports) - 1 and \
                 int(state["num-slaves"]) >= 1
         return False
