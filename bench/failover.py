@@ -42,9 +42,8 @@ RESULTS = ROOT / "bench" / "results"
 
 
 def _producer(stop: threading.Event, rate: float, acked: list[tuple[str, float]], refused: Counter[str]) -> None:
-    from bench.apps import failover_app
-
     import cogworker
+    from bench.apps import failover_app
     interval = 1.0 / rate
     next_at = time.monotonic()
     while not stop.is_set():
@@ -175,7 +174,8 @@ def one_mode(wait: int, rounds: int, load: float, rate: float, procs: int) -> di
 
 
 def report(rows: list[dict[str, object]], command: str) -> str:
-    lines = ["# What a Sentinel failover loses", "", f"`{command}` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    lines = ["# What a Sentinel failover loses", "", f"`{command}` ({when})",
              "", "| wait_replicas | master SIGKILLs | acknowledged enqueues | lost | ran twice | twice at once "
              "| enqueues refused | failover (median s) |", "|---|---|---|---|---|---|---|---|"]
     for row in rows:

@@ -180,3 +180,13 @@ def _connection_class(tls: bool) -> type:
         return base.read_response(self, *args, **kwargs)
 
     return type(f"Following{base.__name__}", (base,), {"_connect": _connect, "read_response": read_response})
+
+
+def master_async(url: str, options: dict[str, Any]) -> redis.asyncio.Redis:
+    """The same on ``redis.asyncio`` (its connections reconnect through the sentinels and
+    drop on a failed read as they are)."""
+    from redis.asyncio.sentinel import Sentinel
+
+    target = parse(url)
+    kwargs, sentinel_kwargs = _keywords(target, options)
+    return Sentinel(target.sentinels, sentinel_kwargs=sentinel_kwargs).master_for(target.service, **kwargs)
