@@ -8,7 +8,11 @@ sentinels with down-after 600 ms), a ``cogworker-prefork --procs 2`` worker on i
 redis+sentinel:// URL, and a producer thread enqueueing as fast as the rate allows. Every
 acknowledged enqueue (the call returned a jid) is logged by the producer; every job's
 start and end by the job itself (bench/apps/failover_app.py, an O_APPEND file: nothing of
-the log is in Redis). Each round: load for ``--load`` seconds, SIGKILL the master, wait
+the log is in Redis). Each round: load for ``--load`` seconds (with ``--replica-pause S``
+the replica is then SIGSTOPped for S seconds, as a replica falling behind, and resumed
+right after the kill; with ``--link-break S`` the master drops its replica's link S
+seconds before the kill, as a network blip would, and the replica reconnects within about
+a second, so what the master acknowledged meanwhile is only in its backlog), SIGKILL the master, wait
 for the sentinels to promote the replica, restart the killed node (empty) as a replica of
 the new one, so the next round has a replica again. Then the producer stops, the worker
 drains, and the logs are compared:
@@ -118,7 +122,8 @@ def _drained(deadline: float) -> bool:
     return False
 
 
-def one_mode(wait: int, rounds: int, load: float, rate: float, procs: int) -> dict[str, object]:
+def one_mode(wait: int, rounds: int, load: float, rate: float, procs: int, pause: float,
+             link_break: float) -> dict[str, object]:
     import cogworker
     from cogworker.testing.sentinel import Sentinels
     from cogworker.testing.servers import PreforkWorker
@@ -144,7 +149,16 @@ def one_mode(wait: int, rounds: int, load: float, rate: float, procs: int) -> di
         producer.start()
         for number in range(rounds):
             time.sleep(load)
+            lagging = deployment.replica if pause else None
+            if lagging is not None:  # the replica falls behind (a GC pause, a network hiccup)
+                lagging.pause()
+                time.sleep(pause)
+            if link_break:  # the replica's link drops (a network blip): it reconnects within ~1 s
+                deployment.master.client().client_kill_filter(_type="replica")
+                time.sleep(link_break)
             killed = deployment.kill_master()
+            if lagging is not None:
+                lagging.resume()
             started = time.monotonic()
             deployment.wait_failover(killed.port, timeout=60)
             failovers.append(time.monotonic() - started)
@@ -170,12 +184,17 @@ def one_mode(wait: int, rounds: int, load: float, rate: float, procs: int) -> di
         deployment.cleanup()
     return {"wait_replicas": wait, "rounds": rounds, "drained": drained, **figures,
             "refused": dict(refused), "failover_seconds": [round(s, 2) for s in failovers],
-            "enqueue_rate": rate, "procs": procs, "load_seconds": load}
+            "enqueue_rate": rate, "procs": procs, "load_seconds": load, "replica_paused_before_kill": pause,
+            "replica_link_broken_before_kill": link_break}
 
 
 def report(rows: list[dict[str, object]], command: str) -> str:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    lines = ["# What a Sentinel failover loses", "", f"`{command}` ({when})",
+    paused = rows[0].get("replica_paused_before_kill") if rows else 0
+    broken = rows[0].get("replica_link_broken_before_kill") if rows else 0
+    title = f", the replica SIGSTOPped {paused:g} s before each kill" if paused else ""
+    title += f", the replica's link dropped {broken:g} s before each kill" if broken else ""
+    lines = [f"# What a Sentinel failover loses{title}", "", f"`{command}` ({when})",
              "", "| wait_replicas | master SIGKILLs | acknowledged enqueues | lost | ran twice | twice at once "
              "| enqueues refused | failover (median s) |", "|---|---|---|---|---|---|---|---|"]
     for row in rows:
@@ -194,19 +213,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rate", type=float, default=500.0, help="enqueues per second (at most)")
     parser.add_argument("--procs", type=int, default=2)
     parser.add_argument("--modes", default="0,1", help="wait_replicas values to run, in order")
+    parser.add_argument("--replica-pause", type=float, default=0.0,
+                        help="SIGSTOP the replica this many seconds before each kill (SIGCONT just after)")
+    parser.add_argument("--link-break", type=float, default=0.0,
+                        help="drop the replica's link (CLIENT KILL TYPE replica) this many seconds before each kill")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     rows = []
     for wait in (int(w) for w in args.modes.split(",")):
         print(f"wait_replicas={wait}: {args.rounds} SIGKILLs of the master", flush=True)
-        rows.append(one_mode(wait, args.rounds, args.load, args.rate, args.procs))
+        rows.append(one_mode(wait, args.rounds, args.load, args.rate, args.procs, args.replica_pause,
+                             args.link_break))
         print(json.dumps(rows[-1]), flush=True)
     command = "python -m bench.failover " + " ".join(argv if argv is not None else sys.argv[1:])
     RESULTS.mkdir(exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     (RESULTS / f"failover-{stamp}.json").write_text(json.dumps({"command": command, "rows": rows}, indent=1) + "\n")
     text = report(rows, command.strip())
-    (RESULTS / "failover-latest.md").write_text(text)
+    name = ("failover-link-break-latest.md" if args.link_break else
+            "failover-paused-latest.md" if args.replica_pause else "failover-latest.md")
+    (RESULTS / name).write_text(text)
     print(text)
 
 

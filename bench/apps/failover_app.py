@@ -22,3 +22,8 @@ def work(tag: str) -> None:
     _log("start", tag)
     time.sleep(0.002)
     _log("end", tag)
+
+
+@cogworker.job
+def noop(i: int) -> None:
+    """bench/wait_cost.py's job: nothing, so the cost measured is the framework's and Redis's."""
