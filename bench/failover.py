@@ -123,7 +123,7 @@ def _drained(deadline: float) -> bool:
 
 
 def one_mode(wait: int, rounds: int, load: float, rate: float, procs: int, pause: float,
-             link_break: float) -> dict[str, object]:
+             link_break: float, job_seconds: float) -> dict[str, object]:
     import cogworker
     from cogworker.testing.sentinel import Sentinels
     from cogworker.testing.servers import PreforkWorker
@@ -137,7 +137,7 @@ def one_mode(wait: int, rounds: int, load: float, rate: float, procs: int, pause
     cogworker.config._config = None
     cogworker.configure(redis_url=url, wait_replicas=wait, wait_timeout=0.5, socket_timeout=2.0)
     env = {"BENCH_FAILOVER_LOG": str(log), "COGWORKER_WAIT_REPLICAS": str(wait), "COGWORKER_WAIT_TIMEOUT": "0.5",
-           "PYTHONPATH": str(ROOT)}
+           "PYTHONPATH": str(ROOT), "BENCH_FAILOVER_JOB_SECONDS": str(job_seconds)}
     worker = PreforkWorker(url, "bench.apps.failover_app", procs=procs, env=env)
     acked: list[tuple[str, float]] = []
     refused: Counter[str] = Counter()
@@ -185,7 +185,7 @@ def one_mode(wait: int, rounds: int, load: float, rate: float, procs: int, pause
     return {"wait_replicas": wait, "rounds": rounds, "drained": drained, **figures,
             "refused": dict(refused), "failover_seconds": [round(s, 2) for s in failovers],
             "enqueue_rate": rate, "procs": procs, "load_seconds": load, "replica_paused_before_kill": pause,
-            "replica_link_broken_before_kill": link_break}
+            "replica_link_broken_before_kill": link_break, "job_seconds": job_seconds}
 
 
 def report(rows: list[dict[str, object]], command: str) -> str:
@@ -194,6 +194,9 @@ def report(rows: list[dict[str, object]], command: str) -> str:
     broken = rows[0].get("replica_link_broken_before_kill") if rows else 0
     title = f", the replica SIGSTOPped {paused:g} s before each kill" if paused else ""
     title += f", the replica's link dropped {broken:g} s before each kill" if broken else ""
+    job = rows[0].get("job_seconds", 0.002) if rows else 0.002
+    rate = rows[0].get("enqueue_rate", 0) if rows else 0
+    title += f" ({job:g} s jobs at up to {rate:g} enqueues/s)"
     lines = [f"# What a Sentinel failover loses{title}", "", f"`{command}` ({when})",
              "", "| wait_replicas | master SIGKILLs | acknowledged enqueues | lost | ran twice | twice at once "
              "| enqueues refused | failover (median s) |", "|---|---|---|---|---|---|---|---|"]
@@ -215,6 +218,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--modes", default="0,1", help="wait_replicas values to run, in order")
     parser.add_argument("--replica-pause", type=float, default=0.0,
                         help="SIGSTOP the replica this many seconds before each kill (SIGCONT just after)")
+    parser.add_argument("--job-seconds", type=float, default=0.002,
+                        help="how long each job sleeps (longer than procs/rate: a backlog builds up)")
     parser.add_argument("--link-break", type=float, default=0.0,
                         help="drop the replica's link (CLIENT KILL TYPE replica) this many seconds before each kill")
     args = parser.parse_args(argv)
@@ -223,14 +228,15 @@ def main(argv: list[str] | None = None) -> None:
     for wait in (int(w) for w in args.modes.split(",")):
         print(f"wait_replicas={wait}: {args.rounds} SIGKILLs of the master", flush=True)
         rows.append(one_mode(wait, args.rounds, args.load, args.rate, args.procs, args.replica_pause,
-                             args.link_break))
+                             args.link_break, args.job_seconds))
         print(json.dumps(rows[-1]), flush=True)
     command = "python -m bench.failover " + " ".join(argv if argv is not None else sys.argv[1:])
     RESULTS.mkdir(exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     (RESULTS / f"failover-{stamp}.json").write_text(json.dumps({"command": command, "rows": rows}, indent=1) + "\n")
     text = report(rows, command.strip())
-    name = ("failover-link-break-latest.md" if args.link_break else
+    name = ("failover-backlog-latest.md" if args.link_break and args.job_seconds > 0.002 else
+            "failover-link-break-latest.md" if args.link_break else
             "failover-paused-latest.md" if args.replica_pause else "failover-latest.md")
     (RESULTS / name).write_text(text)
     print(text)

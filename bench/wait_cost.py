@@ -45,11 +45,13 @@ def _enqueue(jobs: int, master: Any) -> tuple[float, float]:
 
 def _work(jobs: int, master: Any, worker: Any) -> tuple[float, float]:
     from cogworker import api
-    queue = api.queue("default")
+    queue = api.Queue("default")
     cpu, started = _cpu(master), time.perf_counter()
     queue.resume()
-    while worker._busy(master, "cogworker"):
-        time.sleep(0.005)
+    while master.llen("cogworker:queue:default"):  # one cheap command a poll: its CPU is counted too
+        time.sleep(0.01)
+    while worker._busy(master, "cogworker"):  # the last jobs still on in-progress lists
+        time.sleep(0.01)
     elapsed = time.perf_counter() - started
     return jobs / elapsed, (_cpu(master) - cpu) / jobs * 1e6
 
@@ -62,7 +64,7 @@ def one(wait: int, jobs: int, url: str, master: Any) -> dict[str, float]:
     master.flushall()
     cogworker.config._config = None
     cogworker.configure(redis_url=url, wait_replicas=wait, wait_timeout=2.0, status=False, history=False)
-    api.queue("default").pause()
+    api.Queue("default").pause()
     enqueue_rate, enqueue_cpu = _enqueue(jobs, master)
     env = {"COGWORKER_WAIT_REPLICAS": str(wait), "COGWORKER_WAIT_TIMEOUT": "2.0", "PYTHONPATH": str(ROOT),
            "BENCH_FAILOVER_LOG": "/dev/null"}

@@ -17,10 +17,13 @@ def _log(event: str, tag: str) -> None:
         os.close(fd)
 
 
+SECONDS = float(os.environ.get("BENCH_FAILOVER_JOB_SECONDS", "0.002"))
+
+
 @cogworker.job
 def work(tag: str) -> None:
     _log("start", tag)
-    time.sleep(0.002)
+    time.sleep(SECONDS)
     _log("end", tag)
 
 
