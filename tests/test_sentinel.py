@@ -240,3 +240,15 @@ def test_a_held_connection_reconnects_to_the_master_the_sentinels_name(sentinels
     conn.send_packed_command(conn.pack_command("PING"))  # dropped by the failed read: connects anew
     assert conn.read_response() == b"PONG" and conn.port == new
     conn.disconnect()
+
+
+@pytest.mark.parametrize("command", [["cogworker", "redis+sentinel://:pw-zq9@h1/svc", "stats"],
+                                     ["cogworker.prefork.cli", "--redis-url", "redis+sentinel://:pw-zq9@h1/svc/x",
+                                      "apps.sentinel_app"],
+                                     ["cogworker.prefork.cli", "apps.sentinel_app", "redis+sentinel://:pw-zq9@h1/svc"]])
+def test_a_bad_command_line_never_shows_the_password(command):
+    """argparse quotes a bad argument whole: every URL in its one line is redacted."""
+    result = subprocess.run([sys.executable, "-m", *command], capture_output=True, text=True, timeout=60,
+                            cwd=str(TESTS), env={**os.environ, "PYTHONPATH": str(TESTS)})
+    assert result.returncode == 2
+    assert "pw-zq9" not in result.stdout + result.stderr and len(result.stderr.strip().splitlines()) == 1
