@@ -12,7 +12,8 @@ the log is in Redis). Each round: load for ``--load`` seconds (with ``--replica-
 the replica is then SIGSTOPped for S seconds, as a replica falling behind, and resumed
 right after the kill; with ``--link-break S`` the master drops its replica's link S
 seconds before the kill, as a network blip would, and the replica reconnects within about
-a second, so what the master acknowledged meanwhile is only in its backlog), SIGKILL the master, wait
+a second; with ``--payload-kb K`` each job carries K KB, so a paused replica's socket
+buffers fill and the rest of the stream waits in the master's memory, lost with it), SIGKILL the master, wait
 for the sentinels to promote the replica, restart the killed node (empty) as a replica of
 the new one, so the next round has a replica again. Then the producer stops, the worker
 drains, and the logs are compared:
@@ -45,7 +46,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 
 
-def _producer(stop: threading.Event, rate: float, acked: list[tuple[str, float]], refused: Counter[str]) -> None:
+def _producer(stop: threading.Event, rate: float, acked: list[tuple[str, float]], refused: Counter[str],
+              padding: str = "") -> None:
     import cogworker
     from bench.apps import failover_app
     interval = 1.0 / rate
@@ -53,7 +55,7 @@ def _producer(stop: threading.Event, rate: float, acked: list[tuple[str, float]]
     while not stop.is_set():
         tag = uuid.uuid4().hex[:16]
         try:
-            if failover_app.work.enqueue(tag):
+            if failover_app.work.enqueue(tag, padding):
                 acked.append((tag, time.time()))
         except cogworker.NotReplicated:
             refused["not_replicated"] += 1
@@ -123,7 +125,7 @@ def _drained(deadline: float) -> bool:
 
 
 def one_mode(wait: int, rounds: int, load: float, rate: float, procs: int, pause: float,
-             link_break: float, job_seconds: float) -> dict[str, object]:
+             link_break: float, job_seconds: float, payload_kb: int = 0) -> dict[str, object]:
     import cogworker
     from cogworker.testing.sentinel import Sentinels
     from cogworker.testing.servers import PreforkWorker
@@ -142,7 +144,8 @@ def one_mode(wait: int, rounds: int, load: float, rate: float, procs: int, pause
     acked: list[tuple[str, float]] = []
     refused: Counter[str] = Counter()
     stop = threading.Event()
-    producer = threading.Thread(target=_producer, args=(stop, rate, acked, refused), daemon=True)
+    producer = threading.Thread(target=_producer, args=(stop, rate, acked, refused, "x" * (payload_kb * 1024)),
+                                daemon=True)
     failovers: list[float] = []
     try:
         worker.wait_ready()
@@ -185,7 +188,8 @@ def one_mode(wait: int, rounds: int, load: float, rate: float, procs: int, pause
     return {"wait_replicas": wait, "rounds": rounds, "drained": drained, **figures,
             "refused": dict(refused), "failover_seconds": [round(s, 2) for s in failovers],
             "enqueue_rate": rate, "procs": procs, "load_seconds": load, "replica_paused_before_kill": pause,
-            "replica_link_broken_before_kill": link_break, "job_seconds": job_seconds}
+            "replica_link_broken_before_kill": link_break, "job_seconds": job_seconds,
+            "payload_kb": payload_kb}
 
 
 def report(rows: list[dict[str, object]], command: str) -> str:
@@ -196,7 +200,8 @@ def report(rows: list[dict[str, object]], command: str) -> str:
     title += f", the replica's link dropped {broken:g} s before each kill" if broken else ""
     job = rows[0].get("job_seconds", 0.002) if rows else 0.002
     rate = rows[0].get("enqueue_rate", 0) if rows else 0
-    title += f" ({job:g} s jobs at up to {rate:g} enqueues/s)"
+    size = rows[0].get("payload_kb", 0) if rows else 0
+    title += f" ({job:g} s jobs{f' of {size} KB' if size else ''} at up to {rate:g} enqueues/s)"
     lines = [f"# What a Sentinel failover loses{title}", "", f"`{command}` ({when})",
              "", "| wait_replicas | master SIGKILLs | acknowledged enqueues | lost | ran twice | twice at once "
              "| enqueues refused | failover (median s) |", "|---|---|---|---|---|---|---|---|"]
@@ -220,6 +225,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="SIGSTOP the replica this many seconds before each kill (SIGCONT just after)")
     parser.add_argument("--job-seconds", type=float, default=0.002,
                         help="how long each job sleeps (longer than procs/rate: a backlog builds up)")
+    parser.add_argument("--payload-kb", type=int, default=0,
+                        help="pad each job to about this many KB (large jobs outrun the socket buffers)")
     parser.add_argument("--link-break", type=float, default=0.0,
                         help="drop the replica's link (CLIENT KILL TYPE replica) this many seconds before each kill")
     args = parser.parse_args(argv)
@@ -228,14 +235,15 @@ def main(argv: list[str] | None = None) -> None:
     for wait in (int(w) for w in args.modes.split(",")):
         print(f"wait_replicas={wait}: {args.rounds} SIGKILLs of the master", flush=True)
         rows.append(one_mode(wait, args.rounds, args.load, args.rate, args.procs, args.replica_pause,
-                             args.link_break, args.job_seconds))
+                             args.link_break, args.job_seconds, args.payload_kb))
         print(json.dumps(rows[-1]), flush=True)
     command = "python -m bench.failover " + " ".join(argv if argv is not None else sys.argv[1:])
     RESULTS.mkdir(exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     (RESULTS / f"failover-{stamp}.json").write_text(json.dumps({"command": command, "rows": rows}, indent=1) + "\n")
     text = report(rows, command.strip())
-    name = ("failover-backlog-latest.md" if args.link_break and args.job_seconds > 0.002 else
+    name = ("failover-large-latest.md" if args.payload_kb else
+            "failover-backlog-latest.md" if args.link_break and args.job_seconds > 0.002 else
             "failover-link-break-latest.md" if args.link_break else
             "failover-paused-latest.md" if args.replica_pause else "failover-latest.md")
     (RESULTS / name).write_text(text)

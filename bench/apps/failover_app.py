@@ -21,7 +21,7 @@ SECONDS = float(os.environ.get("BENCH_FAILOVER_JOB_SECONDS", "0.002"))
 
 
 @cogworker.job
-def work(tag: str) -> None:
+def work(tag: str, padding: str = "") -> None:
     _log("start", tag)
     time.sleep(SECONDS)
     _log("end", tag)
