@@ -119,5 +119,6 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
         UnknownJob,
     )
     from .lifecycle import stats
+    from .store.replication import NotReplicated
 
     __version__: str
