@@ -54,6 +54,14 @@ class Sentinels:
         return f"{scheme}://{auth}{hosts}/{SERVICE}/{db}"
 
     def start(self) -> Sentinels:
+        """Starts every process, waiting until the sentinels agree; a failure stops them all."""
+        try:
+            return self._start()
+        except BaseException:
+            self.cleanup()
+            raise
+
+    def _start(self) -> Sentinels:
         master, replica = self.nodes
         master.start()
         replica.args = ("--replicaof", "127.0.0.1", str(master.port))
