@@ -53,6 +53,9 @@ def test_every_enqueue_waits_for_the_replica(sentinels, sentinel_config, logged)
     for kind in ("small", "large", "unique", "bulk", "bulkb"):
         assert f'"{kind}"' in text or f'{kind}"' in text, kind
     assert replica.zcard("cogworker:schedule") == 1
+    gid = cogworker.group([sentinel_app.logged.s("grouped")]).enqueue()
+    assert replica.hget(f"cogworker:group:{{{gid}}}", "n") == b"1"  # the group's record too
+    assert replica.ttl(f"cogworker:group:{{{gid}}}") > 0
 
 
 async def _async(tag):

@@ -20,6 +20,7 @@ from ..config import Config, get_config
 from ..core import workflow
 from ..core.payload import dumps, new_jid
 from ..errors import ConfigurationError
+from ..store import pipes
 from . import enqueue as client
 from .jobs import Signature
 
@@ -118,10 +119,13 @@ def _enqueue_group(members: list[Signature[Any]], extra: dict[str, str], config:
         dumps(payload)  # TypeError before anything is written
         payloads.append(payload)
     key = config.keys.group(gid)
-    pipe = config.redis().pipeline(transaction=True)
-    pipe.hset(key, mapping=state)  # type: ignore[arg-type]  # redis-py's stub: a narrower key type
-    pipe.expire(key, config.workflow_ttl if steps else 2 * ttl)
-    pipe.execute()
+    fields = [x for name, value in state.items() for x in (name, value)]
+    # One transaction, so the record never lives without its TTL; pipes.send adds the WAIT
+    # of wait_replicas after it (a WAIT inside MULTI would be queued, not waited on).
+    replies = pipes.send(config.redis(), ("MULTI",), ("HSET", key, *fields),
+                         ("EXPIRE", key, config.workflow_ttl if steps else 2 * ttl), ("EXEC",))
+    for reply in replies:
+        pipes.ok(reply)
     if payloads:
         client.push_many(payloads)
     return gid
