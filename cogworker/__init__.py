@@ -24,6 +24,7 @@ _HOMES = {
     "JobFailed": "errors", "ResultExpired": "errors", "ResultTimeout": "errors",
     "client_middleware": "core.middleware", "server_middleware": "core.middleware",
     "NotReplicated": "store.replication",
+    "Concurrency": "core.limits", "Window": "core.limits",
 }
 # public module paths that live deeper in the tree (docs/architecture.md#public-paths):
 # ``from cogworker import hooks``, ``cogworker.stats.attempts(jid)``
@@ -33,6 +34,7 @@ __all__ = [
     "BadPayload",
     "BoundJob",
     "CogworkerError",
+    "Concurrency",
     "Config",
     "ConfigurationError",
     "Job",
@@ -46,6 +48,7 @@ __all__ = [
     "ResultTimeout",
     "Signature",
     "UnknownJob",
+    "Window",
     "by_name",
     "chain",
     "chord",
@@ -104,6 +107,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
     from .client.workflows import chain, chord, group
     from .config import Config, configure, get_config
     from .core import hooks
+    from .core.limits import Concurrency, Window
     from .core.middleware import client_middleware, server_middleware
     from .cron import disable, enable, periodic
     from .errors import (

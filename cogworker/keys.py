@@ -68,12 +68,26 @@ class Keys:
         # Cluster hash tag, so a group's keys share one slot. The scripts build these
         # names from ``workflow_prefix`` exactly as the methods below do.
         self.workflow_prefix = f"{ns}:"
+        # Addition: fleet-wide rate limits (docs/architecture.md#limits): the limiters seen
+        # (a sorted set, name -> last use), and per limiter its record (a hash), the slots
+        # held (a sorted set), the starts in its window and the jobs parked waiting on it.
+        self.limits = f"{ns}:limits"
+        self.limits_over = f"{ns}:limits_over"  # jobs deferred over a limit, ever (a counter)
+        self.limit_prefix = f"{ns}:limit:"
+        self.limit_held_prefix = f"{ns}:limit_held:"
+        self.limit_starts_prefix = f"{ns}:limit_starts:"
+        self.limit_waiting_prefix = f"{ns}:limit_waiting:"
         self.periodic_prefix = f"{ns}:periodic:"
         self.periodic_schedule = f"{ns}:periodic:schedule"
         self.periodic_disabled = f"{ns}:periodic:disabled"
 
     def queue(self, name: str) -> str:
         return self.queue_prefix + name
+
+    def limit_keys(self, name: str) -> tuple[str, str, str, str]:
+        """A limiter's record, held slots, window starts and waiting jobs."""
+        return (self.limit_prefix + name, self.limit_held_prefix + name, self.limit_starts_prefix + name,
+                self.limit_waiting_prefix + name)
 
     def in_progress(self, identity: str) -> str:
         return self.in_progress_prefix + identity

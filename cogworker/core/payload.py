@@ -26,6 +26,7 @@ from ..boundedjson import MAX_DEPTH, TooDeep, check_depth, shallow
 from ..boundedjson import loads as json_loads
 from ..errors import ConfigurationError
 from ..names import check_queue_name
+from .limits import Limit, check_limits
 
 UNIQUE_UNTIL = ("success", "start")
 BackoffFn = Callable[[int, BaseException], float]
@@ -90,6 +91,7 @@ class OptionArgs(TypedDict, total=False):
     backoff: BackoffFn | None
     results: bool
     result_ttl: int | None
+    limits: Sequence[Limit] | None
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,9 @@ class JobOptions:
     backoff: BackoffFn | None = None
     results: bool = False  # keep the return value (docs/architecture.md#workflows)
     result_ttl: int | None = None  # seconds; None: Config.result_ttl
+    # Fleet-wide rate limits, checked by the worker before the job starts (core/limits.py);
+    # not in the payload.
+    limits: tuple[Limit, ...] = ()
 
     @classmethod
     def build(cls, base: JobOptions | None = None, **given: Any) -> JobOptions:
@@ -111,6 +116,8 @@ class JobOptions:
             raise ConfigurationError(f"unknown job option(s) {sorted(unknown)}; known: {sorted(fields)}")
         if "retry" in given:
             given["retry"] = normalize_retry(given["retry"])
+        if "limits" in given:
+            given["limits"] = check_limits(given["limits"])
         opts = replace(base or cls(), **given)
         opts.validate()
         return opts

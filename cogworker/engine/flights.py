@@ -125,6 +125,8 @@ class FlightWorker(Worker):
         else:
             work, payload, outcome = item
             self.flying.pop(work.raw, None)
+            if self.limiter.held and not self.fenced:
+                self.release_limits(work)
             if self.fenced:
                 self.reporter.finished(work, outcome)
             else:

@@ -19,6 +19,8 @@ from typing import Any
 from .. import store
 from ..config import Config, get_config, logger
 from ..core import fate
+from ..core.limits import Limit, LimitKeyError
+from ..core.registry import registry
 from ..errors import Fenced
 from ..lifecycle import history, stats, unique  # noqa: F401 (unique: hook subscriber)
 from ..store import errors as redis_errors
@@ -27,6 +29,7 @@ from ..store.guard import Outage
 from .execute import HardStop, execute
 from .fetch.fetcher import Fetcher, Work, check_redis_version
 from .ledger import ACK_ATTEMPTS, Settling
+from .limiting import Limiter, limits_of
 from .lookahead import LookAhead, Plain
 from .reporter import Reporter
 
@@ -75,6 +78,7 @@ class Worker(Settling):
         self._outage = Outage(f"worker {self.identity}")
         self._fence_lock = threading.Lock()
         self._fence_logged = False
+        self.limiter = Limiter(self.config, self.identity)
 
     # -- control (thread- and signal-safe: they set flags; a stop also ends an idle wait) --
 
@@ -316,7 +320,37 @@ class Worker(Settling):
         if payload is None:
             self.bury_bad_payload(work, why)
             return None
-        return payload if self._may_start(work) else None
+        if not self._may_start(work):
+            return None
+        limits = limits_of(payload)
+        if limits and not self._within_limits(work, payload, limits):
+            return None
+        return payload
+
+    def _within_limits(self, work: Work, payload: dict[str, Any], limits: tuple[Limit, ...]) -> bool:
+        """Takes the job's limit slots (docs/architecture.md#limits); False: it was parked
+        over a limit (off the list), failed (a key that can't name a limiter), or left
+        listed for reconcile (Redis couldn't say)."""
+        try:
+            said = self.limiter.acquire(work.raw, payload, limits)
+        except LimitKeyError as exc:
+            logger.error("jid=%s failed before it started: %s", payload["jid"], exc)
+            self.settle(work, payload, fate.Raised(exc, registry[payload["class"]].backoff_for, 0.0))
+            return False
+        except store.RedisError as exc:  # (Fenced goes up: the loop leaves)
+            logger.warning("worker %s: couldn't check the limits of jid=%s (%s); left listed", self.identity,
+                           payload["jid"], exc)
+            return False
+        if not said.admitted and said.listed:
+            logger.debug("jid=%s over limit %s: parked until %.3f", payload["jid"], said.limiter, said.due)
+        return said.admitted
+
+    def release_limits(self, work: Work) -> None:
+        """The job's concurrency slots back, before its ack can be written."""
+        try:
+            self.limiter.release(work.raw)
+        except Fenced:
+            self._leave_fenced()
 
     def process(self, work: Work) -> None:
         payload = self.admit(work)
@@ -338,6 +372,8 @@ class Worker(Settling):
             logger.exception("bookkeeping failed around jid=%s", payload["jid"])
         finally:
             self.current = None
+            if self.limiter.held and not self.fenced:
+                self.release_limits(work)
             if not self.fenced:
                 self.settle(work, payload, outcome)
             else:  # (an iterable job's checkpoint can be the first to learn it)
