@@ -10,6 +10,7 @@ under a running fleet.
 from __future__ import annotations
 
 from .control import quiet_process, stop_process
+from .limits import LimiterInfo, deferrals, limiters
 from .metrics import ClassMetrics, MinuteStats, RedisInfo, class_metrics, redis_info, throughput
 from .overview import history_stats, locate, processes, stats, unsettled
 from .periodic import (
@@ -38,6 +39,7 @@ __all__ = [
     "JobRecord",
     "JobSet",
     "JobStatus",
+    "LimiterInfo",
     "MinuteStats",
     "PeriodicEntry",
     "ProcessRecord",
@@ -51,10 +53,12 @@ __all__ = [
     "WindowMetrics",
     "class_metrics",
     "class_window",
+    "deferrals",
     "disable_periodic",
     "enable_periodic",
     "history",
     "history_stats",
+    "limiters",
     "locate",
     "periodic_entries",
     "periodic_entry",

@@ -63,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     periodic.add_argument("action", choices=("list", "disable", "enable", "run-now"))
     periodic.add_argument("name", nargs="?", metavar="NAME", help="the entry's name (pjid)")
 
+    sub.add_parser("limits", parents=parent, help="rate limiters: kind, limit, in use, waiting, over-limit count")
+
     server = OneLineParser(add_help=False)
     server.add_argument("--redis-url", type=redis_url_arg,
                         help="default: $COGWORKER_REDIS_URL, $REDIS_URL, redis://localhost:6379/0")

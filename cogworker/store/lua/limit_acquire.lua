@@ -57,7 +57,12 @@ for i = 0, count - 1 do
       if redis.call("ZCARD", held) >= n then
         -- The k-th waiter gets a slot after about (1 + k / n) average holds; a release
         -- promotes the first waiter sooner (limit_release.lua).
-        local avg = tonumber(redis.call("HGET", rec, "avg")) or 1.0
+        -- Before any release, the oldest hold's age (at least 1 s) stands for the average.
+        local avg = tonumber(redis.call("HGET", rec, "avg"))
+        if not avg then
+          local oldest = redis.call("ZRANGE", held, 0, 0, "WITHSCORES")
+          avg = math.min(math.max(1.0, now - (tonumber(oldest[2]) or now)), 300)
+        end
         local ahead = redis.call("ZCOUNT", waiting, now, "+inf")
         due = now + math.max(avg, 0.01) * (1 + math.floor(ahead / n))
       end

@@ -1,0 +1,102 @@
+"""The fleet's rate limiters, for an operator (docs/architecture.md#limits): each one's
+kind and limit, slots in use (concurrency) or starts in its window, jobs waiting on it,
+and how many jobs it parked over its limit. Read-only."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .. import store
+from ..config import Config, as_text, get_config
+from .records import checked
+
+WAIT_STALE = 60.0  # as limit_acquire.lua: a waiting entry this far past due was moved by the poller
+
+
+@dataclass(frozen=True)
+class LimiterInfo:
+    """One limiter. ``in_use``: slots held by live processes (concurrency) or starts in
+    the current window (window); ``waiting``: jobs parked on it, not yet due back;
+    ``over``: jobs it has parked over its limit (kept while the limiter is used)."""
+
+    name: str
+    kind: str
+    limit: int
+    per: float | None
+    in_use: int
+    waiting: int
+    over: int
+    last_used: float | None
+    holders: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "limit": self.limit, "per": self.per, "in_use": self.in_use,
+                "waiting": self.waiting, "over": self.over, "last_used": self.last_used,
+                "holders": list(self.holders)}
+
+
+def _num(value: Any, default: float = 0.0) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def limiters(config: Config | None = None) -> list[LimiterInfo]:
+    """Every limiter used in the last 7 days (at most 1,000), most recently used first."""
+    config = config or get_config()
+    client, keys = config.redis(), config.keys
+    with checked(client, keys.limits, "sorted set"):
+        listed: list[tuple[bytes, float]] = client.zrevrange(keys.limits, 0, -1, withscores=True)  # type: ignore[assignment]
+    names = [(as_text(name), float(score)) for name, score in listed]
+    now = time.time()
+    pipe = store.pipeline(client)
+    for name, _ in names:
+        record_key, held_key, _, waiting_key = keys.limit_keys(name)
+        pipe.hgetall(record_key)
+        pipe.zrange(held_key, 0, -1)
+        pipe.zcount(waiting_key, now - WAIT_STALE, "+inf")
+    replies = pipe.execute(raise_on_error=False)
+    rows: list[tuple[str, float, dict[str, Any], list[str], int]] = []
+    for i, (name, score) in enumerate(names):
+        record, held, waiting = replies[3 * i: 3 * i + 3]
+        fields = {as_text(k): as_text(v) for k, v in record.items()} if isinstance(record, dict) else {}
+        holders = [as_text(m) for m in held] if isinstance(held, list) else []
+        rows.append((name, score, fields, holders, waiting if isinstance(waiting, int) else 0))
+    alive = _alive_holders(config, {h.split("\t")[0] for _, _, _, holders, _ in rows for h in holders})
+    pipe = store.pipeline(client)
+    for name, _, fields, _, _ in rows:
+        pipe.zcount(keys.limit_keys(name)[2], now - _num(fields.get("per")), "+inf")
+    in_window = pipe.execute(raise_on_error=False)
+    out = []
+    for (name, score, fields, holders, waiting), starts in zip(rows, in_window, strict=True):
+        kind = fields.get("kind", "concurrency")
+        live = tuple(h for h in holders if h.split("\t")[0] in alive)
+        in_use = len(live) if kind == "concurrency" else (starts if isinstance(starts, int) else 0)
+        out.append(LimiterInfo(name=name, kind=kind, limit=int(_num(fields.get("n"))),
+                               per=_num(fields.get("per")) if kind == "window" else None, in_use=in_use,
+                               waiting=waiting, over=int(_num(fields.get("over"))), last_used=score or None,
+                               holders=live))
+    return out
+
+
+def _alive_holders(config: Config, identities: set[str]) -> set[str]:
+    """The holders whose slots still count: registered and not fenced (the script's rule)."""
+    if not identities:
+        return set()
+    ordered = sorted(identities)
+    pipe = store.pipeline(config.redis())
+    for identity in ordered:
+        pipe.exists(config.keys.fenced(identity))
+    pipe.hmget(config.keys.last_beat, ordered)
+    *fenced, beats = pipe.execute(raise_on_error=False)
+    beats = beats if isinstance(beats, list) else [None] * len(ordered)
+    return {i for i, f, b in zip(ordered, fenced, beats, strict=True) if f == 0 and b is not None}
+
+
+def deferrals(config: Config | None = None) -> int:
+    """Jobs parked over a limit, ever (all limiters): /metrics' counter."""
+    config = config or get_config()
+    return int(_num(config.redis().get(config.keys.limits_over)))

@@ -1,0 +1,31 @@
+"""``cogworker limits``: every rate limiter of the fleet (``api.limiters()``): its kind and
+limit, in use, waiting, and how many jobs it parked over its limit."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .. import api
+from .output import print_json, relative, seconds, table
+
+
+def run(args: argparse.Namespace) -> int:
+    found = api.limiters()
+    if args.json:
+        print_json({"limiters": [one.to_json() for one in found], "deferrals": api.deferrals()})
+    else:
+        print(screen(found))
+    return 0
+
+
+def limit_text(one: Any) -> str:
+    return f"{one.limit} at once" if one.kind == "concurrency" else f"{one.limit} per {seconds(one.per)}"
+
+
+def screen(found: list[Any]) -> str:
+    if not found:
+        return "no limiters (none used in the last 7 days)"
+    rows = [[one.name, one.kind, limit_text(one), one.in_use, one.waiting, one.over, relative(one.last_used)]
+            for one in found]
+    return table(["LIMITER", "KIND", "LIMIT", "IN USE", "WAITING", "OVER LIMIT", "LAST USED"], rows)
