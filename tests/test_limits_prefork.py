@@ -9,7 +9,9 @@ import time
 
 import pytest
 from apps.pf_faults import events
-from prefork_harness import Master, in_progress_total, wait_for
+from metrics_util import scrape, value
+from prefork_harness import in_progress_total, wait_for
+from redis_server import free_port
 
 from cogworker.client.enqueue import push, push_many
 from cogworker.client.jobs import JobOptions, build_payload
@@ -49,7 +51,8 @@ def settled(config):
 
 def test_concurrency_3_with_6_children_never_more_than_3_and_no_slower_than_the_limit(own_config, masters, log):
     jobs = 90
-    m = masters(module="apps.limited", procs=6, env={"PF_LOG": log})
+    port = free_port()
+    m = masters(module="apps.limited", procs=6, env={"PF_LOG": log}, args=["--metrics-port", str(port)])
     m.wait_children()
     push_many([payload("conc", f"c{i}") for i in range(jobs)])
     wait_for(lambda: len(ended(events(log), "c")) == jobs, 60, what="every limited job done")
@@ -64,7 +67,11 @@ def test_concurrency_3_with_6_children_never_more_than_3_and_no_slower_than_the_
     r = own_config.redis()
     record, held, _, _ = own_config.keys.limit_keys("k")
     wait_for(lambda: r.zcard(held) == 0, 10, what="every slot released")
-    assert int(r.hget(record, "over") or 0) > 0  # some were parked: 6 children for 3 slots
+    over = int(r.hget(record, "over") or 0)
+    assert over > 0  # some were parked: 6 children for 3 slots
+    # /metrics counts the deferrals (sampled from Redis every 5 s).
+    wait_for(lambda: value(scrape(port), "cogworker_limit_deferrals_total") == over, 20, 0.5,
+             what="/metrics' deferral count")
     wait_for(lambda: in_progress_total(own_config) == 0, 10, what="lists drained")
 
 

@@ -54,6 +54,7 @@ class Sample:
     up: bool = False
     outages: int = 0
     at: float = float("-inf")  # monotonic
+    limit_deferrals: int = 0  # jobs parked over a rate limit, fleet-wide (docs/architecture.md#limits)
 
 
 def sample_redis(config: Config, queues: list[str], client: Any = None) -> Sample:
@@ -66,13 +67,16 @@ def sample_redis(config: Config, queues: list[str], client: Any = None) -> Sampl
         pipe.lindex(keys.queue(queue), -1)  # the oldest: fetch takes from the right end
     for key in (keys.schedule, keys.retry, keys.dead):
         pipe.zcard(key)
+    pipe.get(keys.limits_over)
     replies = pipe.execute()
+    deferrals = replies.pop()
     now = time.time()
     sample = Sample(up=True)
     for i, queue in enumerate(queues):
         size, oldest = replies[2 * i], replies[2 * i + 1]
         sample.queues[queue] = (int(size), _waited(oldest, now))
     sample.scheduled, sample.retry, sample.dead = (int(n) for n in replies[-3:])
+    sample.limit_deferrals = int(deferrals or 0)
     return sample
 
 
@@ -111,7 +115,8 @@ class Sampler:
             sample.outages = outages
             self.last = sample
         else:
-            self.last = Sample(self.last.queues, self.last.scheduled, self.last.retry, self.last.dead, False, outages)
+            self.last = Sample(self.last.queues, self.last.scheduled, self.last.retry, self.last.dead, False, outages,
+                               limit_deferrals=self.last.limit_deferrals)
         self.last.at = time.monotonic()
 
 
@@ -186,6 +191,8 @@ def redis_families(sample: Sample) -> Iterator[Any]:
     yield GaugeMetricFamily("cogworker_scheduled_size", "Jobs scheduled for later", value=sample.scheduled)
     yield GaugeMetricFamily("cogworker_retry_size", "Jobs waiting for a retry", value=sample.retry)
     yield GaugeMetricFamily("cogworker_dead_size", "Jobs in the dead set", value=sample.dead)
+    yield CounterMetricFamily("cogworker_limit_deferrals", "Jobs parked over a rate limit, fleet-wide (each time)",
+                              value=sample.limit_deferrals)
     yield GaugeMetricFamily("cogworker_redis_up", "1 if the last sample reached Redis", value=int(sample.up))
     yield CounterMetricFamily("cogworker_redis_outages", "Times Redis became unreachable", value=sample.outages)
 
