@@ -3,6 +3,7 @@ signals; every run's start and end is logged to a file (apps.limited)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -138,3 +139,17 @@ def test_a_child_sigkilled_holding_a_slot_frees_it_and_the_job_runs_again(own_co
     wait_for(lambda: r.zcard(held) == 0, 10, what="slot released")
     assert settled(own_config)
     assert m.alive()
+
+
+def test_jobs_in_flight_hold_the_limit_too_and_a_bad_key_fails_the_job_unrun(own_config, masters, log):
+    m = masters(module="apps.limited", procs=2, env={"PF_LOG": log}, args=["--concurrency", "4"])
+    m.wait_children()
+    push_many([payload("conc", f"c{i}", 0.1) for i in range(30)] + [payload("bad_key", "bad")])
+    wait_for(lambda: len(ended(events(log), "c")) == 30, 60, what="every limited job done")
+    runs = events(log)
+    assert most_at_once(runs) == 3 and len(started(runs, "c")) == 30
+    r = own_config.redis()
+    # Failed (to retry, as any job's failure), never run: its key can't name a limiter.
+    entry = json.loads(wait_for(lambda: r.zrange(own_config.keys.retry, 0, -1), 20, what="the bad key's job")[0])
+    assert entry["error_class"] == "cogworker.LimitKeyError" and "raised ZeroDivisionError" in entry["error_message"]
+    assert not started(events(log), "bad")

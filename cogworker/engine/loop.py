@@ -333,8 +333,7 @@ class Worker(Settling):
         listed for reconcile (Redis couldn't say)."""
         try:
             said = self.limiter.acquire(work.raw, payload, limits)
-        except LimitKeyError as exc:
-            logger.error("jid=%s failed before it started: %s", payload["jid"], exc)
+        except LimitKeyError as exc:  # failed as the job's own error (logged as every failure), unrun
             self.settle(work, payload, fate.Raised(exc, registry[payload["class"]].backoff_for, 0.0))
             return False
         except store.RedisError as exc:  # (Fenced goes up: the loop leaves)

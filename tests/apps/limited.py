@@ -44,3 +44,8 @@ def solo(tag, first_seconds=60.0):
     log("start", tag)
     time.sleep(first_seconds if first else 0.1)
     log("end", tag)
+
+
+@cogworker.job(limits=[cogworker.Concurrency(lambda tag: 1 / 0, 1)])
+def bad_key(tag):
+    log("start", tag)
