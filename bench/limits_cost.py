@@ -10,7 +10,10 @@ redis-server per measurement, each checkout from its own `.venv` and source tree
 - `limited` on NEW: the same no-op job declared with `Concurrency("bench", 1000)`, a limit
   it never reaches: the price of taking and giving back a slot (two more scripts a job);
 - Redis commands per job (`INFO commandstats` over the single-process drain): the same
-  for `unlimited` on both sides means no extra round trip on the hot path.
+  for `unlimited` on both sides means no extra round trip on the hot path;
+- with `--ir N1,N2`, client instructions per job of the single-process drain under
+  `valgrind --tool=callgrind`, (Ir(N2) - Ir(N1)) / (N2 - N1): deterministic, whatever the
+  machine's load (the wall-clock rows are not, on a shared machine).
 
 Prints every figure, then medians and ratios. Run from the repository root, OLD being a
 checkout of main with a `.venv` (a symlink to this one's will do, as its source tree comes
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import tempfile
@@ -74,10 +78,10 @@ def app_dir() -> str:
 APP_PATH = app_dir()
 
 
-def child(checkout: str, mode: str, kind: str, url: str, n: int) -> str:
+def child(checkout: str, mode: str, kind: str, url: str, n: int, prefix: tuple[str, ...] = ()) -> str:
     python = str(Path(checkout, ".venv", "bin", "python"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run([python, "-c", CHILD, mode, kind, url, str(n), APP_PATH], cwd=checkout, env=env,
+    done = subprocess.run([*prefix, python, "-c", CHILD, mode, kind, url, str(n), APP_PATH], cwd=checkout, env=env,
                           capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"{checkout} {mode} {kind} failed:\n{done.stderr[-3000:]}")
@@ -97,6 +101,19 @@ def single(checkout: str, kind: str, n: int) -> tuple[float, dict[str, float]]:
                  if name in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_exec", "cmdstat_lmove", "cmdstat_lrem")}
         r.close()
     return rate, calls
+
+
+def instructions(checkout: str, kind: str, n: int) -> int:
+    """Client instructions (callgrind's total) of the single-process drain of n jobs."""
+    with RedisServer() as server, tempfile.TemporaryDirectory() as tmp:
+        child(checkout, "enqueue", kind, server.url, n)
+        out = os.path.join(tmp, "cg.out")
+        child(checkout, "work", kind, server.url, n,
+              ("valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no"))
+        found = re.search(r"^(?:summary|totals):\s+(\d+)", Path(out).read_text(), re.M)
+        if not found:
+            raise RuntimeError(f"no totals in {out}")
+        return int(found.group(1))
 
 
 def prefork2(checkout: str, kind: str, n: int) -> float:
@@ -131,8 +148,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("new")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--jobs", type=int, default=10_000)
+    ap.add_argument("--ir", default="", help="N1,N2: instructions per job under callgrind ('': skipped)")
     args = ap.parse_args(argv)
     rows = [("OLD", args.old, "unlimited"), ("NEW", args.new, "unlimited"), ("NEW", args.new, "limited")]
+    if args.ir:
+        n1, n2 = (int(x) for x in args.ir.split(","))
+        for side, checkout, kind in rows:
+            per = (instructions(checkout, kind, n2) - instructions(checkout, kind, n1)) / (n2 - n1)
+            print(f"instructions per job, {side} {kind}: {per:,.0f}", flush=True)
     figures: dict[tuple[str, str, str], list[float]] = {}
     commands: dict[tuple[str, str], dict[str, float]] = {}
     for rep in range(args.reps):
@@ -145,7 +168,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"rep {rep + 1} {side} {kind:9} single {rate:8,.0f} jobs/s  prefork2 {pre:8,.0f} jobs/s  "
                   f"commands/job {calls}", flush=True)
     print()
-    print("| figure | OLD unlimited | NEW unlimited | NEW limited | NEW unlimited ÷ OLD | NEW limited ÷ NEW unlimited |")
+    print("| figure | OLD unlimited | NEW unlimited | NEW limited | NEW unlimited ÷ OLD "
+          "| NEW limited ÷ NEW unlimited |")
     print("|---|---|---|---|---|---|")
     for figure in ("single", "prefork2"):
         old, new, limited = (statistics.median(figures[figure, side, kind]) for side, _, kind in rows)
