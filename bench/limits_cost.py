@@ -167,6 +167,8 @@ def main(argv: list[str] | None = None) -> None:
             figures.setdefault(("prefork2", side, kind), []).append(pre)
             print(f"rep {rep + 1} {side} {kind:9} single {rate:8,.0f} jobs/s  prefork2 {pre:8,.0f} jobs/s  "
                   f"commands/job {calls}", flush=True)
+    if not args.reps:
+        return
     print()
     print("| figure | OLD unlimited | NEW unlimited | NEW limited | NEW unlimited ÷ OLD "
           "| NEW limited ÷ NEW unlimited |")
