@@ -12,7 +12,9 @@ from .. import store
 from ..config import Config, as_text, get_config
 from .records import checked
 
-WAIT_STALE = 60.0  # as limit_acquire.lua: a waiting entry this far past due was moved by the poller
+# A waiting entry this far past its due time is back on its queue (the poller runs about
+# once a second), or soon parked again with a new one: not counted as waiting.
+WAIT_GRACE = 5.0
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ def limiters(config: Config | None = None) -> list[LimiterInfo]:
         record_key, held_key, _, waiting_key = keys.limit_keys(name)
         pipe.hgetall(record_key)
         pipe.zrange(held_key, 0, -1)
-        pipe.zcount(waiting_key, now - WAIT_STALE, "+inf")
+        pipe.zcount(waiting_key, now - WAIT_GRACE, "+inf")
     replies = pipe.execute(raise_on_error=False)
     rows: list[tuple[str, float, dict[str, Any], list[str], int]] = []
     for i, (name, score) in enumerate(names):
