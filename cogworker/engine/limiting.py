@@ -68,6 +68,7 @@ class Limiter:
         if state == -1:
             return Admission(False, listed=False)
         due, name = float(reply[1]), reply[2].decode() if isinstance(reply[2], bytes) else str(reply[2])
+        logger.debug("jid=%s over limit %s: parked until %.3f", payload["jid"], name, due)
         return Admission(False, due, name)
 
     def release(self, raw: bytes) -> int:

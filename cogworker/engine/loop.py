@@ -328,9 +328,8 @@ class Worker(Settling):
         return payload
 
     def _within_limits(self, work: Work, payload: dict[str, Any], limits: tuple[Limit, ...]) -> bool:
-        """Takes the job's limit slots (docs/architecture.md#limits); False: it was parked
-        over a limit (off the list), failed (a key that can't name a limiter), or left
-        listed for reconcile (Redis couldn't say)."""
+        """Takes the job's limit slots (docs/architecture.md#limits); False: parked over a
+        limit, failed (a key that names no limiter), or left listed (Redis couldn't say)."""
         try:
             said = self.limiter.acquire(work.raw, payload, limits)
         except LimitKeyError as exc:  # failed as the job's own error (logged as every failure), unrun
@@ -340,8 +339,6 @@ class Worker(Settling):
             logger.warning("worker %s: couldn't check the limits of jid=%s (%s); left listed", self.identity,
                            payload["jid"], exc)
             return False
-        if not said.admitted and said.listed:
-            logger.debug("jid=%s over limit %s: parked until %.3f", payload["jid"], said.limiter, said.due)
         return said.admitted
 
     def release_limits(self, work: Work) -> None:
