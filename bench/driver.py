@@ -12,6 +12,7 @@ import time
 
 from redis import Redis
 
+from bench import rcpu
 from bench.systems import by_name
 
 
@@ -41,14 +42,19 @@ def main():
     if action == "fill":
         out["seconds"] = fill(client, spec["fn"], spec["args"], spec["n"])
     elif action == "enqueue":
+        # Redis's CPU and commands per enqueued job too (bench/rcpu.py), single and bulk.
         args = ("x" * spec["payload"],)
+        before = rcpu.snapshot(r)
         t = time.perf_counter()
         for _ in range(spec["n_single"]):
             client.enqueue("noop", args)
         out["single"] = spec["n_single"] / (time.perf_counter() - t)
+        after = rcpu.snapshot(r)
+        out.update({f"single_{k}": v for k, v in rcpu.per_job(before, after, spec["n_single"]).items()})
         out["bulk"] = None
         if client.enqueue_many is not None:
             out["bulk"] = spec["n_bulk"] / fill(client, "noop", args, spec["n_bulk"], spec["chunk"])
+            out.update({f"bulk_{k}": v for k, v in rcpu.per_job(after, rcpu.snapshot(r), spec["n_bulk"]).items()})
     elif action == "latency":
         if r.blpop("bench:go", 120) is None:  # the orchestrator says go once workers are warm
             raise SystemExit("no go signal")
