@@ -15,7 +15,7 @@ import redis
 from bench import rcpu
 from bench.fleet import Fleet, FleetError
 from bench.redis_server import RedisServer
-from bench.workloads import START_TIMEOUT, STALL_TIMEOUT, STOP
+from bench.workloads import STALL_TIMEOUT, START_TIMEOUT, STOP
 
 POLL = 0.002  # seconds between counts: a few stat(2) calls, ~1% of a 30,000 jobs/s run's span
 
