@@ -21,7 +21,8 @@ if refused then return refused end
 beat(KEYS[3], ARGV[6])
 local m = tonumber(ARGV[1])
 for i = 1, m do
-  redis.call("LREM", KEYS[1], -1, ARGV[8 + i])  -- an acked job is near the tail
+  -- "-1", a string: a Lua number would be formatted (printf %.14g) on every call
+  redis.call("LREM", KEYS[1], "-1", ARGV[8 + i])  -- an acked job is near the tail
 end
 -- Their orphan counters in one command: a call from Lua costs more than the key's delete.
 if m > 0 then redis.pcall("DEL", unpack(KEYS, 4, 3 + m)) end
