@@ -60,18 +60,19 @@ class Prefill:
 
     def __init__(self):
         self.snapshots = {}
+        self.counts = {}  # jobs in each snapshot: fewer than asked when a time-bounded fill stopped
 
-    def ensure(self, ctx, system, fn, args, n):
+    def ensure(self, ctx, system, fn, args, n, max_seconds=None):
         key = (system.client_key, fn, json.dumps(args), n)
         if key not in self.snapshots:
-            self.snapshots[key] = self._snapshot(ctx, system, fn, args, n)
+            self.snapshots[key], self.counts[key] = self._snapshot(ctx, system, fn, args, n, max_seconds)
         return self.snapshots[key]
 
-    def restore(self, ctx, system, r, fn, args, n):
+    def restore(self, ctx, system, r, fn, args, n, max_seconds=None):
         """Workers may already be blocked on the queue (warm-ups, cpu, recovery): so first
         every key a queue entry may refer to (job hashes and the like), then the lists, all
         in one MULTI, so that no worker sees an entry whose job is not there yet."""
-        snapshot = self.ensure(ctx, system, fn, args, n)
+        snapshot = self.ensure(ctx, system, fn, args, n, max_seconds)
         lists = [item for item in snapshot if item[3] == b"list"]
         with r.pipeline(transaction=False) as p:
             for i, (k, ttl, dumped, _type) in enumerate(item for item in snapshot if item[3] != b"list"):
@@ -83,10 +84,12 @@ class Prefill:
             for k, ttl, dumped, _type in lists:
                 p.restore(k, ttl, dumped, replace=True)
             p.execute()
+        return self.counts[(system.client_key, fn, json.dumps(args), n)]
 
-    def _snapshot(self, ctx, system, fn, args, n):
+    def _snapshot(self, ctx, system, fn, args, n, max_seconds):
         with RedisServer() as rs:
-            driver(ctx, system, rs.url, {"action": "fill", "fn": fn, "args": args, "n": n})
+            filled = driver(ctx, system, rs.url, {"action": "fill", "fn": fn, "args": args, "n": n,
+                                                  "max_seconds": max_seconds})
             r = redis.Redis.from_url(rs.url)
             names = list(r.scan_iter(count=1000))
             with r.pipeline(transaction=False) as p:
@@ -95,12 +98,12 @@ class Prefill:
                     p.dump(k)
                     p.type(k)
                 vals = p.execute()
-        return [(k, max(0, vals[3 * i]), vals[3 * i + 1], vals[3 * i + 2]) for i, k in enumerate(names)]
+        return [(k, max(0, vals[3 * i]), vals[3 * i + 1], vals[3 * i + 2]) for i, k in enumerate(names)], filled["n"]
 
     def clear(self):
         """Forget the big snapshots (they can hold hundreds of MB); keep the warm-up ones."""
         for key in [k for k in self.snapshots if k[3] > 100]:
-            del self.snapshots[key]
+            del self.snapshots[key], self.counts[key]
 
 
 def warm_up(ctx, system, r, fleet, jobs):
