@@ -11,7 +11,7 @@ import sys
 
 from bench import env
 
-WORKLOADS = ["throughput", "curves", "cpu", "latency", "enqueue", "memory", "recovery"]
+WORKLOADS = ["throughput", "truenoop", "curves", "cpu", "latency", "enqueue", "memory", "recovery"]
 
 
 def parse_args(argv):

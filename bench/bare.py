@@ -6,6 +6,7 @@ Variants (LPUSH enqueue, fetch from the right: FIFO):
 - lua:    one script does LREM of the previous job + LMOVE of the next: one round trip
           per job while the queue is non-empty (blocking BLMOVE only when it is empty).
 - batch8: one pipeline does LREM of the previous batch + 8 x LMOVE.
+- batch32: the same with 32 (cogworker's deepest look-ahead, lookahead.Depth.MAX).
 - ahead:  the lua variant's script, sent just before the job runs and its reply read
           after (cogworker's look-ahead): the round trip overlaps the job.
 """
@@ -67,13 +68,13 @@ def loop_ahead(r, inprog):
         prev, raw = raw, conn.read_response()
 
 
-def loop_batch8(r, inprog):
+def loop_batch8(r, inprog, size=8):
     prev = []
     while True:
         with r.pipeline(transaction=False) as p:
             for raw in prev:
                 p.lrem(inprog, -1, raw)
-            for _ in range(8):
+            for _ in range(size):
                 p.lmove(QUEUE, inprog, "RIGHT", "LEFT")
             batch = [raw for raw in p.execute()[len(prev):] if raw is not None]
         if not batch:
@@ -86,13 +87,15 @@ def loop_batch8(r, inprog):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--variant", choices=["2rt", "lua", "ahead", "batch8"], required=True)
+    ap.add_argument("--variant", choices=["2rt", "lua", "ahead", "batch8", "batch32"], required=True)
     ap.add_argument("--index", type=int, default=0)
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     r = Redis.from_url(os.environ["BENCH_REDIS_URL"])
     inprog = f"bare:in_progress:{args.index}"
-    {"2rt": loop_2rt, "lua": loop_lua, "ahead": loop_ahead, "batch8": loop_batch8}[args.variant](r, inprog)
+    loops = {"2rt": loop_2rt, "lua": loop_lua, "ahead": loop_ahead, "batch8": loop_batch8,
+             "batch32": lambda r, inprog: loop_batch8(r, inprog, 32)}
+    loops[args.variant](r, inprog)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import time
 
 from redis import Redis
 
+from bench import rcpu
 from bench.systems import by_name
 
 
@@ -20,16 +21,20 @@ def in_chunks(items, size):
         yield items[i:i + size]
 
 
-def fill(client, fn, args, n, chunk=1000):
-    """Put n jobs on the queue, in bulk where the library can."""
+def fill(client, fn, args, n, chunk=1000, max_seconds=None):
+    """Put n jobs on the queue, in bulk where the library can; with max_seconds, stop
+    after a chunk once that long has gone by. Returns (seconds, jobs enqueued)."""
     t = time.perf_counter()
-    if client.enqueue_many is not None:
-        for part in in_chunks([args] * n, chunk):
-            client.enqueue_many(fn, part)
-    else:
-        for _ in range(n):
-            client.enqueue(fn, args)
-    return time.perf_counter() - t
+    done = 0
+    while done < n and (max_seconds is None or time.perf_counter() - t < max_seconds):
+        part = min(chunk, n - done)
+        if client.enqueue_many is not None:
+            client.enqueue_many(fn, [args] * part)
+        else:
+            for _ in range(part):
+                client.enqueue(fn, args)
+        done += part
+    return time.perf_counter() - t, done
 
 
 def main():
@@ -39,16 +44,22 @@ def main():
     action = spec["action"]
     out = {}
     if action == "fill":
-        out["seconds"] = fill(client, spec["fn"], spec["args"], spec["n"])
+        out["seconds"], out["n"] = fill(client, spec["fn"], spec["args"], spec["n"],
+                                        max_seconds=spec.get("max_seconds"))
     elif action == "enqueue":
+        # Redis's CPU and commands per enqueued job too (bench/rcpu.py), single and bulk.
         args = ("x" * spec["payload"],)
+        before = rcpu.snapshot(r)
         t = time.perf_counter()
         for _ in range(spec["n_single"]):
             client.enqueue("noop", args)
         out["single"] = spec["n_single"] / (time.perf_counter() - t)
+        after = rcpu.snapshot(r)
+        out.update({f"single_{k}": v for k, v in rcpu.per_job(before, after, spec["n_single"]).items()})
         out["bulk"] = None
         if client.enqueue_many is not None:
-            out["bulk"] = spec["n_bulk"] / fill(client, "noop", args, spec["n_bulk"], spec["chunk"])
+            out["bulk"] = spec["n_bulk"] / fill(client, "noop", args, spec["n_bulk"], spec["chunk"])[0]
+            out.update({f"bulk_{k}": v for k, v in rcpu.per_job(after, rcpu.snapshot(r), spec["n_bulk"]).items()})
     elif action == "latency":
         if r.blpop("bench:go", 120) is None:  # the orchestrator says go once workers are warm
             raise SystemExit("no go signal")

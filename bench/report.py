@@ -4,6 +4,7 @@ import math
 import statistics
 from pathlib import Path
 
+from bench import report_redis
 from bench.targets import targets
 
 INF = math.inf
@@ -73,15 +74,18 @@ def rng(s, digits=0, scale=1.0):
 
 def brief(workload, v):
     """One line for the progress log."""
-    if workload in ("throughput", "curves"):
+    if workload in ("throughput", "curves", "truenoop"):
         cut = f", cut at {v['n']}" if v["capped"] else ""
-        return f"{num(v['overall'])} jobs/s (steady {num(v['steady'])}{cut})"
+        red = (f"; Redis {num(v['redis_us'], 1)} µs, {num(v['redis_cmds'], 2)} cmds per job"
+               if v.get("redis_us") is not None else "")
+        return f"{num(v['overall'])} jobs/s (steady {num(v['steady'])}{cut}){red}"
     if workload == "cpu":
         return f"{num(v['rate'], 1)} jobs/s, efficiency {v['efficiency'] * 100:.1f}%"
     if workload == "latency":
         return f"p50 {v['p50_ms']:.2f} ms, p99 {v['p99_ms']:.2f} ms"
     if workload == "enqueue":
-        return f"single {num(v['single'])}/s, bulk {num(v['bulk'])}/s"
+        return (f"single {num(v['single'])}/s ({num(v.get('single_redis_us'), 1)} µs Redis), "
+                f"bulk {num(v['bulk'])}/s ({num(v.get('bulk_redis_us'), 1)} µs Redis)")
     if workload == "memory":
         return (f"child USS {v['child_uss_mb']:.1f} MB, RSS {v['child_rss_mb']:.1f} MB, "
                 f"total USS {v['total_uss_mb']:.1f} MB")
@@ -133,8 +137,8 @@ def markdown(doc):
     meta = doc["meta"]
     md = [f"## Benchmark results ({meta['mode']} run)", "", header_line(meta), ""]
     md += [f"> {n}\n" for n in meta.get("notes", [])]
-    for section in (s_summary, s_throughput, s_curves, s_cpu, s_latency, s_enqueue, s_memory,
-                    s_recovery, s_targets):
+    for section in (s_summary, s_throughput, report_redis.s_truenoop, report_redis.s_projection, s_curves,
+                    s_cpu, s_latency, s_enqueue, s_memory, s_recovery, s_targets):
         part = section(doc)
         if part:
             md += part + [""]
@@ -188,12 +192,14 @@ def s_throughput(doc):
         if not r.get("overall"):
             rows.append([n, _err(r), "", "", ""])
             continue
-        rows.append([n, _jobs(r), rng(r["overall"]), rng(r.get("steady")), rng(r.get("startup_s"), 2)])
+        rows.append([n, _jobs(r), rng(r["overall"]), rng(r.get("steady")), rng(r.get("startup_s"), 2),
+                     _m(r, "redis_us", 1), _m(r, "redis_cmds", 2)])
     if not rows:
         return None
-    return [f"### Throughput: {meta['plan']['thr_n']:,} no-op jobs enqueued before the workers start, N = 2",
-            "", table(["system", "jobs run", "jobs/s first→last", "jobs/s steady (10–90%)", "start-up s"],
-                      rows)]
+    return [f"### Throughput: {meta['plan']['thr_n']:,} no-op jobs enqueued before the workers start, N = 2 "
+            "(the body counts itself in Redis: one script call per job, in the Redis columns too)",
+            "", table(["system", "jobs run", "jobs/s first→last", "jobs/s steady (10–90%)", "start-up s",
+                       "Redis CPU µs/job (steady)", "commands/job"], rows)]
 
 
 def s_curves(doc):
@@ -248,12 +254,16 @@ def s_enqueue(doc):
         if not r.get("single"):
             rows.append([n, _err(r), ""])
             continue
-        rows.append([n, _m(r, "single"), _m(r, "bulk") if r.get("bulk") else "— (no bulk API)"])
+        bulk = r.get("bulk")
+        rows.append([n, _m(r, "single"), _m(r, "single_redis_us", 1), _m(r, "single_redis_cmds", 2),
+                     _m(r, "bulk") if bulk else "— (no bulk API)", _m(r, "bulk_redis_us", 1) if bulk else "—",
+                     _m(r, "bulk_redis_cmds", 2) if bulk else "—"])
     if not rows:
         return None
     return [f"### Enqueue, one producer: {meta['plan']['enq_single']:,} single calls, "
-            f"{meta['plan']['enq_bulk']:,} through the bulk API (jobs/s)", "",
-            table(["system", "single", "bulk"], rows)]
+            f"{meta['plan']['enq_bulk']:,} through the bulk API (jobs/s; Redis CPU µs and commands per job)", "",
+            table(["system", "single jobs/s", "Redis µs/job", "commands/job", "bulk jobs/s", "Redis µs/job",
+                   "commands/job"], rows)]
 
 
 def s_memory(doc):

@@ -15,7 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench import env, fleet, recovery, redis_server, report, workloads
+from bench import env, fleet, recovery, redis_server, report, truenoop, workloads
 from bench.systems import all_systems
 
 # Sizes per mode. Full: about 10-12 minutes on 2 cores; quick: about 2-3.
@@ -23,6 +23,7 @@ PLANS = {
     "full": dict(
         reps=3,
         thr_n=10_000, thr_cap=12.0,  # 10,000 no-op jobs; a peer slower than ~800/s is cut 12 s after its 1st
+        tn_n=50_000, tn_cap=12.0,    # 50,000 true no-op jobs (the size); cut 12 s after the 1st
         curve_n=2_000, curve_cap=1.0,       # curves: N = 1, 4 and payloads 10 KB, 100 KB
         cpu_n=200, cpu_ms=10,               # CPU scaling: 200 jobs of ~10 ms
         lat_n=500, lat_gap=(0.0, 0.006),    # pickup: 500 probes, 0-6 ms apart once the last started
@@ -33,6 +34,7 @@ PLANS = {
     "quick": dict(
         reps=1,
         thr_n=2_000, thr_cap=2.0,
+        tn_n=5_000, tn_cap=2.0,
         curve_n=500, curve_cap=0.7,
         cpu_n=50, cpu_ms=10,
         lat_n=100, lat_gap=(0.0, 0.006),
@@ -47,7 +49,7 @@ SEED = 4  # the latency workload's arrival schedule, the same for every system
 
 # Which systems each workload runs. The bare-protocol rows are a throughput ceiling;
 # they have no supervisor (nothing restarts a killed one) and no preloading.
-BARE_EXTRA = {"bare-lua", "bare-ahead", "bare-batch8"}
+BARE_EXTRA = {"bare-lua", "bare-ahead", "bare-batch8", "bare-batch32"}
 SKIP = {
     "curves": BARE_EXTRA, "cpu": BARE_EXTRA, "latency": BARE_EXTRA,
     "memory": {"bare-2rt", *BARE_EXTRA}, "recovery": {"bare-2rt", *BARE_EXTRA},
@@ -229,6 +231,12 @@ def w_throughput(ctx, results, systems, plan, reps, *_):
          lambda s: workloads.throughput(ctx, s, 2, PAYLOAD, plan["thr_n"], plan["thr_cap"]))])
 
 
+def w_truenoop(ctx, results, systems, plan, reps, *_):
+    run_sequential(results, "truenoop", systems, plan, reps, [
+        (f"2p-{PAYLOAD}B", f"{plan['tn_n']} true no-op, N=2",
+         lambda s: truenoop.truenoop(ctx, s, 2, PAYLOAD, plan["tn_n"], plan["tn_cap"]))])
+
+
 def w_curves(ctx, results, systems, plan, reps, *_):
     run_sequential(results, "curves", systems, plan, reps, [
         (f"{procs}p-{payload}B", f"{plan['curve_n']} no-op, N={procs}, {payload} B",
@@ -303,5 +311,5 @@ def w_recovery(ctx, results, systems, plan, reps, *_):
 SLOW = 20.0  # seconds: a re-run later than this is not a fast failover
 
 
-RUNNERS = {"throughput": w_throughput, "curves": w_curves, "cpu": w_cpu, "latency": w_latency,
+RUNNERS = {"throughput": w_throughput, "truenoop": w_truenoop, "curves": w_curves, "cpu": w_cpu, "latency": w_latency,
            "enqueue": w_enqueue, "memory": w_memory, "recovery": w_recovery}

@@ -5,6 +5,52 @@ def _main_point(meta):
     return f"2p-{meta['plan']['payload']}B"
 
 
+def _median(point, name, key):
+    v = (point.get(name) or {}).get(key)
+    return v["median"] if v and v.get("median") is not None else None
+
+
+def _survivors(systems, rec):
+    """The peer rows whose every SIGKILLed job ran again (the recovery workload, same run)."""
+    return [n for n, s in systems.items() if s["lib"] not in ("cogworker", "bare")
+            and rec.get(n, {}).get("trials") and rec[n]["lost"] == 0]
+
+
+def _redis_targets(res, systems, rec, point, add):
+    """Issue 30's: the true no-op job's throughput and what a job costs Redis."""
+    tn = res.get("truenoop", {}).get(point, {})
+    cog = _median(tn, "cogworker", "steady")
+    if cog:
+        bare = _median(tn, "bare-batch8", "steady")
+        if bare:
+            add("true no-op ≥ 80% of bare-batch8 (steady jobs/s)", f"{cog / bare * 100:.0f}% ({cog:,.0f} against "
+                f"{bare:,.0f})", cog / bare >= 0.8)
+        peers = [(n, _median(tn, n, "steady")) for n in _survivors(systems, rec)]
+        peers = [(n, v) for n, v in peers if v]
+        if peers:
+            best, v = max(peers, key=lambda p: p[1])
+            add("true no-op ≥ 10× the fastest peer that re-ran every SIGKILLed job",
+                f"{cog / v:.1f}× ({best}: {v:,.0f} jobs/s)", cog / v >= 10)
+        for b in ("bare-batch32", "bare-ahead"):
+            ref = _median(tn, b, "steady")
+            if ref:
+                add(f"(for reference) true no-op share of {b}", f"{cog / ref * 100:.0f}% ({ref:,.0f} jobs/s)")
+    us = _median(tn, "cogworker", "redis_us")
+    if us is not None:
+        ref = _median(tn, "bare-batch8", "redis_us")
+        add("Redis CPU per consumed job ≤ 8 µs (true no-op)", f"{us:.1f} µs"
+            + (f" (bare-batch8: {ref:.1f})" if ref is not None else ""), us <= 8)
+    enq = res.get("enqueue", {}).get(point.split("-", 1)[1], {})
+    bulk = _median(enq, "cogworker", "bulk_redis_us")
+    if bulk is not None:
+        add("Redis CPU per enqueued job in bulk ≤ 3 µs", f"{bulk:.1f} µs", bulk <= 3)
+    single, bare_single = _median(enq, "cogworker", "single"), _median(enq, "bare-2rt", "single")
+    if single and bare_single:
+        add("single enqueue ≥ 90% of a bare LPUSH loop (bare-2rt's client: json.dumps + LPUSH)",
+            f"{single / bare_single * 100:.0f}% ({single:,.0f} against {bare_single:,.0f}/s)",
+            single / bare_single >= 0.9)
+
+
 def targets(doc):
     """The issue's targets for cogworker, checked against this run's medians."""
     res, systems = doc["results"], doc["systems"]
@@ -51,6 +97,7 @@ def targets(doc):
                     add("no-op throughput ≥ 75% of the bare batch-of-8 row (bare-batch8)", measured, ratio >= 0.75)
                 else:
                     add(f"(for reference) share of {bare}", measured)
+    _redis_targets(res, systems, rec, _main_point(doc["meta"]), add)
     cpu2 = res.get("cpu", {}).get("2p", {})
     eff = (cpu2.get("cogworker") or {}).get("efficiency")
     if eff:

@@ -15,7 +15,7 @@ import time
 
 import redis
 
-from bench import env
+from bench import env, rcpu
 from bench.fleet import Fleet, FleetError
 from bench.redis_server import RedisServer
 
@@ -60,18 +60,19 @@ class Prefill:
 
     def __init__(self):
         self.snapshots = {}
+        self.counts = {}  # jobs in each snapshot: fewer than asked when a time-bounded fill stopped
 
-    def ensure(self, ctx, system, fn, args, n):
+    def ensure(self, ctx, system, fn, args, n, max_seconds=None):
         key = (system.client_key, fn, json.dumps(args), n)
         if key not in self.snapshots:
-            self.snapshots[key] = self._snapshot(ctx, system, fn, args, n)
+            self.snapshots[key], self.counts[key] = self._snapshot(ctx, system, fn, args, n, max_seconds)
         return self.snapshots[key]
 
-    def restore(self, ctx, system, r, fn, args, n):
+    def restore(self, ctx, system, r, fn, args, n, max_seconds=None):
         """Workers may already be blocked on the queue (warm-ups, cpu, recovery): so first
         every key a queue entry may refer to (job hashes and the like), then the lists, all
         in one MULTI, so that no worker sees an entry whose job is not there yet."""
-        snapshot = self.ensure(ctx, system, fn, args, n)
+        snapshot = self.ensure(ctx, system, fn, args, n, max_seconds)
         lists = [item for item in snapshot if item[3] == b"list"]
         with r.pipeline(transaction=False) as p:
             for i, (k, ttl, dumped, _type) in enumerate(item for item in snapshot if item[3] != b"list"):
@@ -83,10 +84,12 @@ class Prefill:
             for k, ttl, dumped, _type in lists:
                 p.restore(k, ttl, dumped, replace=True)
             p.execute()
+        return self.counts[(system.client_key, fn, json.dumps(args), n)]
 
-    def _snapshot(self, ctx, system, fn, args, n):
+    def _snapshot(self, ctx, system, fn, args, n, max_seconds):
         with RedisServer() as rs:
-            driver(ctx, system, rs.url, {"action": "fill", "fn": fn, "args": args, "n": n})
+            filled = driver(ctx, system, rs.url, {"action": "fill", "fn": fn, "args": args, "n": n,
+                                                  "max_seconds": max_seconds})
             r = redis.Redis.from_url(rs.url)
             names = list(r.scan_iter(count=1000))
             with r.pipeline(transaction=False) as p:
@@ -95,12 +98,12 @@ class Prefill:
                     p.dump(k)
                     p.type(k)
                 vals = p.execute()
-        return [(k, max(0, vals[3 * i]), vals[3 * i + 1], vals[3 * i + 2]) for i, k in enumerate(names)]
+        return [(k, max(0, vals[3 * i]), vals[3 * i + 1], vals[3 * i + 2]) for i, k in enumerate(names)], filled["n"]
 
     def clear(self):
         """Forget the big snapshots (they can hold hundreds of MB); keep the warm-up ones."""
         for key in [k for k in self.snapshots if k[3] > 100]:
-            del self.snapshots[key]
+            del self.snapshots[key], self.counts[key]
 
 
 def warm_up(ctx, system, r, fleet, jobs):
@@ -118,17 +121,21 @@ def marks_of(r):
     return sorted((int(k), float(v)) for k, v in r.hgetall("bench:marks").items())
 
 
-def _wait_done(r, fleet, n, cap):
+def _wait_done(r, fleet, n, cap, meter=None):
     """Poll the done counter until n jobs are done, or `cap` seconds after the first
-    one (then the run is cut short and the count says how many ran)."""
+    one (then the run is cut short and the count says how many ran). `meter`: a
+    SteadyMeter, told every count (it reads Redis's CPU over the steady window)."""
     first_seen = None
     last, last_change = 0, time.monotonic()
+    count = lambda: int(r.get("bench:done") or 0)  # noqa: E731
     while True:
         time.sleep(0.02)
         if STOP.is_set():
             raise FleetError("interrupted")
-        done = int(r.get("bench:done") or 0)
+        done = count()
         now = time.monotonic()
+        if meter is not None:
+            meter.saw(done, count)
         if done >= n:
             return False
         if done and first_seen is None:
@@ -140,9 +147,36 @@ def _wait_done(r, fleet, n, cap):
         if first_seen is None and now - fleet.started_mono > START_TIMEOUT:
             raise FleetError(f"no job done in {START_TIMEOUT:.0f} s\n{fleet.log_tail()}")
         if first_seen is not None and now - first_seen > cap:
+            if meter is not None:
+                meter.cut(count)
             return True
         if not fleet.alive():
             raise FleetError(f"the workers exited after {done} jobs\n{fleet.log_tail()}")
+
+
+class SteadyMeter:
+    """Redis's CPU and commands over the steady window: from the moment 10% of the n jobs
+    are done to the moment 90% are (or the time cap, for a run cut short). The count is
+    read again just after each snapshot, so the jobs done while INFO ran are on its side."""
+
+    def __init__(self, r, n):
+        self.r, self.n = r, n
+        self.lo = self.hi = None  # (snapshot, count)
+
+    def saw(self, done, count):
+        if self.lo is None and done >= 0.1 * self.n:
+            self.lo = (rcpu.snapshot(self.r), count())
+        if self.lo is not None and self.hi is None and done >= 0.9 * self.n:
+            self.hi = (rcpu.snapshot(self.r), count())
+
+    def cut(self, count):
+        if self.lo is not None and self.hi is None:
+            self.hi = (rcpu.snapshot(self.r), count())
+
+    def result(self):
+        if self.lo is None or self.hi is None:
+            return rcpu.per_job(None, None, 0)
+        return rcpu.per_job(self.lo[0], self.hi[0], self.hi[1] - self.lo[1])
 
 
 def throughput(ctx, system, procs, payload, n, cap):
@@ -155,9 +189,10 @@ def throughput(ctx, system, procs, payload, n, cap):
         ctx.prefill.restore(ctx, system, r, "noop", ["x" * payload], n)
         r.set("bench:step", step)
         fleet = Fleet(ctx, system, procs, rs.url, log_name=f"throughput-{procs}p-{payload}B")
+        meter = SteadyMeter(r, n)
         try:
             fleet.start()
-            capped = _wait_done(r, fleet, n, cap)
+            capped = _wait_done(r, fleet, n, cap, meter)
         finally:
             fleet.stop()
         marks = marks_of(r)
@@ -167,7 +202,7 @@ def throughput(ctx, system, procs, payload, n, cap):
     return {"n": cn, "enqueued": n, "capped": capped,
             "overall": (cn - c1) / (tn - t1) if tn > t1 else None,
             "steady": (hi[0] - lo[0]) / (hi[1] - lo[1]) if hi[1] > lo[1] else None,
-            "startup_s": t1 - fleet.launched_at}
+            "startup_s": t1 - fleet.launched_at, **meter.result()}
 
 
 def cpu_scaling(ctx, system, procs, n, iterations):

@@ -79,3 +79,68 @@ def test_targets_judge_75_percent_against_bare_batch8_and_show_the_ceiling() -> 
     assert len(ceiling) == 1 and ceiling[0]["measured"] == "4.0×"  # bare-ahead, the fastest bare row
     share = rows["no-op throughput ≥ 75% of the bare batch-of-8 row (bare-batch8)"]
     assert share["measured"].startswith("75% (8,000") and share["met"] == "yes"  # 6000/8000, not 6000/12000
+
+
+def test_the_true_noop_workload_and_the_redis_columns_run_on_tiny_counts(tmp_path) -> None:
+    """The true no-op workload (cogworker and a bare row), and the enqueue run's Redis
+    columns, on a few hundred jobs, each in its own private redis-server; then the tables and
+    targets they feed. Every interpreter is this one (the project's venv has redis and psutil)."""
+    code = """
+import json, sys
+from pathlib import Path
+from bench import fleet, redis_server, run, truenoop, workloads
+from bench.systems import by_name
+
+class Here(run.Context):
+    def python_for(self, system):
+        return sys.executable
+
+ctx = Here(sys.executable, Path(sys.argv[1]))
+out = {}
+try:
+    for name in ("cogworker", "bare-batch8"):
+        out[name] = truenoop.truenoop(ctx, by_name(name), 2, 100, 400, 20.0)
+    for name in ("cogworker", "bare-2rt"):
+        out["enqueue-" + name] = workloads.enqueue(ctx, by_name(name), 50, 300, 100, 100)
+finally:
+    fleet.stop_all()
+    redis_server.stop_all()
+print(json.dumps(out))
+"""
+    p = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO, capture_output=True, text=True,
+                       timeout=180)
+    assert p.returncode == 0, p.stderr[-2000:]
+    import json
+
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    for name in ("cogworker", "bare-batch8"):
+        r = out[name]
+        assert r["n"] == 400 and not r["capped"] and r["overall"] > 0, r
+        assert r["redis_us"] > 0 and r["redis_cmds"] >= 1, r  # every job is at least its fetch's LMOVE
+    enq = out["enqueue-cogworker"]
+    assert enq["single"] > 0 and enq["single_redis_us"] > 0 and enq["single_redis_cmds"] >= 1, enq
+    assert enq["bulk"] > 0 and enq["bulk_redis_us"] > 0, enq
+
+    from bench import report
+    from bench.systems import all_systems
+
+    systems = [s for s in all_systems() if s.name in ("cogworker", "bare-batch8", "bare-2rt", "dramatiq-p16")]
+    data = {"truenoop": {"2p-100B": {n: {"reps": [out[n]]} for n in ("cogworker", "bare-batch8")}},
+            "enqueue": {"100B": {"cogworker": {"reps": [out["enqueue-cogworker"]]},
+                                 "bare-2rt": {"reps": [out["enqueue-bare-2rt"]]}}}}
+    data["truenoop"]["2p-100B"]["dramatiq-p16"] = {"reps": [{**out["bare-batch8"], "steady": 100.0}]}
+    data["recovery"] = {"2p": {"dramatiq-p16": {"reps": [{"lost": False, "rerun_s": 70.0}]}}}
+    meta = {"date": "2026-12-02T00:00:00+00:00", "mode": "quick", "reps": 1, "cpu_count": 2, "machine": "test",
+            "redis_server": "7", "peers": {"python": "3"}, "loadavg_start": 0.0, "workloads": [],
+            "plan": {"payload": 100, "tn_n": 400, "enq_single": 50, "enq_bulk": 300, "rec_bound": 150.0,
+                     "rec_job": 1.0, "rec_trials": 1}}
+    doc = report.build(meta, systems, data)
+    text = report.markdown(doc)
+    assert "### True no-op" in text and "Redis CPU µs/job" in text and "### Projection" in text, text
+    rows = {t["target"]: t for t in doc["targets"]}
+    assert rows["true no-op ≥ 10× the fastest peer that re-ran every SIGKILLed job"]["measured"].endswith(
+        "(dramatiq-p16: 100 jobs/s)")
+    for goal in ("true no-op ≥ 80% of bare-batch8 (steady jobs/s)", "Redis CPU per consumed job ≤ 8 µs (true no-op)",
+                 "Redis CPU per enqueued job in bulk ≤ 3 µs"):
+        assert rows[goal]["met"] in ("yes", "NO"), rows
+    assert any(t.startswith("single enqueue ≥ 90% of a bare LPUSH loop") for t in rows), rows

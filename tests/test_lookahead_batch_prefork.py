@@ -16,7 +16,10 @@ fetched as it started, its reply not yet read by the child; both are tested. The
 - TERM or TSTP to that child alone (the master returns nothing): the child gives the
   batch back itself once its job ends, in queue order too (it used to reverse it);
 - an idle sibling takes over every job of that batch not started (not only one) and
-  runs it while the blocker still runs.
+  runs it while the blocker still runs;
+- at K = 32 (the deepest batch, for tiny jobs): TERM puts all 31 or 32 back, a SIGKILL
+  of the child loses none of its 32 (requeued at once, uncounted, each run once), an idle
+  sibling takes all 32 over.
 
 Every start and end is logged with its pid (``apps.pf_faults.log``), from inside the
 children; the held jobs are the ones the blocker saw, checked again by the test on the
@@ -39,14 +42,17 @@ WARM = 40  # short jobs first: K grows over them (1, 2, 4, 8 per fetch)
 
 class Run:
     """A test's jobs, log and gate: ``WARM`` short jobs, then ``candidates`` candidate
-    blockers, all in one push (one LPUSH: oldest first)."""
+    blockers, all in one push (one LPUSH: oldest first). ``hold``: the children's
+    ``Depth.HOLD``; 10 ms (5x the default) keeps the candidates, each a round trip of its
+    own, in batches of 2-16 even on a loaded machine (at 2 ms they fell to K = 1 there,
+    and no candidate had a batch behind it)."""
 
-    def __init__(self, config, tmp_path, candidates=100, blockers=1, at=""):
+    def __init__(self, config, tmp_path, candidates=100, blockers=1, at="", min_held=2, hold="0.01"):
         self.config = config
         self.log = str(tmp_path / "runs.log")
         self.gate = tmp_path / "gate"
         self.env = {"PF_LOG": self.log, "PF_GATE": str(self.gate), "PF_BLOCKERS": str(blockers),
-                    "PF_BLOCK_AT": at}
+                    "PF_BLOCK_AT": at, "PF_MIN_HELD": str(min_held), "PF_HOLD": hold}
         self.blockers = blockers
         self.at = at
         warm = [f"w{i:03d}" for i in range(WARM)]
@@ -347,3 +353,68 @@ def test_a_child_signalled_alone_gives_its_held_batch_back_in_queue_order(run_of
     assert run.runs(blocker) == [("start", pid), ("end", pid)]
     run.assert_each_ran_once()
     run.assert_nothing_counted()
+
+
+# K = 32: the blocker waits with a whole batch of 32 behind it (the next one, "last") or
+# the 31 others of its own ("mid"). $PF_HOLD makes K reach 32 however loaded the machine.
+def k32(at):
+    return {"at": at, "candidates": 160, "min_held": 32 if at == "last" else 31, "hold": "0.1"}
+
+
+@AT
+def test_term_puts_a_held_batch_of_32_back_at_once(run_of, masters, at):
+    run = run_of(**k32(at))
+    m, pid, blocker, held = run.hold(masters)
+    assert len(held) == (32 if at == "last" else 31)
+    before = run.queued()
+    m.signal(signal.SIGTERM)
+    wait_for(lambda: run.queued() == held + before, 10, what="the held batch of 32 back on its queue")
+    assert not run.events("end", blocker) and run.not_started(pid, blocker) == []
+    run.release()
+    assert m.wait_exit(20) == 0, m.output()
+    assert run.runs(blocker) == [("start", pid), ("end", pid)]
+    assert in_progress_total(run.config) == 0
+    drain(run, masters)
+    run.assert_held_ran_elsewhere_once(pid, held)
+
+
+def test_a_sigkilled_child_holding_a_batch_of_32_loses_none_of_it(run_of, masters):
+    """SIGKILL with 32 jobs fetched ahead behind the running one: the master requeues its
+    whole list at once; the 32 run once each in the replacement child, uncounted; the job it
+    was running runs again (its one orphaning is far within the orphan limit)."""
+    run = run_of(**k32("last"))
+    m, pid, blocker, held = run.hold(masters)
+    assert len(held) == 32
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: run.ended() >= set(run.tags), 60, what="every job done, the held 32 included")
+    wait_for(lambda: in_progress_total(run.config) == 0 and not run.queued(), 5, what="nothing left")
+    (new,) = m.wait_children(1)
+    assert new != pid
+    runs = run.runs(blocker)
+    assert runs == [("start", pid), ("start", new), ("end", new)], runs
+    run.tags.remove(blocker)  # its two starts: checked above
+    assert all(run.runs(tag) == [("start", new), ("end", new)] for tag in held)
+    run.assert_each_ran_once()
+    # The blocker's orphaning (counted at the kill, tests/test_lookahead.py) went with its
+    # ack; none was left for the 32.
+    run.assert_nothing_counted()
+    assert m.alive()
+
+
+def test_an_idle_sibling_takes_over_a_held_batch_of_32(run_of, masters):
+    run = run_of(**{**k32("last"), "candidates": 320})
+    m = masters(module="apps.pf_batch", procs=2, env=run.env)
+    m.wait_children()
+    run.enqueue()
+    ((pid, (blocker, held)),) = run.wait_blocked().items()
+    assert len(held) == 32
+    (other,) = m.child_pids() - {pid}
+    wait_for(lambda: run.ended() >= set(run.tags) - {blocker}, 60, what="every job but the blocked one done")
+    assert not run.events("end", blocker)
+    assert all(run.runs(tag) == [("start", other), ("end", other)] for tag in held)  # all 32 taken over
+    run.release()
+    wait_for(lambda: run.events("end", blocker), 10, what="the blocked job's end")
+    wait_for(lambda: in_progress_total(run.config) == 0 and not run.queued(), 5, what="nothing left")
+    run.assert_each_ran_once()
+    run.assert_nothing_counted()
+    assert m.child_pids() == {pid, other} and m.alive()

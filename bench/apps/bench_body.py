@@ -10,6 +10,10 @@ bench counts and times jobs the same way whatever system runs them:
   CPU seconds) to a file of its process in $BENCH_MARKS_DIR: a round trip to Redis in
   the body (~0.2-0.4 ms here) would be ~3% of a 10 ms job, charged to every system
   alike, and the efficiency is meant to show what the framework costs, not the probe.
+- truenoop: no Redis at all, and no work: appends one byte to a file of its process in
+  $BENCH_MARKS_DIR (one write(2)); the harness counts the bytes. What is left is the
+  framework's own cost per job (its fetch, ack, bookkeeping), which noop's INCR round
+  trip (most of a child's time there) hides.
 - probe/slow: RPUSH "<token> <pid> <time.time()>" when the job starts.
 """
 import os
@@ -75,6 +79,13 @@ def cpu(iterations):
         _state.update(marks_pid=os.getpid(), marks=os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
     # One write(2) of one record: O_APPEND keeps records whole even from forked writers.
     os.write(_state["marks"], CPU_RECORD.format(started, time.time(), spent).encode())
+
+
+def truenoop(payload=""):
+    if _state.get("tick_pid") != os.getpid():
+        path = os.path.join(os.environ["BENCH_MARKS_DIR"], f"tick.{os.getpid()}")
+        _state.update(tick_pid=os.getpid(), tick=os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
+    os.write(_state["tick"], b".")
 
 
 def probe(token, t_enqueued):

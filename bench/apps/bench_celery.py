@@ -27,6 +27,11 @@ def noop(payload=""):
 
 
 @app.task
+def truenoop(payload=""):
+    body.truenoop(payload)
+
+
+@app.task
 def cpu(iterations):
     body.cpu(iterations)
 

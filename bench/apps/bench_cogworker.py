@@ -14,6 +14,11 @@ def noop(payload=""):
 
 
 @cogworker.job
+def truenoop(payload=""):
+    body.truenoop(payload)
+
+
+@cogworker.job
 def cpu(iterations):
     body.cpu(iterations)
 

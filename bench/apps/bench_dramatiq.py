@@ -14,6 +14,11 @@ def noop(payload=""):
 
 
 @dramatiq.actor
+def truenoop(payload=""):
+    body.truenoop(payload)
+
+
+@dramatiq.actor
 def cpu(iterations):
     body.cpu(iterations)
 

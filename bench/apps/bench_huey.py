@@ -13,6 +13,11 @@ def noop(payload=""):
 
 
 @huey.task()
+def truenoop(payload=""):
+    body.truenoop(payload)
+
+
+@huey.task()
 def cpu(iterations):
     body.cpu(iterations)
 

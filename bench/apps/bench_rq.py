@@ -9,6 +9,10 @@ def noop(payload=""):
     body.noop(payload)
 
 
+def truenoop(payload=""):
+    body.truenoop(payload)
+
+
 def cpu(iterations):
     body.cpu(iterations)
 

@@ -1,7 +1,7 @@
 """The ceiling: the bare Redis protocol cogworker's hot path needs, and nothing else.
 
 N plain processes (no master, no heartbeat, no stats) loop over fetch -> run the same
-job body -> ack. See bench/bare.py for the four variants.
+job body -> ack. See bench/bare.py for the variants.
 """
 from bench.systems import System
 
@@ -19,6 +19,7 @@ class Bare(System):
             "lua": "one script: LREM previous + LMOVE next (ack rides on the fetch)",
             "ahead": "the lua script sent before the job runs, read after (look-ahead, as cogworker)",
             "batch8": "pipeline: LREM the previous batch + LMOVE x8",
+            "batch32": "pipeline: LREM the previous batch + LMOVE x32",
         }[variant]
 
     def worker_argvs(self, procs, bindir, python):
@@ -45,4 +46,4 @@ class Bare(System):
         return Client()
 
 
-SYSTEMS = [Bare("2rt"), Bare("lua"), Bare("ahead"), Bare("batch8")]
+SYSTEMS = [Bare("2rt"), Bare("lua"), Bare("ahead"), Bare("batch8"), Bare("batch32")]

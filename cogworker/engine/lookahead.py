@@ -97,7 +97,10 @@ class Depth:
     sibling is idle. A job of ``LONG`` or longer is never batched: K = 1 (such a job
     outlasts a round trip several times over, so a batch saves it nothing worth a wait)."""
 
-    MAX = 8  # bench/README.md: 8 per round trip reaches bare-batch8's protocol
+    # 32: a true no-op job (no Redis call of its own, ~30-60 us of the child's Python) fills
+    # a batch of 31 in HOLD; per job, Redis then does the acks' LREMs and the LMOVEs, and
+    # the script call, its keys and the beat are shared by 32 (docs/architecture.md#batch).
+    MAX = 32
     HOLD = 0.002  # seconds a job fetched ahead may wait behind the others of its batch
     LONG = HOLD / 3  # docs/architecture.md#batch: 0.1-0.3 ms a round trip here
 

@@ -20,7 +20,7 @@ Look-ahead (a child fetching its next job while one runs) adds two things here:
   ``ack_jid``, the finished job whose ack rides on that fetch. A dying child's master
   drops ``ack_jid`` and counts an orphaning for the running job only.
 - ``started``: how many jobs of that fetch the child started (a batch fetch brings up
-  to 8, docs/architecture.md#batch): the ones not started are the top of its list; and
+  to 32, docs/architecture.md#batch): the ones not started are the top of its list; and
   ``acks``: finished jobs of the batch whose ack waits for the next fetch (or rides on
   it), which a dying child's master drops as well.
 - a lock and a "taken" flag per child, so that a sibling that runs out of work can take
@@ -54,12 +54,12 @@ _AHEAD = struct.Struct("=64sQ")  # ack_jid, ahead
 _AHEAD_OFFSET = _SEQ.size + 1 + 64
 _COUNTS = struct.Struct("=QQ")  # processed, failed: cumulative, this child's
 _COUNTS_OFFSET = 432  # after the body, 8-aligned
-MAX_ACKS = 16  # a batch's acks due (up to 7) and riding (up to 8)
+MAX_ACKS = 32  # a batch's acks due (up to K - 1) and riding (up to K), K <= Depth.MAX = 32
 _BATCH = struct.Struct("=QQ")  # started (of the look-ahead fetch's jobs), how many acks follow
 _BATCH_OFFSET = 448
 _ACKS = struct.Struct("=" + "64s" * MAX_ACKS)
 _ACKS_OFFSET = _BATCH_OFFSET + _BATCH.size
-SIZE = 1536  # a multiple of 64: each slot on its own cache lines, seq aligned
+SIZE = 2560  # a multiple of 64: each slot on its own cache lines, seq aligned
 assert _SEQ.size + _BODY.size <= _COUNTS_OFFSET and _COUNTS_OFFSET + _COUNTS.size <= _BATCH_OFFSET
 assert _ACKS_OFFSET + _ACKS.size <= SIZE
 _HIGH = struct.Struct("=I")  # after the slots and the flags: how many slots are in use

@@ -18,6 +18,11 @@ inside a batch (the jobs behind it are the rest of the batch it came with, which
 started: n - t is more than them), or ``last``, the last of its batch (the jobs behind it
 are the next batch, fetched while it runs, its reply not read yet: n - t is just them);
 unset: either.
+
+$PF_MIN_HELD (default 2) is how many jobs must be behind it. $PF_HOLD, when set, is the
+look-ahead's ``Depth.HOLD`` in these children (and ``LONG`` with it): the K = 32 tests
+set it large, so that K reaches 32 over the candidates' own round trips however loaded
+the machine (the rule itself is tested on ``Depth`` directly, tests/test_lookahead_batch.py).
 """
 
 from __future__ import annotations
@@ -32,6 +37,11 @@ from redis import Redis
 import cogworker
 from apps.pf_faults import log
 from cogworker.config import get_config
+from cogworker.engine.lookahead import Depth
+
+if os.environ.get("PF_HOLD"):
+    Depth.HOLD = float(os.environ["PF_HOLD"])
+    Depth.LONG = Depth.HOLD / 3
 
 BLOCKERS = "test:blockers"  # the pids of the children whose blocker blocks
 GATE_WAIT = 60.0  # a blocker whose gate never opens ends anyway: no test hangs on it
@@ -92,7 +102,7 @@ def _maybe_block(tag: str) -> None:
     if tag not in tags:
         return
     behind = tags[:tags.index(tag)]
-    if len(behind) < 2 or not _placed(record, len(behind)):
+    if len(behind) < int(os.environ.get("PF_MIN_HELD", "2")) or not _placed(record, len(behind)):
         return
     if r.eval(_CLAIM, 1, BLOCKERS, os.getpid(), limit) != 1:
         return

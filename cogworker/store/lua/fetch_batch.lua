@@ -21,7 +21,8 @@ if refused then return refused end
 beat(KEYS[3], ARGV[6])
 local m = tonumber(ARGV[1])
 for i = 1, m do
-  redis.call("LREM", KEYS[1], -1, ARGV[8 + i])  -- an acked job is near the tail
+  -- "-1", a string: a Lua number would be formatted (printf %.14g) on every call
+  redis.call("LREM", KEYS[1], "-1", ARGV[8 + i])  -- an acked job is near the tail
 end
 -- Their orphan counters in one command: a call from Lua costs more than the key's delete.
 if m > 0 then redis.pcall("DEL", unpack(KEYS, 4, 3 + m)) end
@@ -42,6 +43,27 @@ while #jobs < k do
   table.insert(indexes, i - first + 1)
   table.insert(jobs, job)
   at = i
+  -- The rest from that queue in one pop and one push, in the order k LMOVEs would leave
+  -- them: a call from Lua costs Redis more than the list work of one job (K = 32).
+  if #jobs < k then
+    local got = redis.pcall("LMPOP", 1, KEYS[i], "RIGHT", "COUNT", k - #jobs)
+    if type(got) == "table" and not got["err"] then
+      local more = got[2]
+      local pushed = redis.pcall("LPUSH", KEYS[1], unpack(more))
+      if type(pushed) == "table" and pushed["err"] then
+        local back = {}  -- newest first, so that the oldest is at the fetch end again
+        for b = #more, 1, -1 do table.insert(back, more[b]) end
+        redis.call("RPUSH", KEYS[i], unpack(back))
+        table.insert(bad, KEYS[i])
+        table.insert(bad, pushed["err"])
+        break
+      end
+      for _, more_job in ipairs(more) do
+        table.insert(indexes, i - first + 1)
+        table.insert(jobs, more_job)
+      end
+    end
+  end
 end
 if #jobs > 0 then
   redis.call("HSET", ARGV[3], ARGV[4], ARGV[5] .. ":" .. #jobs .. ":0")
