@@ -203,6 +203,15 @@ def validate_liveness(config: Config) -> None:
                                  f"heartbeat_interval ({config.heartbeat_interval:g}s)")
 
 
+def validate_retention(config: Config) -> None:
+    """Each bound of what is kept per job must be a whole number of at least 1 (a float or a
+    string there would reach the scripts as an argument Redis refuses, at every flush)."""
+    for name in ("status_max", "status_max_failed", "status_ttl", "history_ttl", "history_max"):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigurationError(f"{name} must be a whole number of at least 1, got {value!r}")
+
+
 @dataclass
 class Config:
     redis_url: str = field(default_factory=redis_url_from_env)
@@ -233,7 +242,13 @@ class Config:
     status_ttl: int = 24 * 3600
     history: bool = True
     history_max: int = 25
-    history_ttl: int = 7 * 24 * 3600
+    history_ttl: int = 24 * 3600
+    # Retention (docs/architecture.md#retention): the status and history of at most the last
+    # status_max finished successes and status_max_failed dead jobs are kept, each at most
+    # max(status_ttl, history_ttl); older ones are trimmed a few at a time by the status
+    # flush. About 330 bytes of Redis per retained success, 1.4 KB per dead one (README).
+    status_max: int = 10_000
+    status_max_failed: int = 10_000
     # A failure's traceback, in its retry/dead entry, history and log line, is cut to this.
     traceback_lines: int = 30
     # A payload may only run a registered job (what the app module imported). These
@@ -265,6 +280,7 @@ class Config:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"{name} must be a whole number of seconds, at least 1; got {value!r}")
         validate_wait(self)
+        validate_retention(self)
         self.keys = Keys(self.namespace)
         self._lock = threading.Lock()
         self._client: Client | None = None

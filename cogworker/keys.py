@@ -49,6 +49,11 @@ class Keys:
         # and first-try successes (docs/architecture.md#status-buckets).
         self.enq_prefix = f"{ns}:enq:"
         self.done_prefix = f"{ns}:done:"
+        # Addition: the finished jobs whose status and history are retained (zsets, jid ->
+        # when it finished): the index the count and age bounds trim by, successes and
+        # failures apart (docs/architecture.md#retention).
+        self.retained_succeeded = f"{ns}:retained:succeeded"
+        self.retained_failed = f"{ns}:retained:failed"
         self.throughput_prefix = f"{ns}:throughput:"
         # Addition: per-minute counts of job durations per class in log-spaced buckets
         # (for api.class_metrics' p95); kept hours, not days: it has many more fields.

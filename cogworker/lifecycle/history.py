@@ -51,8 +51,11 @@ StatusWrite = tuple[str, float, int, dict[str, Any]]  # jid, updated_at, ttl, fi
 # entry are built at flush time, off the job loop).
 Pending = tuple["hooks.JobEvent", float]
 PendingEntry = tuple["hooks.JobEvent", str, "float | None", float]  # event, outcome, started_at, ended_at
-# A first-try success for ``done:<hour>``: jid, queue, class, attempt, started_at, ended_at, identity.
-Done = tuple[str, str, str, int, "float | None", float, "str | None"]
+# A first-try success for ``done:<hour>``: jid, queue, class, attempt, started_at, ended_at,
+# identity, enqueued_at (which names its enq:<hour> field, deleted as it is done).
+Done = tuple[str, str, str, int, "float | None", float, "str | None", Any]
+# The clock of the writes (the retained zsets' scores and the age bound): tests set it.
+clock = time.time
 
 
 def hour_of(t: float) -> int:
@@ -67,6 +70,21 @@ def done_ttl(config: Config) -> int:
 
 def enq_ttl(config: Config) -> int:
     return config.status_ttl + HOUR
+
+
+def keep_seconds(config: Config) -> int:
+    """How long a finished job's status and history are retained at most (the age bound)."""
+    return max(config.status_ttl, config.history_ttl)
+
+
+def enq_hours(enqueued_at: Any) -> tuple[int, ...]:
+    """The hours whose ``enq:`` bucket may hold the job's field: its push's, a moment after
+    its ``enqueued_at`` (the payload is built first), so the next hour's too in the last
+    minute of one."""
+    if not isinstance(enqueued_at, (int, float)) or isinstance(enqueued_at, bool):
+        return ()
+    hour = hour_of(enqueued_at)
+    return (hour, hour + HOUR) if enqueued_at - hour > HOUR - 60 else (hour,)
 
 
 class Buffer:
@@ -162,8 +180,20 @@ def write(config: Config, status: list[StatusWrite], entries: list[tuple[str, st
 def _write_pending(config: Config, status: list[Pending], entries: list[PendingEntry], buffered: bool,
                    done: list[Done] | None = None) -> None:
     rows = [_status_row(config, event, now, buffered) for event, now in status] if config.status else []
+    gone: dict[int, list[str]] = {}  # enq hour -> the jids that finished: their enq: field goes
+    for row, (event, _) in zip(rows, status, strict=True):
+        if row[4][0] in ("succeeded", "dead"):
+            _note_gone(gone, event.payload, row[0])
+    for record in done or ():
+        for hour in enq_hours(record[7]):
+            gone.setdefault(hour, []).append(record[0])
     _run(config, rows, [(event.payload["jid"], json.dumps(_entry(event, outcome, started_at, now)))
-                        for event, outcome, started_at, now in entries], _buckets(done or []))
+                        for event, outcome, started_at, now in entries], _buckets(done or []), gone)
+
+
+def _note_gone(gone: dict[int, list[str]], payload: dict[str, Any], jid: str) -> None:
+    for hour in enq_hours(payload.get("enqueued_at")):
+        gone.setdefault(hour, []).append(jid)
 
 
 def _buckets(done: list[Done]) -> dict[int, str]:
@@ -171,7 +201,7 @@ def _buckets(done: list[Done]) -> dict[int, str]:
     ``jid<TAB>record`` (split by the script: one argument per bucket, not two per job;
     neither a jid nor a JSON record holds a newline or a tab)."""
     found: dict[int, list[str]] = {}
-    for jid, queue, job_class, attempt, started_at, ended_at, identity in done:
+    for jid, queue, job_class, attempt, started_at, ended_at, identity, _ in done:
         found.setdefault(hour_of(ended_at), []).append(
             f"{jid}\t[{_js(queue)},{_js(job_class)},{attempt},{'null' if started_at is None else repr(started_at)},"
             f"{ended_at!r},{_js(identity)}]")
@@ -188,10 +218,13 @@ StatusRow = tuple[str, int, float, bool, list[Any]]  # jid, ttl, updated_at, com
 
 
 def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]],
-         done: dict[int, str] | None = None) -> None:
+         done: dict[int, str] | None = None, gone: dict[int, list[str]] | None = None) -> None:
     keys: list[str] = []
+    k = config.keys
     args: list[Any] = [len(rows) if config.status else 0, config.history_max, config.history_ttl,
-                       len(entries), done_ttl(config)]
+                       len(entries), done_ttl(config), repr(clock()), config.status_max, config.status_max_failed,
+                       keep_seconds(config), k.status_prefix, k.history_prefix, k.done_prefix, k.enq_prefix,
+                       len(gone or ())]
     if config.status:
         for jid, ttl, updated_at, compare, values in rows:
             keys.append(config.keys.status(jid))
@@ -202,7 +235,10 @@ def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]],
     for hour, lines in (done or {}).items():
         keys.append(config.keys.done(hour))
         args.append(lines)
-    if len(keys):
+    for hour, jids in (gone or {}).items():
+        args += [hour, "\n".join(jids)]
+    if len(keys) or gone:
+        keys += [k.retained_succeeded, k.retained_failed]
         lua.run(config.redis(), "status_flush", keys, args)
 
 
@@ -295,7 +331,8 @@ def _on_success(event: hooks.JobEvent) -> None:
         if jid not in buffer.running:
             run = buffer.started.pop(jid, None)
             buffer.done.append((jid, event.queue or payload.get("queue") or "", payload.get("class") or "", 1,
-                                run[2] if run is not None else None, time.time(), event.identity))
+                                run[2] if run is not None else None, time.time(), event.identity,
+                                payload.get("enqueued_at")))
             return
     _on_event(event)
 

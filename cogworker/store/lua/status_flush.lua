@@ -1,15 +1,23 @@
--- Writes the job statuses and history entries a process buffered, in one call.
+-- Writes the job statuses and history entries a process buffered, in one call, and trims
+-- what is retained of finished jobs (docs/architecture.md#retention).
 -- KEYS: n status hashes, then one history list per entry (m of them), then done:<hour>
--- buckets (docs/architecture.md#status-buckets).
--- ARGV: n, history_max, history_ttl, m, done_ttl; per status: ttl, updated_at, compare
--- (1/0), then the values of FIELDS below in order; then one JSON entry per history key;
--- then per bucket one argument of lines "jid<TAB>record" (one HSET per 500 of them, one
--- EXPIRE).
+-- buckets (docs/architecture.md#status-buckets), then the two retained zsets (successes,
+-- failures: jid -> when it finished).
+-- ARGV: n, history_max, history_ttl, m, done_ttl, now, status_max, status_max_failed,
+-- keep (seconds), the status:, history:, done: and enq: key prefixes, g (enq groups);
+-- per status: ttl, updated_at, compare (1/0), then the values of FIELDS below in order;
+-- then one JSON entry per history key; then per bucket one argument of lines
+-- "jid<TAB>record" (one HSET per 500 of them, one EXPIRE); then per enq group its hour
+-- and the jids (newline-separated) whose enq:<hour> field goes: they finished.
 -- Every status write sets every field (empty when it doesn't apply): no DEL needed.
 -- compare=1: a status older than the one stored (another process's write landed first) is
 -- skipped; the caller sends 0 only for a success filed by the worker that ran the job.
 -- History: LTRIM only once the list is longer than history_max; its TTL is set again to
 -- history_ttl on every entry (so it lasts history_ttl after the job's last execution).
+-- Retention: a finished job (a done: record, a status row that says succeeded or dead) is
+-- added to its zset; then each zset sheds, oldest first, what is older than `keep` and
+-- what is over its count, at most as many as this call added plus SLACK (amortised: no
+-- scan, no call of its own), deleting the shed jobs' status:, history: and done: records.
 -- Best-effort throughout: a key of the wrong type skips that key, never the rest.
 local FIELDS = {'state', 'attempt', 'queue', 'class', 'identity', 'started_at', 'at', 'error_class', 'reason'}
 local nf = #FIELDS
@@ -18,7 +26,37 @@ local cap = tonumber(ARGV[2])
 local history_ttl = tonumber(ARGV[3])
 local m = tonumber(ARGV[4])
 local done_ttl = tonumber(ARGV[5])
-local i = 6
+local now = ARGV[6]
+local maxes = {tonumber(ARGV[7]), tonumber(ARGV[8])}
+local keep = tonumber(ARGV[9])
+local status_prefix, history_prefix, done_prefix, enq_prefix = ARGV[10], ARGV[11], ARGV[12], ARGV[13]
+local g = tonumber(ARGV[14])
+local retained = {KEYS[#KEYS - 1], KEYS[#KEYS]}
+local added = {{}, {}}  -- per zset: score, member, ...
+local CHUNK = 1000  -- values per variadic command: unpack has a stack limit
+local SLACK = 50     -- trimmed per call beyond what it added: a lowered bound catches up
+local HOUR = 3600
+
+local function chunked(command, key, values)
+  local ok = true
+  for s = 1, #values, CHUNK do
+    local part = {unpack(values, s, math.min(s + CHUNK - 1, #values))}
+    if key then
+      ok = type(redis.pcall(command, key, unpack(part))) == 'number' and ok
+    else
+      ok = type(redis.pcall(command, unpack(part))) == 'number' and ok
+    end
+  end
+  return ok
+end
+
+local function finished(which, jid)
+  local list = added[which]
+  list[#list + 1] = now
+  list[#list + 1] = jid
+end
+
+local i = 15
 local args = {'updated_at', false}
 for j = 1, nf do args[2 * j + 1] = FIELDS[j] end
 for k = 1, n do
@@ -35,6 +73,13 @@ for k = 1, n do
     if type(redis.pcall('HSET', key, unpack(args))) == 'number' then
       redis.pcall('EXPIRE', key, ttl)
     end
+    local state = ARGV[i + 3]
+    if state == 'succeeded' or state == 'dead' then
+      local jid = string.sub(key, #status_prefix + 1)
+      local which = state == 'succeeded' and 1 or 2
+      finished(which, jid)
+      redis.pcall('ZREM', retained[3 - which], jid)  -- a dead job retried from the API, now done
+    end
   end
   i = i + 3 + nf
 end
@@ -47,20 +92,60 @@ for k = n + 1, n + m do
   end
   i = i + 1
 end
-local CHUNK = 1000  -- values per HSET: unpack has a stack limit
-for k = n + m + 1, #KEYS do
+for k = n + m + 1, #KEYS - 2 do
   local key = KEYS[k]
-  local values, ok = {}, true
+  local values = {}
   for jid, record in string.gmatch(ARGV[i], '([^\t\n]+)\t([^\n]+)') do
     values[#values + 1] = jid
     values[#values + 1] = record
-    if #values >= CHUNK then
-      ok = ok and type(redis.pcall('HSET', key, unpack(values))) == 'number'
-      values = {}
+    finished(1, jid)
+  end
+  if chunked('HSET', key, values) then redis.pcall('EXPIRE', key, done_ttl) end
+  i = i + 1
+end
+for _ = 1, g do  -- finished jobs are no longer queued: their enq: field goes
+  local jids = {}
+  for jid in string.gmatch(ARGV[i + 1], '[^\n]+') do jids[#jids + 1] = jid end
+  chunked('HDEL', enq_prefix .. ARGV[i], jids)
+  i = i + 2
+end
+
+-- Forgets shed jobs: their own keys, and their done: field (in the hour of its score, or
+-- the hour before when the score is early in its hour: a flush lands after the end).
+local function forget(shed)
+  local keys, fields = {}, {}
+  for j = 1, #shed, 2 do
+    local jid, score = shed[j], tonumber(shed[j + 1]) or 0
+    keys[#keys + 1] = status_prefix .. jid
+    keys[#keys + 1] = history_prefix .. jid
+    local hour = math.floor(score / HOUR) * HOUR
+    fields[hour] = fields[hour] or {}
+    table.insert(fields[hour], jid)
+    if score - hour < 60 then
+      fields[hour - HOUR] = fields[hour - HOUR] or {}
+      table.insert(fields[hour - HOUR], jid)
     end
   end
-  if #values > 0 then ok = ok and type(redis.pcall('HSET', key, unpack(values))) == 'number' end
-  if ok then redis.pcall('EXPIRE', key, done_ttl) end
-  i = i + 1
+  chunked('DEL', false, keys)
+  for hour, jids in pairs(fields) do chunked('HDEL', done_prefix .. string.format('%d', hour), jids) end
+end
+
+for which = 1, 2 do
+  local key = retained[which]
+  local budget = #added[which] / 2 + SLACK
+  if #added[which] > 0 then chunked('ZADD', key, added[which]) end
+  local old = redis.pcall('ZRANGEBYSCORE', key, '-inf', '(' .. (tonumber(now) - keep), 'WITHSCORES', 'LIMIT', 0, budget)
+  if type(old) == 'table' and #old > 0 then
+    local members = {}
+    for j = 1, #old, 2 do members[#members + 1] = old[j] end
+    chunked('ZREM', key, members)
+    forget(old)
+    budget = budget - #members
+  end
+  local size = redis.pcall('ZCARD', key)
+  if type(size) == 'number' and size > maxes[which] and budget > 0 then
+    local shed = redis.pcall('ZPOPMIN', key, math.min(size - maxes[which], budget))
+    if type(shed) == 'table' then forget(shed) end
+  end
 end
 return n
