@@ -37,6 +37,7 @@ def test_a_first_try_success_is_one_field_of_enq_and_of_done_and_no_key_of_its_o
     hour = history.hour_of(time.time())
     assert r.hexists(config.keys.enq(hour), jid)
     assert api.status(jid).state == "queued"
+    assert config.status_ttl < r.ttl(config.keys.enq(hour)) <= config.status_ttl + 3600
     with RunningWorker() as worker:
         assert wait_for(lambda: (s := api.status(jid)) is not None and s.state == "succeeded", 5)
     assert per_jid_keys(config) == []
@@ -48,7 +49,7 @@ def test_a_first_try_success_is_one_field_of_enq_and_of_done_and_no_key_of_its_o
     assert (found.attempt, found.queue, found.job_class) == (1, "default", "apps.core_jobs.record")
     [entry] = api.history(jid)
     assert (entry.outcome, entry.went, entry.attempt, entry.identity) == ("succeeded", "succeeded", 1, worker.identity)
-    assert config.status_ttl < r.ttl(config.keys.enq(hour)) <= config.status_ttl + 3600
+    assert not r.hexists(config.keys.enq(hour), jid)  # finished: no longer queued (docs/architecture.md#retention)
     assert config.history_ttl < r.ttl(config.keys.done(done_hour)) <= config.history_ttl + 3600
 
 
@@ -113,7 +114,7 @@ def test_hour_rollover_and_a_reader_across_buckets(config):
     r.hset(key, mapping=fields)
     assert key == config.keys.enq(history.hour_of(t0))
     t1 = t0 + 1.0  # the next hour
-    history._write_pending(config, [], [], True, [("roll", "q", "C", 1, t0 + 0.2, t1, "w1")])
+    history._write_pending(config, [], [], True, [("roll", "q", "C", 1, t0 + 0.2, t1, "w1", None)])
     assert r.hexists(config.keys.done(history.hour_of(t1)), "roll")
     assert history.hour_of(t1) == history.hour_of(t0) + 3600
     assert 0 < r.ttl(config.keys.done(history.hour_of(t1))) <= history.done_ttl(config)
@@ -121,7 +122,8 @@ def test_hour_rollover_and_a_reader_across_buckets(config):
     later = api.status("roll", now=t1 + 20 * 3600)  # 20 hours on: read across 21 buckets
     assert (later.state, later.updated_at, later.queue, later.job_class) == ("succeeded", t1, "q", "C")
     assert api.status("roll", now=t1 + config.status_ttl + 2 * 3600) is None  # past status_ttl
-    assert [a.ended_at for a in api.history("roll", now=t1 + 3 * 24 * 3600)] == [t1]
+    assert [a.ended_at for a in api.history("roll", now=t1 + 20 * 3600)] == [t1]
+    assert api.history("roll", now=t1 + config.history_ttl + 2 * 3600) == []  # past history_ttl
     assert api.history("roll", now=t1 + config.history_ttl + 2 * 3600) == []
 
 
@@ -131,7 +133,7 @@ def test_the_newest_of_key_and_buckets_wins_and_history_merges_without_duplicate
     history.write(config, [("mix", now - 5, 60, {"state": "queued", "queue": "q"})],
                   [("mix", json.dumps({"attempt": 1, "started_at": now - 9, "ended_at": now - 8,
                                        "outcome": "orphaned", "went": "queued", "identity": "w0"}))])
-    history._write_pending(config, [], [], True, [("mix", "q", "C", 1, now - 2, now - 1, "w1")])
+    history._write_pending(config, [], [], True, [("mix", "q", "C", 1, now - 2, now - 1, "w1", None)])
     assert api.status("mix").state == "succeeded"  # the done record is newer than status:<jid>
     assert [(a.outcome, a.identity) for a in api.history("mix")] == [("orphaned", "w0"), ("succeeded", "w1")]
     # The same success also in history:<jid> (a rerun's two writers) shows once.
@@ -148,7 +150,7 @@ def test_a_key_of_the_wrong_type_at_a_bucket_skips_it_and_writes_the_rest(config
     r = config.redis()
     now = time.time()
     r.set(config.keys.done(history.hour_of(now)), "x")
-    history._write_pending(config, [], [], True, [("a", "q", "C", 1, now - 1, now, "w"),
-                                                   ("b", "q", "C", 1, now - 3 * 3600, now - 2 * 3600, "w")])
+    history._write_pending(config, [], [], True, [("a", "q", "C", 1, now - 1, now, "w", None),
+                                                   ("b", "q", "C", 1, now - 3 * 3600, now - 2 * 3600, "w", None)])
     assert r.get(config.keys.done(history.hour_of(now))) == b"x"
     assert api.status("b").state == "succeeded" and api.status("a") is None

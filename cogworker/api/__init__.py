@@ -25,10 +25,11 @@ from .queues import Queue, queue, queues
 from .records import DayStats, JobRecord, ProcessRecord, RunningJob, Stats
 from .results import Result, result
 from .sets import DeadSet, JobSet, RetrySet, ScheduledSet
-from .status import Attempt, JobStatus, history, status
+from .status import NOT_RETAINED, Attempt, JobStatus, Retention, history, retention, state, status
 from .windows import WINDOWS, ClassSummary, ClassWindow, WindowMetrics, class_window, window_metrics
 
 __all__ = [
+    "NOT_RETAINED",
     "WINDOWS",
     "Attempt",
     "ClassMetrics",
@@ -46,6 +47,7 @@ __all__ = [
     "Queue",
     "RedisInfo",
     "Result",
+    "Retention",
     "RetrySet",
     "RunningJob",
     "ScheduledSet",
@@ -68,7 +70,9 @@ __all__ = [
     "result",
     "quiet_process",
     "redis_info",
+    "retention",
     "run_periodic_now",
+    "state",
     "stats",
     "status",
     "stop_process",

@@ -15,9 +15,54 @@ from typing import Any
 from .. import store
 from ..boundedjson import loads as json_loads
 from ..config import Config, as_text, get_config
-from ..lifecycle.history import HOUR, hour_of
+from ..lifecycle.history import HOUR, hour_of, keep_seconds
 
 STATES = ("queued", "scheduled", "running", "retrying", "succeeded", "dead")
+# What a job with no record reads as: its status and history were trimmed by retention
+# (docs/architecture.md#retention) or expired, or it never existed: Redis can't tell which.
+NOT_RETAINED = "not_retained"
+
+
+@dataclass(frozen=True)
+class Retention:
+    """What is kept of finished jobs (``Config.status_max``, ``status_max_failed``, the
+    longer of ``status_ttl``/``history_ttl``) and of dead ones in the dead set."""
+
+    succeeded: int
+    failed: int
+    seconds: int
+    dead_max: int
+    dead_seconds: float
+
+    def describe(self) -> str:
+        """One line, for the command and the web UI: why a job can read as not retained."""
+        return (f"status and history are retained for the last {self.succeeded:,} successes and the last "
+                f"{self.failed:,} failed (dead) jobs, each at most {_span(self.seconds)}; the dead set keeps "
+                f"{self.dead_max:,} entries, at most {_span(self.dead_seconds)}")
+
+
+def _span(seconds: float) -> str:
+    if seconds >= 86400 and seconds % 86400 == 0:
+        days = int(seconds // 86400)
+        return f"{days} day{'s' if days > 1 else ''}" if days != 1 else "24 h"
+    if seconds >= 3600:
+        return f"{seconds / 3600:g} h"
+    return f"{seconds:g} s"
+
+
+def retention(config: Config | None = None) -> Retention:
+    """The retention rules in force for ``config`` (the process's config by default)."""
+    config = config or get_config()
+    return Retention(succeeded=config.status_max, failed=config.status_max_failed, seconds=keep_seconds(config),
+                     dead_max=config.dead_max_jobs, dead_seconds=config.dead_timeout)
+
+
+def state(jid: str, config: Config | None = None, now: float | None = None) -> str:
+    """The job's last known state (one of ``STATES``), or ``NOT_RETAINED`` when no status
+    of it is kept; never ``queued`` for a finished job whose record was trimmed (its
+    ``enq:`` field is deleted as it finishes)."""
+    found = status(jid, config, now)
+    return found.state if found is not None else NOT_RETAINED
 
 
 @dataclass(frozen=True)
@@ -71,8 +116,9 @@ def _bucket_reads(config: Config, jid: str, kind: str, ttl: int, now: float) -> 
 
 
 def status(jid: str, config: Config | None = None, now: float | None = None) -> JobStatus | None:
-    """The job's last known status, or None (unknown jid, expired, or status turned off):
-    the newest of its ``status:<jid>`` hash, its ``enq:`` record and its ``done:`` record."""
+    """The job's last known status, or None when none is retained (trimmed by retention,
+    expired, an unknown jid, or status turned off: ``state`` says ``NOT_RETAINED``): the
+    newest of its ``status:<jid>`` hash, its ``enq:`` record and its ``done:`` record."""
     config = config or get_config()
     now = time.time() if now is None else now
     pipe = store.pipeline(config.redis())

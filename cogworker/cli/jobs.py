@@ -94,19 +94,21 @@ def show_job(args: argparse.Namespace) -> int:
     where, record = locate(args.jid)
     status = api.status(args.jid)
     history = api.history(args.jid)
+    rules = api.retention().describe()
     if where is None and status is None and not history:
-        raise not_found(f"no job with jid {args.jid!r} (not queued, scheduled, retrying, dead, nor in recent "
-                        "status or history)")
+        raise not_found(f"job {args.jid!r}: {api.NOT_RETAINED.replace('_', ' ')}: not queued, scheduled, retrying "
+                        f"or dead, and no status or history of it is kept ({rules}; or no such job)")
     if args.json:
         print_json({"jid": args.jid, "where": where, "entry": record_json(record) if record is not None else None,
-                    "status": status, "history": history})
+                    "state": field(status, "state") if status is not None else api.NOT_RETAINED,
+                    "status": status, "history": history, "retention": rules})
         return 0
     state = field(status, "state") or field(status, "status") if status is not None else None
     print(pairs([
         ("jid", args.jid),
         ("where", where or ("running" if state == "running" else "-")),
         ("status", f"{state} (since {when(field(status, 'updated_at'))}, attempt {field(status, 'attempt')})"
-         if status is not None else "-"),
+         if status is not None else f"not retained ({rules})"),
         *progress_of(status),
     ]))
     if record is not None:

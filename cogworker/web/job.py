@@ -134,6 +134,7 @@ def routes(templates: Templates) -> list[Route]:
         found = record is not None or status is not None or bool(attempts)
         return templates.render(request, "job.html", 200 if found else 404, jid=jid, record=record, job_status=status,
                                 attempts=attempts, actions=actions_for(record), found=found,
+                                retention=api.retention(config).describe(),
                                 disagreement=disagreement(status, record))
 
     def search(request: Request) -> Response:
