@@ -50,9 +50,12 @@ local function chunked(command, key, values)
   return ok
 end
 
+-- Scores: this call's time, a microsecond apart in the order the jobs came (the buffer's
+-- order of their ends), so the oldest go first even within one call.
+local t = tonumber(now)
 local function finished(which, jid)
   local list = added[which]
-  list[#list + 1] = now
+  list[#list + 1] = string.format('%.6f', t + (#list / 2) * 0.000001)
   list[#list + 1] = jid
 end
 
@@ -134,7 +137,7 @@ for which = 1, 2 do
   local key = retained[which]
   local budget = #added[which] / 2 + SLACK
   if #added[which] > 0 then chunked('ZADD', key, added[which]) end
-  local old = redis.pcall('ZRANGEBYSCORE', key, '-inf', '(' .. (tonumber(now) - keep), 'WITHSCORES', 'LIMIT', 0, budget)
+  local old = redis.pcall('ZRANGEBYSCORE', key, '-inf', '(' .. (t - keep), 'WITHSCORES', 'LIMIT', 0, budget)
   if type(old) == 'table' and #old > 0 then
     local members = {}
     for j = 1, #old, 2 do members[#members + 1] = old[j] end

@@ -1,0 +1,228 @@
+"""Retention of finished jobs' status and history (docs/architecture.md#retention): bounded
+by count (successes and failures apart) and by age, trimmed inside the status flush a
+bounded amount per call; a finished job's ``enq:`` field goes; a trimmed job reads as not
+retained in the API, the command and the web UI, never as queued. Real redis-server; the
+writes' clock injected (``history.clock``); real workers where a job runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from apps import core_jobs
+from core_util import RunningWorker, wait_for
+
+import cogworker
+from cogworker import api
+from cogworker.client import status as status_enqueue
+from cogworker.errors import ConfigurationError
+from cogworker.lifecycle import history
+
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture
+def config(config):
+    status_enqueue._expired_enq = None  # the session's Redis was emptied: this process's memory is stale
+    return cogworker.configure(status=True, history=True, status_max=5, status_max_failed=3)
+
+
+class Clock:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    found = Clock(time.time())
+    monkeypatch.setattr(history, "clock", found)
+    return found
+
+
+def succeed(config, jids, t):
+    """First-try successes filed by a worker's buffer at ``t`` (done: records)."""
+    history._write_pending(config, [], [], True, [(j, "default", "C", 1, t - 0.2, t, "w1", t - 1) for j in jids])
+
+
+def die(config, jids, t):
+    """Dead jobs, as a flush writes them: a status:<jid> row and a history entry each."""
+    history.write(config, [(j, t, 3600, {"state": "dead", "queue": "default", "class": "C", "reason": "failed"})
+                           for j in jids],
+                  [(j, '{"attempt": 1, "ended_at": %r, "outcome": "failed", "went": "dead"}' % t) for j in jids])
+
+
+def zcard(config, key):
+    return config.redis().zcard(key)
+
+
+def test_the_count_bound_keeps_the_last_successes(config, clock):
+    for k in range(4):  # four flushes of five
+        succeed(config, [f"ok{k}-{j}" for j in range(5)], clock.t)
+        clock.t += 1
+    assert zcard(config, config.keys.retained_succeeded) == 5
+    kept = [f"ok3-{j}" for j in range(5)]
+    assert all(api.state(j) == "succeeded" for j in kept)
+    assert [api.state(f"ok{k}-{j}") for k in range(3) for j in range(5)] == [api.NOT_RETAINED] * 15
+    assert all(api.history(f"ok0-{j}") == [] for j in range(5))
+    buckets = list(config.redis().scan_iter(config.keys.done_prefix + "*"))
+    assert sum(config.redis().hlen(b) for b in buckets) == 5  # the trimmed records are deleted, not hidden
+
+
+def test_successes_and_failures_are_counted_apart(config, clock):
+    die(config, [f"dead{j}" for j in range(6)], clock.t)
+    clock.t += 1
+    succeed(config, [f"ok{j}" for j in range(8)], clock.t)
+    clock.t += 1
+    die(config, ["dead6"], clock.t)
+    assert zcard(config, config.keys.retained_failed) == 3
+    assert zcard(config, config.keys.retained_succeeded) == 5
+    assert [api.state(f"dead{j}") for j in range(7)] == [api.NOT_RETAINED] * 4 + ["dead"] * 3
+    assert [api.state(f"ok{j}") for j in range(8)] == [api.NOT_RETAINED] * 3 + ["succeeded"] * 5
+    r = config.redis()
+    assert not r.exists(config.keys.status("dead0"), config.keys.history("dead0"))
+    assert r.exists(config.keys.status("dead6")) and len(api.history("dead6")) == 1
+
+
+def test_the_age_bound_trims_below_the_count(config, clock):
+    t0 = clock.t
+    succeed(config, ["old1", "old2"], t0)
+    die(config, ["olddead"], t0)
+    clock.t = t0 + history.keep_seconds(config) - 1
+    succeed(config, ["young"], clock.t)  # under every count: nothing shed yet
+    assert api.state("old1", now=t0 + 1) == "succeeded" and api.state("olddead", now=t0 + 1) == "dead"
+    clock.t = t0 + history.keep_seconds(config) + 1
+    succeed(config, ["new"], clock.t)  # a flush past the old ones' age sheds them, failures too
+    r = config.redis()
+    assert [m.decode() for m in r.zrange(config.keys.retained_succeeded, 0, -1)] == ["young", "new"]
+    assert zcard(config, config.keys.retained_failed) == 0
+    assert not r.exists(config.keys.status("olddead"), config.keys.history("olddead"))
+    assert api.state("old1", now=t0 + 1) == api.NOT_RETAINED  # deleted, not only out of the readers' window
+
+
+def test_trimming_is_bounded_per_call_and_catches_up(config, clock):
+    succeed(cogworker.configure(status_max=100), [f"j{n}" for n in range(100)], clock.t)
+    config = cogworker.configure(status_max=10)
+    r = config.redis()
+    assert r.zcard(config.keys.retained_succeeded) == 100
+    clock.t += 1
+    succeed(config, ["a"], clock.t)
+    assert r.zcard(config.keys.retained_succeeded) == 101 - 51  # at most what it added plus 50 per call
+    succeed(config, ["b"], clock.t)
+    assert r.zcard(config.keys.retained_succeeded) == 10
+    assert api.state("b") == "succeeded" and api.state("j89") == api.NOT_RETAINED
+
+
+def test_a_finished_job_leaves_its_enq_bucket_and_a_trimmed_one_is_never_queued(config):
+    r = config.redis()
+    first = core_jobs.record.enqueue("first")
+    waiting_hour = history.hour_of(time.time())
+    assert api.state(first) == "queued"
+    with RunningWorker():
+        assert wait_for(lambda: api.state(first) == "succeeded", 10)
+        more = [core_jobs.record.enqueue(f"more{n}") for n in range(7)]
+        assert wait_for(lambda: all(api.state(j) == "succeeded" for j in more[-5:]), 10)
+        dead = [core_jobs.fail_no_retry.enqueue(f"dead{n}") for n in range(5)]
+        assert wait_for(lambda: all(api.state(j) == "dead" for j in dead[-3:]), 10)
+    assert api.state(first) == api.NOT_RETAINED and api.status(first) is None
+    assert [api.state(j) for j in dead[:2]] == [api.NOT_RETAINED] * 2
+    assert api.DeadSet().size() == 5  # the dead set is bounded by its own rules, as before
+    enq = [k for k in r.scan_iter(config.keys.enq_prefix + "*")]
+    assert sum(r.hlen(k) for k in enq) == 0  # every job finished: no field left
+    queued = core_jobs.record.enqueue("waits")
+    assert r.hexists(config.keys.enq(waiting_hour), queued) or r.hexists(
+        config.keys.enq(history.hour_of(time.time())), queued)
+    assert api.state(queued) == "queued"
+
+
+def test_a_job_enqueued_in_the_last_minute_of_an_hour_leaves_both_buckets(config, clock):
+    r = config.redis()
+    hour = history.hour_of(clock.t)
+    late = hour - 10  # 10 s before this hour: its field may be in either bucket
+    for key in (config.keys.enq(hour - 3600), config.keys.enq(hour)):
+        r.hset(key, "late", '["default","C",1,%r]' % late)
+    history._write_pending(config, [], [], True, [("late", "default", "C", 1, clock.t - 1, clock.t, "w1", late)])
+    assert not r.hexists(config.keys.enq(hour - 3600), "late") and not r.hexists(config.keys.enq(hour), "late")
+
+
+@pytest.mark.parametrize("name", ["status_max", "status_max_failed", "status_ttl", "history_ttl", "history_max"])
+@pytest.mark.parametrize("value", [0, -1, 1.5, "10", True, None])
+def test_bad_retention_settings_are_one_line_errors(config, name, value):
+    with pytest.raises(ConfigurationError) as raised:
+        cogworker.configure(**{name: value})
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith(f"{name} must be a whole number of at least 1")
+
+
+def test_retention_describes_the_rules():
+    rules = api.retention(cogworker.Config(redis_url="redis://127.0.0.1:7100/0"))
+    assert (rules.succeeded, rules.failed, rules.seconds) == (10_000, 10_000, 24 * 3600)
+    assert rules.describe() == ("status and history are retained for the last 10,000 successes and the last 10,000 "
+                                "failed (dead) jobs, each at most 24 h; the dead set keeps 10,000 entries, at most "
+                                "180 days")
+
+
+def cli(config, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": TESTS_DIR, "COGWORKER_REDIS_URL": config.redis_url}
+    env.pop("REDIS_URL", None)
+    return subprocess.run([sys.executable, "-m", "cogworker", *args], capture_output=True, text=True, timeout=60,
+                          cwd=TESTS_DIR, env=env)
+
+
+def trimmed_and_kept(config, clock):
+    """A success whose record was trimmed, a dead job still in the dead set whose status was
+    (the dead set keeps more), and a kept success."""
+    jid = core_jobs.fail_no_retry.enqueue("in-dead")
+    with RunningWorker():
+        assert wait_for(lambda: api.state(jid) == "dead", 10)
+    clock.t = time.time()
+    succeed(config, ["gone"], clock.t)
+    die(config, ["d1", "d2", "d3"], clock.t + 1)
+    succeed(config, [f"ok{j}" for j in range(5)], clock.t + 2)
+    assert api.state("gone") == api.NOT_RETAINED and api.state(jid) == api.NOT_RETAINED
+    assert api.DeadSet().size() == 1
+    return jid
+
+
+def test_the_command_says_not_retained(config, clock):
+    in_dead = trimmed_and_kept(config, clock)
+    gone = cli(config, "job", "gone")
+    assert gone.returncode == 1 and gone.stdout == ""  # not found: nothing of it is kept
+    assert gone.stderr.count("\n") == 1
+    assert gone.stderr.startswith("cogworker: job 'gone': not retained: not queued, scheduled, retrying or dead")
+    assert "last 10,000 successes" in gone.stderr  # the command's own config: the defaults
+    shown = cli(config, "job", in_dead)
+    assert shown.returncode == 0, shown.stderr
+    lines = {line.split()[0]: line.split(None, 1)[1] for line in shown.stdout.splitlines()[:3]}
+    assert lines["where"] == "dead"
+    assert lines["status"].startswith("not retained (status and history are retained for the last 10,000")
+    doc = json.loads(cli(config, "job", in_dead, "--json").stdout)
+    assert (doc["state"], doc["status"], doc["where"]) == (api.NOT_RETAINED, None, "dead")
+    assert doc["retention"].startswith("status and history are retained")
+    ok = json.loads(cli(config, "job", "ok4", "--json").stdout)
+    assert (ok["state"], ok["status"]["state"]) == ("succeeded", "succeeded")
+
+
+def test_the_web_job_page_says_not_retained(config, clock):
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from cogworker.web import create_app
+
+    in_dead = trimmed_and_kept(config, clock)
+    client = TestClient(create_app(config=config), base_url="http://localhost")
+    page = client.get("/job/gone")
+    assert page.status_code == 404
+    assert 'id="not-retained"' in page.text and "last 5 successes" in page.text
+    assert "state-queued" not in page.text
+    kept = client.get(f"/job/{in_dead}")
+    assert kept.status_code == 200
+    assert "state-not_retained" in kept.text and ">dead<" in kept.text
+    ok = client.get("/job/ok4")
+    assert ok.status_code == 200 and "state-succeeded" in ok.text and "state-not_retained" not in ok.text
