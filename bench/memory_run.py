@@ -10,7 +10,9 @@ sampling ``INFO memory`` ``used_memory`` every ``--sample`` seconds. Two modes:
   ``used_memory`` over the last half of the run stays within 10 % (max/min - 1).
 - ``--jobs N`` (with ``--fail-rate``, default 0.05): enqueue N jobs (quick, and fail for
   the failing share) as fast as the worker takes them, wait until all are finished, then
-  compare ``used_memory`` with the empty instance's (the check: within 12 MB).
+  compare ``used_memory`` with the empty instance's (the check: within 12 MB). Under the
+  count bounds (``--jobs 10000 --fail-rate 0``, ``--jobs 2000 --fail-rate 1``) its
+  ``bytes_per_job_over_idle`` is what one retained success, or one dead job, costs.
 
 Writes ``bench/results/memory-<UTC time>.json`` (every sample) and, with matplotlib (in
 bench/.venv-peers; ``python -m bench.memory_plot FILE``), the plot. Run from the checkout:
@@ -153,7 +155,8 @@ def run(args: argparse.Namespace) -> dict:
         return {"mode": "jobs" if total is not None else "minutes", "args": {k: str(v) for k, v in vars(args).items()},
                 "redis": redis_version(), "empty_used_memory": empty, "idle_used_memory": idle,
                 "after_stop_used_memory": after_stop, "enqueued": enqueued, "drained": drained,
-                "samples": samples, "verdict": verdict(samples, empty, total is not None)}
+                "samples": samples, "verdict": verdict(samples, empty, total is not None),
+                "bytes_per_job_over_idle": round((samples[-1]["used_memory"] - idle) / max(enqueued, 1))}
 
 
 def wait_drained(client, config, enqueued: int, samples: list, t0: float, every: float) -> bool:

@@ -52,6 +52,7 @@ class Keys:
         # Addition: the finished jobs whose status and history are retained (zsets, jid ->
         # when it finished): the index the count and age bounds trim by, successes and
         # failures apart (docs/architecture.md#retention).
+        self.done_ring = f"{ns}:done_ring"  # the done: buckets' names, newest first
         self.retained_succeeded = f"{ns}:retained:succeeded"
         self.retained_failed = f"{ns}:retained:failed"
         self.throughput_prefix = f"{ns}:throughput:"
@@ -143,9 +144,10 @@ class Keys:
         """Jobs enqueued in the UTC hour starting at epoch second ``hour`` (a hash)."""
         return f"{self.enq_prefix}{hour}"
 
-    def done(self, hour: int) -> str:
-        """First-try successes that ended in the UTC hour starting at ``hour`` (a hash)."""
-        return f"{self.done_prefix}{hour}"
+    def done(self, hour: int, seq: int) -> str:
+        """A bucket of first-try successes filed in the UTC hour starting at ``hour``, the
+        ``seq``-th of the done ring (a hash; named by status_flush.lua)."""
+        return f"{self.done_prefix}{hour}:{seq}"
 
     def throughput(self, minute: int) -> str:
         """Per-minute processed/failed counts and ms per job class (a hash)."""

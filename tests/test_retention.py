@@ -62,17 +62,26 @@ def zcard(config, key):
     return config.redis().zcard(key)
 
 
+def ring_sizes(config):
+    r = config.redis()
+    return [r.hlen(name) for name in r.lrange(config.keys.done_ring, 0, -1)]
+
+
 def test_the_count_bound_keeps_the_last_successes(config, clock):
-    for k in range(4):  # four flushes of five
-        succeed(config, [f"ok{k}-{j}" for j in range(5)], clock.t)
+    cogworker.configure(status_max=20)  # buckets of 2
+    config = cogworker.get_config()
+    for k in range(6):  # six flushes of ten
+        succeed(config, [f"ok{k}-{j}" for j in range(10)], clock.t)
         clock.t += 1
-    assert zcard(config, config.keys.retained_succeeded) == 5
-    kept = [f"ok3-{j}" for j in range(5)]
+    assert sum(ring_sizes(config)) == 20 and ring_sizes(config) == [2] * 10
+    kept = [f"ok{k}-{j}" for k in (4, 5) for j in range(10)]
     assert all(api.state(j) == "succeeded" for j in kept)
-    assert [api.state(f"ok{k}-{j}") for k in range(3) for j in range(5)] == [api.NOT_RETAINED] * 15
-    assert all(api.history(f"ok0-{j}") == [] for j in range(5))
+    assert [api.state(f"ok{k}-{j}") for k in range(4) for j in range(10)] == [api.NOT_RETAINED] * 40
+    assert all(api.history(f"ok0-{j}") == [] for j in range(10))
     buckets = list(config.redis().scan_iter(config.keys.done_prefix + "*"))
-    assert sum(config.redis().hlen(b) for b in buckets) == 5  # the trimmed records are deleted, not hidden
+    assert len(buckets) == 10  # the trimmed buckets are deleted, not only out of the ring
+    succeed(config, ["one-more"], clock.t)  # a bucket not full: kept until the others hold 20
+    assert sum(ring_sizes(config)) == 21 and api.state("ok4-0") == "succeeded"
 
 
 def test_successes_and_failures_are_counted_apart(config, clock):
@@ -82,12 +91,21 @@ def test_successes_and_failures_are_counted_apart(config, clock):
     clock.t += 1
     die(config, ["dead6"], clock.t)
     assert zcard(config, config.keys.retained_failed) == 3
-    assert zcard(config, config.keys.retained_succeeded) == 5
+    assert sum(ring_sizes(config)) == 5
     assert [api.state(f"dead{j}") for j in range(7)] == [api.NOT_RETAINED] * 4 + ["dead"] * 3
     assert [api.state(f"ok{j}") for j in range(8)] == [api.NOT_RETAINED] * 3 + ["succeeded"] * 5
     r = config.redis()
     assert not r.exists(config.keys.status("dead0"), config.keys.history("dead0"))
     assert r.exists(config.keys.status("dead6")) and len(api.history("dead6")) == 1
+
+
+def test_successes_with_keys_of_their_own_are_bounded_too(config, clock):
+    """A success after a failure (or a run longer than a flush) has status:/history: keys:
+    the succeeded zset bounds those, by the same status_max."""
+    history.write(config, [(f"s{j}", clock.t, 3600, {"state": "succeeded", "queue": "default", "class": "C"})
+                           for j in range(8)], [])
+    assert zcard(config, config.keys.retained_succeeded) == 5
+    assert [api.state(f"s{j}") for j in range(8)] == [api.NOT_RETAINED] * 3 + ["succeeded"] * 5
 
 
 def test_the_age_bound_trims_below_the_count(config, clock):
@@ -97,26 +115,33 @@ def test_the_age_bound_trims_below_the_count(config, clock):
     clock.t = t0 + history.keep_seconds(config) - 1
     succeed(config, ["young"], clock.t)  # under every count: nothing shed yet
     assert api.state("old1", now=t0 + 1) == "succeeded" and api.state("olddead", now=t0 + 1) == "dead"
-    clock.t = t0 + history.keep_seconds(config) + 1
+    clock.t = t0 + history.keep_seconds(config) + 3601  # past the age, and the hour it was filed in
     succeed(config, ["new"], clock.t)  # a flush past the old ones' age sheds them, failures too
     r = config.redis()
-    assert [m.decode() for m in r.zrange(config.keys.retained_succeeded, 0, -1)] == ["young", "new"]
     assert zcard(config, config.keys.retained_failed) == 0
     assert not r.exists(config.keys.status("olddead"), config.keys.history("olddead"))
     assert api.state("old1", now=t0 + 1) == api.NOT_RETAINED  # deleted, not only out of the readers' window
+    assert api.state("young", now=clock.t - 3600) == "succeeded" and api.state("new") == "succeeded"
+    assert sum(ring_sizes(config)) == 2
 
 
 def test_trimming_is_bounded_per_call_and_catches_up(config, clock):
-    succeed(cogworker.configure(status_max=100), [f"j{n}" for n in range(100)], clock.t)
-    config = cogworker.configure(status_max=10)
+    die(cogworker.configure(status_max_failed=100), [f"j{n}" for n in range(100)], clock.t)
+    config = cogworker.configure(status_max_failed=10)
     r = config.redis()
-    assert r.zcard(config.keys.retained_succeeded) == 100
+    assert r.zcard(config.keys.retained_failed) == 100
     clock.t += 1
-    succeed(config, ["a"], clock.t)
-    assert r.zcard(config.keys.retained_succeeded) == 101 - 51  # at most what it added plus 50 per call
-    succeed(config, ["b"], clock.t)
-    assert r.zcard(config.keys.retained_succeeded) == 10
-    assert api.state("b") == "succeeded" and api.state("j89") == api.NOT_RETAINED
+    die(config, ["a"], clock.t)
+    assert r.zcard(config.keys.retained_failed) == 101 - 51  # at most what it added plus 50 per call
+    die(config, ["b"], clock.t)
+    assert r.zcard(config.keys.retained_failed) == 10
+    assert api.state("b") == "dead" and api.state("j89") == api.NOT_RETAINED
+    succeed(cogworker.configure(status_max=1000), [f"k{n}" for n in range(1000)], clock.t)  # ten buckets of 100
+    config = cogworker.configure(status_max=10)
+    succeed(config, ["c"], clock.t)
+    assert len(ring_sizes(config)) == 11 - 8  # eight buckets dropped per call at most
+    succeed(config, ["d"], clock.t)
+    assert sum(ring_sizes(config)) == 2 + 100  # the newest bucket of 100 holds the count now
 
 
 def test_a_finished_job_leaves_its_enq_bucket_and_a_trimmed_one_is_never_queued(config):

@@ -1,8 +1,9 @@
 """A job's status and history, as the hook subscribers of ``cogworker.lifecycle.history`` wrote
 them: ``status(jid)`` and ``history(jid)``. A worker's writes are buffered and land about
 a second after the transition; a job pushed to a queue or ``schedule`` has its status at once.
-Each merges the job's own keys with its records in the hourly buckets (``enq:<hour>``,
-``done:<hour>``) of the common path (docs/architecture.md#status-buckets), in one pipeline."""
+Each merges the job's own keys with its records in the buckets of the common path
+(``enq:<hour>``, the done ring's ``done:<hour>:<seq>``; docs/architecture.md#status-buckets),
+in two pipelines (the ring's names, then its buckets)."""
 
 from __future__ import annotations
 
@@ -115,6 +116,17 @@ def _bucket_reads(config: Config, jid: str, kind: str, ttl: int, now: float) -> 
     return [(getattr(config.keys, kind)(hour), jid) for hour in _hours(ttl, now)]
 
 
+def _done_records(config: Config, jid: str, ring: Any) -> list[Any]:
+    """The job's field in every bucket of the done ring (its names, read first): one pipeline."""
+    names = [n for n in ring if isinstance(n, bytes)] if isinstance(ring, list) else []
+    if not names:
+        return []
+    pipe = store.pipeline(config.redis())
+    for name in names:
+        pipe.hget(name, jid)
+    return [r for r in pipe.execute(raise_on_error=False) if isinstance(r, bytes)]
+
+
 def status(jid: str, config: Config | None = None, now: float | None = None) -> JobStatus | None:
     """The job's last known status, or None when none is retained (trimmed by retention,
     expired, an unknown jid, or status turned off: ``state`` says ``NOT_RETAINED``): the
@@ -124,16 +136,15 @@ def status(jid: str, config: Config | None = None, now: float | None = None) -> 
     pipe = store.pipeline(config.redis())
     pipe.hgetall(config.keys.status(jid))
     pipe.hgetall(config.keys.checkpoint(jid))
-    reads = _bucket_reads(config, jid, "enq", config.status_ttl, now) + \
-        _bucket_reads(config, jid, "done", config.status_ttl, now)
+    pipe.lrange(config.keys.done_ring, 0, -1)
+    reads = _bucket_reads(config, jid, "enq", config.status_ttl, now)
     for key, field in reads:
         pipe.hget(key, field)
-    raw, saved, *records = pipe.execute(raise_on_error=False)
+    raw, saved, ring, *records = pipe.execute(raise_on_error=False)
     found = [_from_hash(jid, raw)] if isinstance(raw, dict) and raw else []
-    for (key, _), record in zip(reads, records, strict=True):
-        parsed = _from_record(jid, key.startswith(config.keys.done_prefix), record)
-        if parsed is not None and parsed.updated_at >= now - config.status_ttl:
-            found.append(parsed)
+    parsed = [_from_record(jid, False, record) for record in records] + \
+        [_from_record(jid, True, record) for record in _done_records(config, jid, ring)]
+    found += [p for p in parsed if p is not None and p.updated_at >= now - config.status_ttl]
     if not found:
         return None
     newest = max(found, key=lambda s: s.updated_at)
@@ -186,11 +197,9 @@ def history(jid: str, config: Config | None = None, now: float | None = None) ->
     now = time.time() if now is None else now
     pipe = store.pipeline(config.redis())
     pipe.lrange(config.keys.history(jid), 0, -1)
-    # Read whatever this process's own settings: the writers' may differ.
-    reads = _bucket_reads(config, jid, "done", config.history_ttl, now)
-    for key, field in reads:
-        pipe.hget(key, field)
-    listed, *records = pipe.execute(raise_on_error=False)
+    pipe.lrange(config.keys.done_ring, 0, -1)
+    listed, ring = pipe.execute(raise_on_error=False)
+    records = _done_records(config, jid, ring)
     # The same execution read twice (a flush retried, a record in both places) has the
     # same times to the microsecond; two executions can end in the same millisecond.
     found: dict[tuple[int, str, float | None, float], Attempt] = {}

@@ -196,16 +196,14 @@ def _note_gone(gone: dict[int, list[str]], payload: dict[str, Any], jid: str) ->
         gone.setdefault(hour, []).append(jid)
 
 
-def _buckets(done: list[Done]) -> dict[int, str]:
-    """``done:<hour>`` fields per hour of the success's end, as one argument of lines
-    ``jid<TAB>record`` (split by the script: one argument per bucket, not two per job;
-    neither a jid nor a JSON record holds a newline or a tab)."""
-    found: dict[int, list[str]] = {}
-    for jid, queue, job_class, attempt, started_at, ended_at, identity, _ in done:
-        found.setdefault(hour_of(ended_at), []).append(
-            f"{jid}\t[{_js(queue)},{_js(job_class)},{attempt},{'null' if started_at is None else repr(started_at)},"
-            f"{ended_at!r},{_js(identity)}]")
-    return {hour: "\n".join(lines) for hour, lines in found.items()}
+def _buckets(done: list[Done]) -> str:
+    """The ``done:`` records, as one argument of lines ``jid<TAB>record`` (split by the
+    script, which files them in the done ring's head bucket: one argument, not two per
+    job; neither a jid nor a JSON record holds a newline or a tab)."""
+    return "\n".join(
+        f"{jid}\t[{_js(queue)},{_js(job_class)},{attempt},{'null' if started_at is None else repr(started_at)},"
+        f"{ended_at!r},{_js(identity)}]"
+        for jid, queue, job_class, attempt, started_at, ended_at, identity, _ in done)
 
 
 @functools.lru_cache(maxsize=256)
@@ -218,13 +216,14 @@ StatusRow = tuple[str, int, float, bool, list[Any]]  # jid, ttl, updated_at, com
 
 
 def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]],
-         done: dict[int, str] | None = None, gone: dict[int, list[str]] | None = None) -> None:
+         done: str = "", gone: dict[int, list[str]] | None = None) -> None:
     keys: list[str] = []
     k = config.keys
+    size = bucket_size(config)
     args: list[Any] = [len(rows) if config.status else 0, config.history_max, config.history_ttl,
                        len(entries), done_ttl(config), repr(clock()), config.status_max, config.status_max_failed,
                        keep_seconds(config), k.status_prefix, k.history_prefix, k.done_prefix, k.enq_prefix,
-                       len(gone or ())]
+                       len(gone or ()), size, -(-config.status_max // size) + 1]
     if config.status:
         for jid, ttl, updated_at, compare, values in rows:
             keys.append(config.keys.status(jid))
@@ -232,14 +231,18 @@ def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]],
     for jid, entry in entries:  # already only the attempts-log ones when history is off
         keys.append(config.keys.history(jid))
         args.append(entry)
-    for hour, lines in (done or {}).items():
-        keys.append(config.keys.done(hour))
-        args.append(lines)
+    args.append(done)
     for hour, jids in (gone or {}).items():
         args += [hour, "\n".join(jids)]
-    if len(keys) or gone:
-        keys += [k.retained_succeeded, k.retained_failed]
+    if len(keys) or done or gone:
+        keys += [k.done_ring, k.retained_succeeded, k.retained_failed]
         lua.run(config.redis(), "status_flush", keys, args)
+
+
+def bucket_size(config: Config) -> int:
+    """Successes per ``done:`` bucket: a tenth of ``status_max``, so that the ring keeps
+    between ``status_max`` and 1.1 x ``status_max`` of them."""
+    return max(1, config.status_max // 10)
 
 
 def status_fields(payload: dict[str, Any], state: str, queue: str | None, now: float,

@@ -1,23 +1,26 @@
 -- Writes the job statuses and history entries a process buffered, in one call, and trims
 -- what is retained of finished jobs (docs/architecture.md#retention).
--- KEYS: n status hashes, then one history list per entry (m of them), then done:<hour>
--- buckets (docs/architecture.md#status-buckets), then the two retained zsets (successes,
--- failures: jid -> when it finished).
+-- KEYS: n status hashes, then one history list per entry (m of them), then the done ring
+-- (a list of done: bucket names, newest first), then the two retained zsets (the finished
+-- jobs with keys of their own, successes and failures apart: jid -> when it finished).
 -- ARGV: n, history_max, history_ttl, m, done_ttl, now, status_max, status_max_failed,
--- keep (seconds), the status:, history:, done: and enq: key prefixes, g (enq groups);
--- per status: ttl, updated_at, compare (1/0), then the values of FIELDS below in order;
--- then one JSON entry per history key; then per bucket one argument of lines
--- "jid<TAB>record" (one HSET per 500 of them, one EXPIRE); then per enq group its hour
--- and the jids (newline-separated) whose enq:<hour> field goes: they finished.
+-- keep (seconds), the status:, history:, done: and enq: key prefixes, g (enq groups),
+-- bucket size, ring length; per status: ttl, updated_at, compare (1/0), then the values of
+-- FIELDS below in order; then one JSON entry per history key; then the first-try
+-- successes as one argument of lines "jid<TAB>record" (docs/architecture.md#status-buckets);
+-- then per enq group its hour and the jids (newline-separated) whose enq:<hour> field
+-- goes: they finished, so they are no longer queued.
 -- Every status write sets every field (empty when it doesn't apply): no DEL needed.
 -- compare=1: a status older than the one stored (another process's write landed first) is
 -- skipped; the caller sends 0 only for a success filed by the worker that ran the job.
 -- History: LTRIM only once the list is longer than history_max; its TTL is set again to
 -- history_ttl on every entry (so it lasts history_ttl after the job's last execution).
--- Retention: a finished job (a done: record, a status row that says succeeded or dead) is
--- added to its zset; then each zset sheds, oldest first, what is older than `keep` and
--- what is over its count, at most as many as this call added plus SLACK (amortised: no
--- scan, no call of its own), deleting the shed jobs' status:, history: and done: records.
+-- Retention, amortised (no scan, no call of its own): first-try successes fill the done
+-- bucket at the ring's head, done:<hour>:<seq>, a new one once it holds `bucket size` or
+-- the hour changed; past `ring length` buckets (or `keep` + 1 h old) the oldest is dropped
+-- whole, one DEL. A status row that says succeeded or dead adds its job to a zset; each
+-- zset then sheds, oldest first, what is older than `keep` and what is over its count, at
+-- most as many as this call added plus SLACK, deleting their status: and history: keys.
 -- Best-effort throughout: a key of the wrong type skips that key, never the rest.
 local FIELDS = {'state', 'attempt', 'queue', 'class', 'identity', 'started_at', 'at', 'error_class', 'reason'}
 local nf = #FIELDS
@@ -31,7 +34,9 @@ local maxes = {tonumber(ARGV[7]), tonumber(ARGV[8])}
 local keep = tonumber(ARGV[9])
 local status_prefix, history_prefix, done_prefix, enq_prefix = ARGV[10], ARGV[11], ARGV[12], ARGV[13]
 local g = tonumber(ARGV[14])
-local retained = {KEYS[#KEYS - 1], KEYS[#KEYS]}
+local bucket_size, ring_length = tonumber(ARGV[15]), tonumber(ARGV[16])
+local ring = KEYS[n + m + 1]
+local retained = {KEYS[n + m + 2], KEYS[n + m + 3]}
 local added = {{}, {}}  -- per zset: score, member, ...
 local CHUNK = 1000  -- values per variadic command: unpack has a stack limit
 local SLACK = 50     -- trimmed per call beyond what it added: a lowered bound catches up
@@ -59,7 +64,7 @@ local function finished(which, jid)
   list[#list + 1] = jid
 end
 
-local i = 15
+local i = 17
 local args = {'updated_at', false}
 for j = 1, nf do args[2 * j + 1] = FIELDS[j] end
 for k = 1, n do
@@ -95,16 +100,55 @@ for k = n + 1, n + m do
   end
   i = i + 1
 end
-for k = n + m + 1, #KEYS - 2 do
-  local key = KEYS[k]
-  local values = {}
-  for jid, record in string.gmatch(ARGV[i], '([^\t\n]+)\t([^\n]+)') do
-    values[#values + 1] = jid
-    values[#values + 1] = record
-    finished(1, jid)
+-- The done ring: its head bucket while it has room and is of this hour, else a new one.
+local hour = math.floor(t / HOUR) * HOUR
+local head = redis.pcall('LINDEX', ring, 0)
+if type(head) ~= 'string' then head = nil end
+local room = 0
+local function open_bucket()
+  local seq = head and tonumber(string.match(head, ':(%d+)$')) or 0
+  head = done_prefix .. string.format('%d', hour) .. ':' .. (seq + 1)
+  redis.pcall('LPUSH', ring, head)
+  room = bucket_size
+end
+if head then
+  local h = tonumber(string.match(head, ':(%d+):%d+$'))
+  local size = redis.pcall('HLEN', head)
+  if h == hour and type(size) == 'number' then room = bucket_size - size end
+end
+local values = {}
+local function fill()
+  if #values > 0 and chunked('HSET', head, values) then redis.pcall('EXPIRE', head, done_ttl) end
+  values = {}
+end
+for jid, record in string.gmatch(ARGV[i], '([^\t\n]+)\t([^\n]+)') do
+  if room <= 0 then
+    fill()
+    open_bucket()
   end
-  if chunked('HSET', key, values) then redis.pcall('EXPIRE', key, done_ttl) end
-  i = i + 1
+  values[#values + 1] = jid
+  values[#values + 1] = record
+  room = room - 1
+end
+fill()
+i = i + 1
+-- Drops the oldest buckets, whole, a few a call: while the others still hold status_max
+-- successes, or once one is older than keep + 1 h (its TTL would take it anyway).
+local names = redis.pcall('LRANGE', ring, 0, -1)
+if type(names) == 'table' then
+  local sizes, total = {}, 0
+  for j = 1, #names do
+    local size = redis.pcall('HLEN', names[j])
+    sizes[j] = type(size) == 'number' and size or 0
+    total = total + sizes[j]
+  end
+  for j = #names, math.max(2, #names - 7), -1 do
+    local h = tonumber(string.match(names[j], ':(%d+):%d+$')) or 0
+    if total - sizes[j] < maxes[1] and h + HOUR > t - keep then break end
+    redis.pcall('RPOP', ring)
+    redis.pcall('DEL', names[j])
+    total = total - sizes[j]
+  end
 end
 for _ = 1, g do  -- finished jobs are no longer queued: their enq: field goes
   local jids = {}
@@ -113,24 +157,14 @@ for _ = 1, g do  -- finished jobs are no longer queued: their enq: field goes
   i = i + 2
 end
 
--- Forgets shed jobs: their own keys, and their done: field (in the hour of its score, or
--- the hour before when the score is early in its hour: a flush lands after the end).
+-- Forgets shed jobs: their status: and history: keys.
 local function forget(shed)
-  local keys, fields = {}, {}
+  local keys = {}
   for j = 1, #shed, 2 do
-    local jid, score = shed[j], tonumber(shed[j + 1]) or 0
-    keys[#keys + 1] = status_prefix .. jid
-    keys[#keys + 1] = history_prefix .. jid
-    local hour = math.floor(score / HOUR) * HOUR
-    fields[hour] = fields[hour] or {}
-    table.insert(fields[hour], jid)
-    if score - hour < 60 then
-      fields[hour - HOUR] = fields[hour - HOUR] or {}
-      table.insert(fields[hour - HOUR], jid)
-    end
+    keys[#keys + 1] = status_prefix .. shed[j]
+    keys[#keys + 1] = history_prefix .. shed[j]
   end
   chunked('DEL', false, keys)
-  for hour, jids in pairs(fields) do chunked('HDEL', done_prefix .. string.format('%d', hour), jids) end
 end
 
 for which = 1, 2 do
