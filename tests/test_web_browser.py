@@ -309,6 +309,28 @@ def test_the_job_page_of_a_job_whose_status_lags(env, app):
     wait_for(lambda: "lagging" in env.runs(), what="the retried job to run")
 
 
+def test_the_job_page_of_a_job_whose_record_was_trimmed(env, app):
+    """Retention trimmed a first-try success (a flush with status_max 1 files a newer one):
+    its page says not retained, with the rules, and never queued."""
+    from cogworker.lifecycle import history
+
+    trimming = cogworker.Config(redis_url=env.redis.url, status_max=1)
+    jid = app.mark.enqueue(str(env.log), "trimmed")
+    wait_for(lambda: api.state(jid, env.config) == "succeeded", what="the job to succeed")
+    now = time.time()
+    history._write_pending(trimming, [], [], True, [("newer", "default", "C", 1, now, now, "w", now)])
+    history._write_pending(trimming, [], [], True, [("newest", "default", "C", 1, now, now, "w", now)])
+    assert api.state(jid, env.config) == api.NOT_RETAINED
+    response = env.page.goto(env.url(f"/job/{jid}"))
+    assert response is not None and response.status == 404
+    note = env.page.inner_text("#not-retained")
+    assert note.startswith("not retained") and "the last 10,000 successes" in note and "queued" not in note.split(
+        "in any")[0]
+    assert env.page.locator(".badge.state-not_retained").first.is_visible()
+    assert env.page.locator(".state-queued").count() == 0
+    env.shot("job-not-retained")
+
+
 def test_the_metrics_tab_windows_and_a_class_page(env, app):
     env.go("/metrics")
     assert env.page.inner_text(".windows a.here") == "1h"
