@@ -77,14 +77,14 @@ def keep_seconds(config: Config) -> int:
     return max(config.status_ttl, config.history_ttl)
 
 
-def enq_hours(enqueued_at: Any) -> tuple[int, ...]:
-    """The hours whose ``enq:`` bucket may hold the job's field: its push's, a moment after
-    its ``enqueued_at`` (the payload is built first), so the next hour's too in the last
-    minute of one."""
-    if not isinstance(enqueued_at, (int, float)) or isinstance(enqueued_at, bool):
-        return ()
-    hour = hour_of(enqueued_at)
-    return (hour, hour + HOUR) if enqueued_at - hour > HOUR - 60 else (hour,)
+def enq_spec(enqueued_at: Any) -> int:
+    """Which ``enq:`` bucket holds the job's field, for status_flush.lua: its push's hour, a
+    moment after its ``enqueued_at`` (the payload is built first), so in the last minute of
+    an hour that one and the next (minus the hour); 0 when unknown."""
+    if type(enqueued_at) is not float and (type(enqueued_at) is not int):
+        return 0
+    hour = int(enqueued_at // HOUR) * HOUR
+    return hour if enqueued_at - hour <= HOUR - 60 else -hour
 
 
 class Buffer:
@@ -180,30 +180,25 @@ def write(config: Config, status: list[StatusWrite], entries: list[tuple[str, st
 def _write_pending(config: Config, status: list[Pending], entries: list[PendingEntry], buffered: bool,
                    done: list[Done] | None = None) -> None:
     rows = [_status_row(config, event, now, buffered) for event, now in status] if config.status else []
-    gone: dict[int, list[str]] = {}  # enq hour -> the jids that finished: their enq: field goes
+    gone: dict[int, list[str]] = {}  # enq spec -> the jids that finished: their enq: field goes
     for row, (event, _) in zip(rows, status, strict=True):
         if row[4][0] in ("succeeded", "dead"):
-            _note_gone(gone, event.payload, row[0])
-    for record in done or ():
-        for hour in enq_hours(record[7]):
-            gone.setdefault(hour, []).append(record[0])
+            gone.setdefault(enq_spec(event.payload.get("enqueued_at")), []).append(row[0])
     _run(config, rows, [(event.payload["jid"], json.dumps(_entry(event, outcome, started_at, now)))
                         for event, outcome, started_at, now in entries], _buckets(done or []), gone)
 
 
-def _note_gone(gone: dict[int, list[str]], payload: dict[str, Any], jid: str) -> None:
-    for hour in enq_hours(payload.get("enqueued_at")):
-        gone.setdefault(hour, []).append(jid)
-
-
-def _buckets(done: list[Done]) -> str:
-    """The ``done:`` records, as one argument of lines ``jid<TAB>record`` (split by the
-    script, which files them in the done ring's head bucket: one argument, not two per
-    job; neither a jid nor a JSON record holds a newline or a tab)."""
-    return "\n".join(
-        f"{jid}\t[{_js(queue)},{_js(job_class)},{attempt},{'null' if started_at is None else repr(started_at)},"
-        f"{ended_at!r},{_js(identity)}]"
-        for jid, queue, job_class, attempt, started_at, ended_at, identity, _ in done)
+def _buckets(done: list[Done]) -> dict[int, str]:
+    """The ``done:`` records by enq spec (the bucket their ``enq:`` fields go from), each
+    group one argument of lines ``jid<TAB>record`` (split by the script, which files them
+    in the done ring's head bucket: one argument, not two per job; neither a jid nor a
+    JSON record holds a newline or a tab)."""
+    found: dict[int, list[str]] = {}
+    for jid, queue, job_class, attempt, started_at, ended_at, identity, enqueued_at in done:
+        found.setdefault(enq_spec(enqueued_at), []).append(
+            f"{jid}\t[{_js(queue)},{_js(job_class)},{attempt},{'null' if started_at is None else repr(started_at)},"
+            f"{ended_at!r},{_js(identity)}]")
+    return {spec: "\n".join(lines) for spec, lines in found.items()}
 
 
 @functools.lru_cache(maxsize=256)
@@ -216,7 +211,7 @@ StatusRow = tuple[str, int, float, bool, list[Any]]  # jid, ttl, updated_at, com
 
 
 def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]],
-         done: str = "", gone: dict[int, list[str]] | None = None) -> None:
+         done: dict[int, str] | None = None, gone: dict[int, list[str]] | None = None) -> None:
     keys: list[str] = []
     k = config.keys
     size = bucket_size(config)
@@ -231,9 +226,11 @@ def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]],
     for jid, entry in entries:  # already only the attempts-log ones when history is off
         keys.append(config.keys.history(jid))
         args.append(entry)
-    args.append(done)
-    for hour, jids in (gone or {}).items():
-        args += [hour, "\n".join(jids)]
+    args.append(len(done or ()))
+    for spec, lines in (done or {}).items():
+        args += [spec, lines]
+    for spec, jids in (gone or {}).items():
+        args += [spec, "\n".join(jids)]
     if len(keys) or done or gone:
         keys += [k.done_ring, k.retained_succeeded, k.retained_failed]
         lua.run(config.redis(), "status_flush", keys, args)

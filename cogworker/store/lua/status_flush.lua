@@ -7,9 +7,11 @@
 -- keep (seconds), the status:, history:, done: and enq: key prefixes, g (enq groups),
 -- bucket size, ring length; per status: ttl, updated_at, compare (1/0), then the values of
 -- FIELDS below in order; then one JSON entry per history key; then the first-try
--- successes as one argument of lines "jid<TAB>record" (docs/architecture.md#status-buckets);
--- then per enq group its hour and the jids (newline-separated) whose enq:<hour> field
--- goes: they finished, so they are no longer queued.
+-- successes: their number of groups, then per group its enq spec and one argument of
+-- lines "jid<TAB>record" (docs/architecture.md#status-buckets); then per enq group of the
+-- status rows its spec and the jids (newline-separated). An enq spec names the enq:<hour>
+-- bucket whose fields of these jobs go (they finished, so they are no longer queued): the
+-- hour, or minus the hour for that hour and the next, or 0 for none.
 -- Every status write sets every field (empty when it doesn't apply): no DEL needed.
 -- compare=1: a status older than the one stored (another process's write landed first) is
 -- skipped; the caller sends 0 only for a success filed by the worker that ran the job.
@@ -121,17 +123,29 @@ local function fill()
   if #values > 0 and chunked('HSET', head, values) then redis.pcall('EXPIRE', head, done_ttl) end
   values = {}
 end
-for jid, record in string.gmatch(ARGV[i], '([^\t\n]+)\t([^\n]+)') do
-  if room <= 0 then
-    fill()
-    open_bucket()
+local function unqueue(spec, jids)  -- finished jobs are no longer queued: their enq: field goes
+  if spec == 0 or #jids == 0 then return end
+  chunked('HDEL', enq_prefix .. string.format('%d', math.abs(spec)), jids)
+  if spec < 0 then chunked('HDEL', enq_prefix .. string.format('%d', -spec + HOUR), jids) end
+end
+local groups = tonumber(ARGV[i])
+i = i + 1
+for _ = 1, groups do
+  local jids = {}
+  for jid, record in string.gmatch(ARGV[i + 1], '([^\t\n]+)\t([^\n]+)') do
+    if room <= 0 then
+      fill()
+      open_bucket()
+    end
+    values[#values + 1] = jid
+    values[#values + 1] = record
+    jids[#jids + 1] = jid
+    room = room - 1
   end
-  values[#values + 1] = jid
-  values[#values + 1] = record
-  room = room - 1
+  unqueue(tonumber(ARGV[i]) or 0, jids)
+  i = i + 2
 end
 fill()
-i = i + 1
 -- Drops the oldest buckets, whole, a few a call: while the others still hold status_max
 -- successes, or once one is older than keep + 1 h (its TTL would take it anyway).
 local names = redis.pcall('LRANGE', ring, 0, -1)
@@ -150,10 +164,10 @@ if type(names) == 'table' then
     total = total - sizes[j]
   end
 end
-for _ = 1, g do  -- finished jobs are no longer queued: their enq: field goes
+for _ = 1, g do
   local jids = {}
   for jid in string.gmatch(ARGV[i + 1], '[^\n]+') do jids[#jids + 1] = jid end
-  chunked('HDEL', enq_prefix .. ARGV[i], jids)
+  unqueue(tonumber(ARGV[i]) or 0, jids)
   i = i + 2
 end
 
