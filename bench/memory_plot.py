@@ -26,7 +26,7 @@ def plot(result: dict, out: Path) -> None:
     verdict = result["verdict"]
     if "last_half_spread" in verdict:
         end = samples[-1]["t"]
-        tail = [d for d, s in zip(done, samples) if s["t"] >= end / 2]
+        tail = [d for d, s in zip(done, samples, strict=True) if s["t"] >= end / 2]
         ax.axvspan(tail[0], tail[-1], color="tab:green", alpha=0.08,
                    label=f"last half: {verdict['last_half_min_mb']}-{verdict['last_half_max_mb']} MB "
                          f"({verdict['last_half_spread'] * 100:.1f} %)")

@@ -55,7 +55,7 @@ def die(config, jids, t):
     """Dead jobs, as a flush writes them: a status:<jid> row and a history entry each."""
     history.write(config, [(j, t, 3600, {"state": "dead", "queue": "default", "class": "C", "reason": "failed"})
                            for j in jids],
-                  [(j, '{"attempt": 1, "ended_at": %r, "outcome": "failed", "went": "dead"}' % t) for j in jids])
+                  [(j, f'{{"attempt": 1, "ended_at": {t!r}, "outcome": "failed", "went": "dead"}}') for j in jids])
 
 
 def zcard(config, key):
@@ -171,7 +171,7 @@ def test_a_job_enqueued_in_the_last_minute_of_an_hour_leaves_both_buckets(config
     hour = history.hour_of(clock.t)
     late = hour - 10  # 10 s before this hour: its field may be in either bucket
     for key in (config.keys.enq(hour - 3600), config.keys.enq(hour)):
-        r.hset(key, "late", '["default","C",1,%r]' % late)
+        r.hset(key, "late", f'["default","C",1,{late!r}]')
     history._write_pending(config, [], [], True, [("late", "default", "C", 1, clock.t - 1, clock.t, "w1", late)])
     assert not r.hexists(config.keys.enq(hour - 3600), "late") and not r.hexists(config.keys.enq(hour), "late")
 
