@@ -231,8 +231,8 @@ class Config:
     dead_max_jobs: int = 10_000
     dead_timeout: float = 180 * 24 * 3600
     # Job status and history (lifecycle/history.py; docs/architecture.md#status-buckets): on by
-    # default. The common path (queued, a first-try success) is one field of an hourly
-    # bucket (enq:<hour>, done:<hour>), no key per job; the rest writes status:<jid> (kept
+    # default. The common path (queued, a first-try success) is one field of a bucket
+    # (enq:<hour>; the done ring's done:<hour>:<seq>), no key per job; the rest writes status:<jid> (kept
     # status_ttl after its last change) and history:<jid> (the last history_max
     # executions, kept history_ttl after its last entry). Cost: 0.4-6% of no-op
     # throughput (bench/status_cost.py; figures in the README), the 5% budget's range. With history off,

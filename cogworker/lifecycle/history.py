@@ -19,11 +19,17 @@ buffer (the master's reaped and hard-timed-out jobs, orphan recovery) are rare a
 written at once. Enqueue-side states ride in the client's own pipeline (``enqueue_fields``).
 
 The common path creates no key per job (docs/architecture.md#status-buckets): a job
-pushed to a queue is one field of ``enq:<hour>`` and a success on its first try, with no
-"running" written for it, one field of ``done:<hour>`` (its status and its history entry
-at once). Everything else (running, retrying, dead, orphaned, a scheduled job, a success
-after any of those) is written to ``status:<jid>``/``history:<jid>`` as before; readers
-(``api.status``/``api.history``) merge the two.
+pushed to a queue is one field of ``enq:<hour>`` (deleted as it finishes) and a success
+on its first try, with no "running" written for it, one field of a bucket of the done
+ring, ``done:<hour>:<seq>`` (its status and its history entry at once). Everything else
+(running, retrying, dead, orphaned, a scheduled job, a success after any of those) is
+written to ``status:<jid>``/``history:<jid>`` as before; readers (``api.status``/
+``api.history``) merge the two.
+
+Retention (docs/architecture.md#retention): the flush also trims what finished jobs leave,
+by count (``status_max`` successes, ``status_max_failed`` dead jobs) and by age (the longer
+of ``status_ttl``/``history_ttl``), a bounded amount per call: whole done buckets, and the
+oldest of the ``retained:`` zsets with their keys.
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ StatusWrite = tuple[str, float, int, dict[str, Any]]  # jid, updated_at, ttl, fi
 # entry are built at flush time, off the job loop).
 Pending = tuple["hooks.JobEvent", float]
 PendingEntry = tuple["hooks.JobEvent", str, "float | None", float]  # event, outcome, started_at, ended_at
-# A first-try success for ``done:<hour>``: jid, queue, class, attempt, started_at, ended_at,
+# A first-try success for the done ring: jid, queue, class, attempt, started_at, ended_at,
 # identity, enqueued_at (which names its enq:<hour> field, deleted as it is done).
 Done = tuple[str, str, str, int, "float | None", float, "str | None", Any]
 # The clock of the writes (the retained zsets' scores and the age bound): tests set it.
