@@ -35,6 +35,13 @@ def plot(result: dict, out: Path) -> None:
     else:
         title = f"{result['enqueued']:,} jobs, {float(result['args']['fail_rate']) * 100:g} % failing: " \
                 f"{verdict['final_minus_empty_mb']} MB over the empty instance"
+    backlog = [max(0, s["enqueued"] - s["processed"] - s["failed"]) / 1000 for s in samples]
+    if max(backlog) > 0:  # queued jobs take memory too: shown, to tell them from what is retained
+        twin = ax.twinx()
+        twin.plot(done, backlog, color="tab:orange", linewidth=0.8, alpha=0.7, label="queued (thousands)")
+        twin.set_ylabel("jobs waiting (thousands, approx.)", color="tab:orange", fontsize=8)
+        twin.set_ylim(bottom=0)
+        twin.legend(fontsize=8, loc="upper left")
     ax.set_title(title, fontsize=10)
     ax.set_xlabel("finished executions (thousands)")
     ax.set_ylabel("Redis used_memory (MB)")
