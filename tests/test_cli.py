@@ -206,7 +206,7 @@ def test_job_shows_where_payload_status_history_traceback(system):
     succeeded = as_json(cli("job", system.jids.add[0], "--json", url=system.url))
     assert succeeded["where"] is None and succeeded["history"][-1]["outcome"] == "succeeded"
     line = failed(cli("job", "0123456789abcdef01234567", url=system.url), 1)
-    assert "no job with jid '0123456789abcdef01234567'" in line
+    assert "job '0123456789abcdef01234567': not retained" in line
 
 
 def test_retry_and_delete_by_jid(system):
