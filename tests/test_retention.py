@@ -251,3 +251,22 @@ def test_the_web_job_page_says_not_retained(config, clock):
     assert "state-not_retained" in kept.text and ">dead<" in kept.text
     ok = client.get("/job/ok4")
     assert ok.status_code == 200 and "state-succeeded" in ok.text and "state-not_retained" not in ok.text
+
+
+def test_a_job_filed_dead_at_once_leaves_enq_and_is_retained_as_a_failure(config, clock):
+    """The master's and orphan recovery's events have no buffer: written at once, through
+    the same script (a parked orphan, bound for dead)."""
+    from cogworker.core import hooks
+
+    r = config.redis()
+    jid = core_jobs.record.enqueue("orphan")
+    [raw] = r.lrange(config.keys.queue("default"), 0, -1)
+    payload = json.loads(raw)
+    assert api.state(jid) == "queued"
+    history._on_event(hooks.JobEvent("orphaned", payload, queue="default", identity="gone:1:x", counted=True,
+                                     reason="process_died", config=config))
+    assert api.state(jid) == "dead"
+    assert not any(r.hexists(k, jid) for k in r.scan_iter(config.keys.enq_prefix + "*"))
+    assert [m.decode() for m in r.zrange(config.keys.retained_failed, 0, -1)] == [jid]
+    die(config, ["d1", "d2", "d3"], clock.t + 1)
+    assert api.state(jid) == api.NOT_RETAINED  # trimmed: not queued, though its payload is still listed
