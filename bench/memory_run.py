@@ -119,29 +119,7 @@ def run(args: argparse.Namespace) -> dict:
         try:
             time.sleep(3)
             idle = client.info("memory")["used_memory"]
-            samples, t0, enqueued = [], time.time(), 0
-            next_sample = t0
-            total = args.jobs
-            end = None if args.minutes is None else t0 + args.minutes * 60
-            while (end is not None and time.time() < end) or (total is not None and enqueued < total):
-                now = time.time()
-                if now >= next_sample:
-                    samples.append(sample(client, config.keys, t0, enqueued))
-                    print(json.dumps(samples[-1]), flush=True)
-                    next_sample += args.sample
-                if total is not None:  # as fast as taken: keep the backlog under 2,000
-                    if client.llen(config.keys.queue("default")) < 2000:
-                        for _ in range(min(500, total - enqueued)):
-                            enqueue(app, pick(rng, args.fail_rate), enqueued)
-                            enqueued += 1
-                    else:
-                        time.sleep(0.01)
-                    continue
-                due = int((now - t0) * args.rate) - enqueued
-                for _ in range(max(0, due)):
-                    enqueue(app, pick(rng, None), enqueued)
-                    enqueued += 1
-                time.sleep(0.01)
+            samples, t0, enqueued = drive(args, client, config, app, rng)
             drained = wait_drained(client, config, enqueued, samples, t0, args.sample)
             samples.append(sample(client, config.keys, t0, enqueued))
         finally:
@@ -152,11 +130,40 @@ def run(args: argparse.Namespace) -> dict:
                 os.killpg(worker.pid, signal.SIGKILL)
                 worker.wait()
         after_stop = client.info("memory")["used_memory"]
+        total = args.jobs
         return {"mode": "jobs" if total is not None else "minutes", "args": {k: str(v) for k, v in vars(args).items()},
                 "redis": redis_version(), "empty_used_memory": empty, "idle_used_memory": idle,
                 "after_stop_used_memory": after_stop, "enqueued": enqueued, "drained": drained,
                 "samples": samples, "verdict": verdict(samples, empty, total is not None),
                 "bytes_per_job_over_idle": round((samples[-1]["used_memory"] - idle) / max(enqueued, 1))}
+
+
+def drive(args: argparse.Namespace, client, config, app, rng: random.Random) -> tuple[list, float, int]:
+    """Enqueues (``--jobs``: as fast as taken; ``--minutes``: at ``--rate``), sampling."""
+    samples, t0, enqueued = [], time.time(), 0
+    next_sample = t0
+    total = args.jobs
+    end = None if args.minutes is None else t0 + args.minutes * 60
+    while (end is not None and time.time() < end) or (total is not None and enqueued < total):
+        now = time.time()
+        if now >= next_sample:
+            samples.append(sample(client, config.keys, t0, enqueued))
+            print(json.dumps(samples[-1]), flush=True)
+            next_sample += args.sample
+        if total is not None:  # as fast as taken: keep the backlog under 2,000
+            if client.llen(config.keys.queue("default")) < 2000:
+                for _ in range(min(500, total - enqueued)):
+                    enqueue(app, pick(rng, args.fail_rate), enqueued)
+                    enqueued += 1
+            else:
+                time.sleep(0.01)
+            continue
+        due = int((now - t0) * args.rate) - enqueued
+        for _ in range(max(0, due)):
+            enqueue(app, pick(rng, None), enqueued)
+            enqueued += 1
+        time.sleep(0.01)
+    return samples, t0, enqueued
 
 
 def wait_drained(client, config, enqueued: int, samples: list, t0: float, every: float) -> bool:
