@@ -206,10 +206,12 @@ def trimmed_and_kept(config, clock):
     jid = core_jobs.fail_no_retry.enqueue("in-dead")
     with RunningWorker():
         assert wait_for(lambda: api.state(jid) == "dead", 10)
-    clock.t = time.time()
+    clock.t = time.time() + 1  # after the worker's flushes
     succeed(config, ["gone"], clock.t)
-    die(config, ["d1", "d2", "d3"], clock.t + 1)
-    succeed(config, [f"ok{j}" for j in range(5)], clock.t + 2)
+    clock.t += 1
+    die(config, ["d1", "d2", "d3"], clock.t)
+    clock.t += 1
+    succeed(config, [f"ok{j}" for j in range(5)], clock.t)
     assert api.state("gone") == api.NOT_RETAINED and api.state(jid) == api.NOT_RETAINED
     assert api.DeadSet().size() == 1
     return jid
@@ -268,5 +270,6 @@ def test_a_job_filed_dead_at_once_leaves_enq_and_is_retained_as_a_failure(config
     assert api.state(jid) == "dead"
     assert not any(r.hexists(k, jid) for k in r.scan_iter(config.keys.enq_prefix + "*"))
     assert [m.decode() for m in r.zrange(config.keys.retained_failed, 0, -1)] == [jid]
-    die(config, ["d1", "d2", "d3"], clock.t + 1)
+    clock.t += 1  # the flush's clock scores the retained (not the rows' times)
+    die(config, ["d1", "d2", "d3"], clock.t)
     assert api.state(jid) == api.NOT_RETAINED  # trimmed: not queued, though its payload is still listed

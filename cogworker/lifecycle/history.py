@@ -220,11 +220,10 @@ def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]],
          done: dict[int, str] | None = None, gone: dict[int, list[str]] | None = None) -> None:
     keys: list[str] = []
     k = config.keys
-    size = bucket_size(config)
     args: list[Any] = [len(rows) if config.status else 0, config.history_max, config.history_ttl,
                        len(entries), done_ttl(config), repr(clock()), config.status_max, config.status_max_failed,
                        keep_seconds(config), k.status_prefix, k.history_prefix, k.done_prefix, k.enq_prefix,
-                       len(gone or ()), size, -(-config.status_max // size) + 1]
+                       len(gone or ()), bucket_size(config)]
     if config.status:
         for jid, ttl, updated_at, compare, values in rows:
             keys.append(config.keys.status(jid))

@@ -4,8 +4,8 @@
 -- (a list of done: bucket names, newest first), then the two retained zsets (the finished
 -- jobs with keys of their own, successes and failures apart: jid -> when it finished).
 -- ARGV: n, history_max, history_ttl, m, done_ttl, now, status_max, status_max_failed,
--- keep (seconds), the status:, history:, done: and enq: key prefixes, g (enq groups),
--- bucket size, ring length; per status: ttl, updated_at, compare (1/0), then the values of
+-- keep (seconds), the status:, history:, done: and enq: key prefixes, g (enq groups of
+-- the status rows), bucket size; per status: ttl, updated_at, compare (1/0), then the values of
 -- FIELDS below in order; then one JSON entry per history key; then the first-try
 -- successes: their number of groups, then per group its enq spec and one argument of
 -- lines "jid<TAB>record" (docs/architecture.md#status-buckets); then per enq group of the
@@ -19,8 +19,8 @@
 -- history_ttl on every entry (so it lasts history_ttl after the job's last execution).
 -- Retention, amortised (no scan, no call of its own): first-try successes fill the done
 -- bucket at the ring's head, done:<hour>:<seq>, a new one once it holds `bucket size` or
--- the hour changed; past `ring length` buckets (or `keep` + 1 h old) the oldest is dropped
--- whole, one DEL. A status row that says succeeded or dead adds its job to a zset; each
+-- the hour changed; the oldest is dropped whole, one DEL, once the newer ones hold
+-- status_max successes or it is older than `keep` + 1 h. A status row that says succeeded or dead adds its job to a zset; each
 -- zset then sheds, oldest first, what is older than `keep` and what is over its count, at
 -- most as many as this call added plus SLACK, deleting their status: and history: keys.
 -- Best-effort throughout: a key of the wrong type skips that key, never the rest.
@@ -36,7 +36,7 @@ local maxes = {tonumber(ARGV[7]), tonumber(ARGV[8])}
 local keep = tonumber(ARGV[9])
 local status_prefix, history_prefix, done_prefix, enq_prefix = ARGV[10], ARGV[11], ARGV[12], ARGV[13]
 local g = tonumber(ARGV[14])
-local bucket_size, ring_length = tonumber(ARGV[15]), tonumber(ARGV[16])
+local bucket_size = tonumber(ARGV[15])
 local ring = KEYS[n + m + 1]
 local retained = {KEYS[n + m + 2], KEYS[n + m + 3]}
 local added = {{}, {}}  -- per zset: score, member, ...
@@ -66,7 +66,7 @@ local function finished(which, jid)
   list[#list + 1] = jid
 end
 
-local i = 17
+local i = 16
 local args = {'updated_at', false}
 for j = 1, nf do args[2 * j + 1] = FIELDS[j] end
 for k = 1, n do
