@@ -273,3 +273,15 @@ def test_a_job_filed_dead_at_once_leaves_enq_and_is_retained_as_a_failure(config
     clock.t += 1  # the flush's clock scores the retained (not the rows' times)
     die(config, ["d1", "d2", "d3"], clock.t)
     assert api.state(jid) == api.NOT_RETAINED  # trimmed: not queued, though its payload is still listed
+
+
+def test_with_status_and_history_off_the_failures_history_is_bounded_too(config, clock):
+    """Off, history:<jid> still gets the attempts log's entries (each failure): counted."""
+    config = cogworker.configure(status=False, history=False)
+    jids = [core_jobs.fail_no_retry.enqueue(f"off{n}") for n in range(6)]
+    with RunningWorker():
+        assert wait_for(lambda: api.DeadSet().size() == 6, 10)
+    r = config.redis()
+    assert wait_for(lambda: r.zcard(config.keys.retained_failed) == 3, 10)
+    kept = [j for j in jids if r.exists(config.keys.history(j))]
+    assert len(kept) == 3 and not r.keys(config.keys.status_prefix + "*")

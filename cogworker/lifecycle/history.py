@@ -190,8 +190,12 @@ def _write_pending(config: Config, status: list[Pending], entries: list[PendingE
     for row, (event, _) in zip(rows, status, strict=True):
         if row[4][0] in ("succeeded", "dead"):
             gone.setdefault(enq_spec(event.payload.get("enqueued_at")), []).append(row[0])
+    # With status off, rows don't say who finished: the history entries do (for the bounds).
+    ended = "" if config.status else "\n".join(
+        f"{1 if went == 'succeeded' else 2}\t{event.payload['jid']}"
+        for event, *_ in entries if (went := _state(event)) in ("succeeded", "dead"))
     _run(config, rows, [(event.payload["jid"], json.dumps(_entry(event, outcome, started_at, now)))
-                        for event, outcome, started_at, now in entries], _buckets(done or []), gone)
+                        for event, outcome, started_at, now in entries], _buckets(done or []), gone, ended)
 
 
 def _buckets(done: list[Done]) -> dict[int, str]:
@@ -217,7 +221,7 @@ StatusRow = tuple[str, int, float, bool, list[Any]]  # jid, ttl, updated_at, com
 
 
 def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]],
-         done: dict[int, str] | None = None, gone: dict[int, list[str]] | None = None) -> None:
+         done: dict[int, str] | None = None, gone: dict[int, list[str]] | None = None, ended: str = "") -> None:
     keys: list[str] = []
     k = config.keys
     args: list[Any] = [len(rows) if config.status else 0, config.history_max, config.history_ttl,
@@ -236,6 +240,7 @@ def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]],
         args += [spec, lines]
     for spec, jids in (gone or {}).items():
         args += [spec, "\n".join(jids)]
+    args.append(ended)
     if len(keys) or done or gone:
         keys += [k.done_ring, k.retained_succeeded, k.retained_failed]
         lua.run(config.redis(), "status_flush", keys, args)

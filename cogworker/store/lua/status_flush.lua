@@ -9,7 +9,8 @@
 -- FIELDS below in order; then one JSON entry per history key; then the first-try
 -- successes: their number of groups, then per group its enq spec and one argument of
 -- lines "jid<TAB>record" (docs/architecture.md#status-buckets); then per enq group of the
--- status rows its spec and the jids (newline-separated). An enq spec names the enq:<hour>
+-- status rows its spec and the jids (newline-separated); then, with status off, the
+-- finished jobs of the history entries (lines "1|2<TAB>jid"). An enq spec names the enq:<hour>
 -- bucket whose fields of these jobs go (they finished, so they are no longer queued): the
 -- hour, or minus the hour for that hour and the next, or 0 for none.
 -- Every status write sets every field (empty when it doesn't apply): no DEL needed.
@@ -170,6 +171,9 @@ for _ = 1, g do
   unqueue(tonumber(ARGV[i]) or 0, jids)
   i = i + 2
 end
+-- With status off, the finished jobs whose history entries were written ("1<TAB>jid" a
+-- success, "2<TAB>jid" a failure): retained by the same bounds.
+for which, jid in string.gmatch(ARGV[i] or '', '([12])\t([^\n]+)') do finished(tonumber(which), jid) end
 
 -- Forgets shed jobs: their status: and history: keys.
 local function forget(shed)
