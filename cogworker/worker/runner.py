@@ -138,24 +138,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> None:
         hide_secrets(prog or "python -m cogworker.worker")
     args = parse_args(argv, prog)
     try:
-        if args.redis_url:
-            validate_redis_url(args.redis_url)
-        queues = parse_queues(args.queues)
-        import_app(args.module)
-        setup_logging(args, "worker")  # after the app: its own logging config, if any, is kept
-        queues = app_queues(args.queues)
-        if args.redis_url or args.namespace:
-            current = get_config()
-            configure(redis_url=args.redis_url or current.redis_url,
-                      namespace=args.namespace or current.namespace)
-        check_tls(get_config())  # a bad $REDIS_URL: this one line, not a traceback from Worker()
-        warn_at_boot(get_config().redis(), "worker")  # settings that let Redis itself lose jobs
-        reporter = TitledReporter(get_config(), args.module)
-        reporter.title("booting")
-        # No siblings to hand a job fetched ahead to: no look-ahead.
-        worker = Worker(queues, lookahead=False, reporter=reporter)
-        keeper = Housekeeper(worker, [q for q, _ in queues], cron=not args.no_cron)
-        exporter = start_metrics(args, keeper, [q for q, _ in queues])
+        queues, reporter, worker, keeper, exporter = boot(args)
     except ConfigurationError as exc:
         sys.exit(f"cogworker: {exc}")
     signals = {"count": 0}
@@ -189,6 +172,28 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     if worker.fenced:
         sys.exit(FENCED_EXIT)  # the worker logged why, once
     logger.info("cogworker: stopped")
+
+
+def boot(args: argparse.Namespace) -> tuple[list[tuple[str, int | None]], TitledReporter, Worker, Housekeeper, Any]:
+    """The app imported, the settings checked, and the parts made; ``ConfigurationError``
+    for the user's one line."""
+    if args.redis_url:
+        validate_redis_url(args.redis_url)
+    parse_queues(args.queues)  # a bad -q is told before the app's import, not after
+    import_app(args.module)
+    setup_logging(args, "worker")  # after the app: its own logging config, if any, is kept
+    queues = app_queues(args.queues)
+    if args.redis_url or args.namespace:
+        current = get_config()
+        configure(redis_url=args.redis_url or current.redis_url, namespace=args.namespace or current.namespace)
+    check_tls(get_config())  # a bad $REDIS_URL: this one line, not a traceback from Worker()
+    warn_at_boot(get_config().redis(), "worker")  # settings that let Redis itself lose jobs
+    reporter = TitledReporter(get_config(), args.module)
+    reporter.title("booting")
+    # No siblings to hand a job fetched ahead to: no look-ahead.
+    worker = Worker(queues, lookahead=False, reporter=reporter)
+    keeper = Housekeeper(worker, [q for q, _ in queues], cron=not args.no_cron)
+    return queues, reporter, worker, keeper, start_metrics(args, keeper, [q for q, _ in queues])
 
 
 def clean_up(worker: Worker) -> None:
