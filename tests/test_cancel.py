@@ -274,3 +274,18 @@ def test_cancel_jobs_in_flight_with_concurrency(config, pf_log):
         assert all(len(starts(pf_log, f"f{i}")) == 1 for i in range(4))
     finally:
         m.stop()
+
+
+def test_cancel_iterable_job_stops_at_its_next_yield(config, pf_log):
+    m = master(config, pf_log)
+    try:
+        jid = job("walks").enqueue("it")
+        wait_for(lambda: seen(pf_log, "start", "it"), 20, what="the job started")
+        assert api.cancel(jid) is True
+        wait_for(lambda: "cancelled: apps.pf_cancel.walks" in m.output(), 20, what="it ended cancelled")
+        wait_for(lambda: nothing_left(config), 20, what="nothing left")
+        time.sleep(1.0)
+        assert len(starts(pf_log, "it")) == 1 and not seen(pf_log, "end", "it")  # not resumed, not run out
+        assert api.status(jid).state == "cancelled"
+    finally:
+        m.stop()

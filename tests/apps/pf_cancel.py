@@ -77,3 +77,15 @@ def reports(tag, calls, pause):
             time.sleep(pause)
     job.progress(1.0, "done")
     log("end", tag)
+
+
+@cogworker.iterable_job(checkpoint_every=10)
+def walks(tag, cursor=None):
+    """An iterable job: a cancel stops it at its next yield."""
+    log("start", tag)
+    i = cursor or 0
+    while i < 100_000:
+        time.sleep(0.01)
+        i += 1
+        yield i
+    log("end", tag)
