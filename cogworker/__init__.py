@@ -25,6 +25,7 @@ _HOMES = {
     "client_middleware": "core.middleware", "server_middleware": "core.middleware",
     "NotReplicated": "store.replication",
     "Concurrency": "core.limits", "Window": "core.limits",
+    "current_job": "core.current",
 }
 # public module paths that live deeper in the tree (docs/architecture.md#public-paths):
 # ``from cogworker import hooks``, ``cogworker.stats.attempts(jid)``
@@ -54,6 +55,7 @@ __all__ = [
     "chord",
     "client_middleware",
     "configure",
+    "current_job",
     "disable",
     "enable",
     "enqueue",
@@ -107,6 +109,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
     from .client.workflows import chain, chord, group
     from .config import Config, configure, get_config
     from .core import hooks
+    from .core.current import current_job
     from .core.limits import Concurrency, Window
     from .core.middleware import client_middleware, server_middleware
     from .cron import disable, enable, periodic

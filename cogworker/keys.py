@@ -84,6 +84,12 @@ class Keys:
         self.limit_starts_prefix = f"{ns}:limit_starts:"
         self.limit_waiting_prefix = f"{ns}:limit_waiting:"
         self.periodic_prefix = f"{ns}:periodic:"
+        # Additions (issue #27): a cancelled job's mark (JSON, TTL'd), read by the beat
+        # that tells a running job and by its status; a running job's last progress
+        # (JSON, TTL'd); the count of cancels.
+        self.cancelled_prefix = f"{ns}:cancelled:"
+        self.progress_prefix = f"{ns}:progress:"
+        self.stats_cancelled = f"{ns}:stats:cancelled"
         self.periodic_schedule = f"{ns}:periodic:schedule"
         self.periodic_disabled = f"{ns}:periodic:disabled"
 
@@ -115,6 +121,12 @@ class Keys:
 
     def unique(self, digest: str) -> str:
         return self.unique_prefix + digest
+
+    def cancelled(self, jid: str) -> str:
+        return self.cancelled_prefix + jid
+
+    def progress(self, jid: str) -> str:
+        return self.progress_prefix + jid
 
     def status(self, jid: str) -> str:
         return self.status_prefix + jid

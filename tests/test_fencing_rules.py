@@ -75,7 +75,7 @@ def test_every_script_of_a_fenced_identity_is_refused(config):
     # the beat: skipped and named
     record = heartbeat.ProcessRecord(ME, "child", 1, ["default"])
     live = heartbeat.ProcessRecord("host:1:live", "child", 2, ["default"])
-    assert heartbeat.beat(config, [record, live]) == [ME]
+    assert heartbeat.beat(config, [record, live]).refused == [ME]
     assert r.exists(k.process("host:1:live")) and not r.exists(k.process(ME))
     # nothing moved, nothing beat
     assert r.lrange(k.in_progress(ME), 0, -1) == [mine]

@@ -9,6 +9,7 @@ under a running fleet.
 
 from __future__ import annotations
 
+from .cancel import cancel, cancelled, progress
 from .control import quiet_process, stop_process
 from .limits import LimiterInfo, deferrals, limiters
 from .metrics import ClassMetrics, MinuteStats, RedisInfo, class_metrics, redis_info, throughput
@@ -25,7 +26,7 @@ from .queues import Queue, queue, queues
 from .records import DayStats, JobRecord, ProcessRecord, RunningJob, Stats
 from .results import Result, result
 from .sets import DeadSet, JobSet, RetrySet, ScheduledSet
-from .status import NOT_RETAINED, Attempt, JobStatus, Retention, history, retention, state, status
+from .status import NOT_RETAINED, Attempt, JobStatus, Progress, Retention, history, retention, state, status
 from .windows import WINDOWS, ClassSummary, ClassWindow, WindowMetrics, class_window, window_metrics
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "MinuteStats",
     "PeriodicEntry",
     "ProcessRecord",
+    "Progress",
     "Queue",
     "RedisInfo",
     "Result",
@@ -53,6 +55,8 @@ __all__ = [
     "ScheduledSet",
     "Stats",
     "WindowMetrics",
+    "cancel",
+    "cancelled",
     "class_metrics",
     "class_window",
     "deferrals",
@@ -65,6 +69,7 @@ __all__ = [
     "periodic_entries",
     "periodic_entry",
     "processes",
+    "progress",
     "queue",
     "queues",
     "result",

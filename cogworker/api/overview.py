@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from typing import Any
 
 from .. import store
@@ -14,6 +15,7 @@ from ..lifecycle.stats import day_of
 from .queues import Queue, queue_names
 from .records import DayStats, JobRecord, ProcessRecord, RunningJob, Stats, check_page, checked
 from .sets import DeadSet, RetrySet, ScheduledSet
+from .status import parse_progress
 
 
 def _int(value: Any) -> int:
@@ -85,7 +87,23 @@ def processes(config: Config | None = None) -> list[ProcessRecord]:
         record, running = results[2 * i], results[2 * i + 1]
         if isinstance(record, dict) and record:
             found.append(_process(identity, _text_map(record), _text_map(running) if isinstance(running, dict) else {}))
-    return supervision_order(found)
+    return supervision_order(_with_progress(config, found))
+
+
+def _with_progress(config: Config, found: list[ProcessRecord]) -> list[ProcessRecord]:
+    """Each running job's last progress (``progress:<jid>``), in one more round trip."""
+    jids = [p.running.jid for p in found if p.running is not None and p.running.jid]
+    if not jids:
+        return found
+    shown = dict(zip(jids, (parse_progress(v) for v in config.redis().mget([config.keys.progress(j) for j in jids])),
+                     strict=True))
+    out = []
+    for p in found:
+        got = shown.get(p.running.jid or "") if p.running is not None else None
+        if got is not None and p.running is not None:
+            p = replace(p, running=replace(p.running, progress=got.fraction, progress_message=got.message or None))
+        out.append(p)
+    return out
 
 
 def supervision_order(found: list[ProcessRecord]) -> list[ProcessRecord]:

@@ -150,6 +150,8 @@ class RunningJob:
     job_class: str | None
     queue: str | None
     run_at: float | None
+    progress: float | None = None  # its last current_job().progress(...), 0-1
+    progress_message: str | None = None
 
 
 @dataclass(frozen=True)

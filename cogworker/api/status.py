@@ -18,7 +18,7 @@ from ..boundedjson import loads as json_loads
 from ..config import Config, as_text, get_config
 from ..lifecycle.history import HOUR, hour_of, keep_seconds
 
-STATES = ("queued", "scheduled", "running", "retrying", "succeeded", "dead")
+STATES = ("queued", "scheduled", "running", "retrying", "succeeded", "dead", "cancelled")
 # What a job with no record reads as: its status and history were trimmed by retention
 # (docs/architecture.md#retention) or expired, or it never existed: Redis can't tell which.
 NOT_RETAINED = "not_retained"
@@ -87,6 +87,8 @@ class JobStatus:
     reason: str | None = None
     cursor: Any = None
     items_done: int | None = None
+    progress: float | None = None  # the last ``current_job().progress``: 0-1
+    progress_message: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,36 @@ class Attempt:
     error_class: str | None = None
     error_message: str | None = None
     traceback: str | None = None
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A job's last reported progress: ``fraction`` 0-1, ``message``, ``at`` (epoch s)."""
+
+    fraction: float
+    message: str
+    at: float
+
+
+def parse_progress(raw: Any) -> Progress | None:
+    """``progress:<jid>``'s value, or None (absent, unreadable)."""
+    data = json_object(raw)
+    if data is None:
+        return None
+    try:
+        return Progress(float(data["fraction"]), str(data.get("message") or ""), float(data.get("at") or 0))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def json_object(raw: Any) -> dict[str, Any] | None:
+    if not isinstance(raw, (bytes, str)):
+        return None
+    try:
+        value = json_loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _hours(ttl: int, now: float) -> list[int]:
@@ -130,26 +162,50 @@ def _done_records(config: Config, jid: str, ring: Any) -> list[Any]:
 def status(jid: str, config: Config | None = None, now: float | None = None) -> JobStatus | None:
     """The job's last known status, or None when none is retained (trimmed by retention,
     expired, an unknown jid, or status turned off: ``state`` says ``NOT_RETAINED``): the
-    newest of its ``status:<jid>`` hash, its ``enq:`` record and its ``done:`` record."""
+    newest of its ``status:<jid>`` hash, its ``enq:`` record and its ``done:`` record;
+    ``cancelled`` whenever its cancel mark is there (final: ``api.cancel`` took it off
+    wherever it was, so nothing later about it is a new run). With its last progress."""
     config = config or get_config()
     now = time.time() if now is None else now
     pipe = store.pipeline(config.redis())
+    pipe.get(config.keys.cancelled(jid))
+    pipe.get(config.keys.progress(jid))
     pipe.hgetall(config.keys.status(jid))
     pipe.hgetall(config.keys.checkpoint(jid))
     pipe.lrange(config.keys.done_ring, 0, -1)
     reads = _bucket_reads(config, jid, "enq", config.status_ttl, now)
     for key, field in reads:
         pipe.hget(key, field)
-    raw, saved, ring, *records = pipe.execute(raise_on_error=False)
+    mark, progress, raw, saved, ring, *records = pipe.execute(raise_on_error=False)
     found = [_from_hash(jid, raw)] if isinstance(raw, dict) and raw else []
     parsed = [_from_record(jid, False, record) for record in records] + \
         [_from_record(jid, True, record) for record in _done_records(config, jid, ring)]
     found += [p for p in parsed if p is not None and p.updated_at >= now - config.status_ttl]
-    if not found:
+    newest = _cancelled(jid, mark, max(found, key=lambda s: s.updated_at) if found else None)
+    if newest is None:
         return None
-    newest = max(found, key=lambda s: s.updated_at)
-    progress = _checkpoint(saved)
-    return dataclasses.replace(newest, cursor=progress[0], items_done=progress[1]) if progress else newest
+    shown = parse_progress(progress)
+    if shown is not None:
+        newest = dataclasses.replace(newest, progress=shown.fraction, progress_message=shown.message or None)
+    saved_at = _checkpoint(saved)
+    return dataclasses.replace(newest, cursor=saved_at[0], items_done=saved_at[1]) if saved_at else newest
+
+
+def _cancelled(jid: str, mark: Any, newest: JobStatus | None) -> JobStatus | None:
+    data = json_object(mark)
+    if data is None:
+        return newest
+    at = _float(data.get("at")) or 0.0
+    queue = data.get("queue") if isinstance(data.get("queue"), str) else None
+    job_class = data.get("class") if isinstance(data.get("class"), str) else None
+    was = data.get("was") if isinstance(data.get("was"), str) else None
+    identity = data.get("identity") if isinstance(data.get("identity"), str) else None
+    if newest is not None:  # what it was doing is over: no due time, no process unless it was running
+        return dataclasses.replace(newest, state="cancelled", updated_at=max(at, newest.updated_at), reason=was,
+                                   at=None, identity=identity, started_at=newest.started_at if identity else None,
+                                   queue=newest.queue or queue, job_class=newest.job_class or job_class)
+    return JobStatus(jid=jid, state="cancelled", updated_at=at, attempt=0, queue=queue, job_class=job_class,
+                     reason=was, identity=identity)
 
 
 def _checkpoint(raw: Any) -> tuple[Any, int] | None:

@@ -168,6 +168,9 @@ def process_table(found: list[Any]) -> str:
             started = field(running, "run_at")
             if started:
                 doing += f" for {seconds(now - float(started))}"
+            done = field(running, "progress")
+            if done is not None:  # first: the column is cut to the screen's width
+                doing = f"{float(done):.0%} {doing}"
         queues_of = field(process, "queues") or []
         rows.append([field(process, "identity", "?"), field(process, "kind", "?"),
                      ",".join(queues_of) if isinstance(queues_of, (list, tuple)) else queues_of,
@@ -184,6 +187,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "jobs": jobs.list_jobs,
     "job": jobs.show_job,
     "result": results.show_result,
+    "cancel": jobs.cancel,
     "retry": jobs.bulk,
     "delete": jobs.bulk,
 }

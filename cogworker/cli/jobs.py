@@ -11,7 +11,7 @@ from .. import api
 from ..errors import NotFound
 from ..names import shown
 from .bulk import Progress, confirm
-from .output import WIDTH, field, not_found, one_line_cut, pairs, print_json, relative, table, when
+from .output import WIDTH, field, not_found, one_line, one_line_cut, pairs, print_json, relative, table, when
 
 CHUNK = 500  # entries per filter() page in a bulk operation limited to one class
 
@@ -110,6 +110,7 @@ def show_job(args: argparse.Namespace) -> int:
         ("status", f"{state} (since {when(field(status, 'updated_at'))}, attempt {field(status, 'attempt')})"
          if status is not None else f"not retained ({rules})"),
         *progress_of(status),
+        *([("progress", progress_text(status))] if field(status, "progress") is not None else []),
     ]))
     if record is not None:
         print_entry(record)
@@ -132,6 +133,28 @@ def progress_of(status: Any) -> list[tuple[str, object]]:
     if done is None:
         return []
     return [("items done", done), ("cursor", shown(json.dumps(field(status, "cursor"))))]
+
+
+def progress_text(status: Any) -> str:
+    message = field(status, "progress_message")
+    return f"{float(field(status, 'progress')):.0%}" + (f" {one_line(message)}" if message else "")
+
+
+def cancel(args: argparse.Namespace) -> int:
+    """Exit 0 if every job was cancelled, 1 if any was not waiting or running."""
+    done = {jid: api.cancel(jid) for jid in args.jids}
+    if args.json:
+        print_json({"cancelled": [j for j, ok in done.items() if ok],
+                    "not_found": [j for j, ok in done.items() if not ok]})
+    else:
+        for jid, ok in done.items():
+            print(f"{jid}: cancelled" if ok else f"{jid}: not cancelled (not waiting or running: finished, dead "
+                                                 "or unknown)")
+    if not all(done.values()):
+        if not args.json:
+            raise not_found(f"{sum(not ok for ok in done.values())} of {len(done)} not cancelled")
+        return 1
+    return 0
 
 
 def print_entry(record: Any) -> None:

@@ -92,6 +92,10 @@ def _add_set_commands(sub: argparse._SubParsersAction, parent: list[OneLineParse
     job.add_argument("jid", metavar="JID")
     results.add_parser(sub, parent)
 
+    cancel = sub.add_parser("cancel", parents=parent,
+                            help="cancel jobs: a waiting one is removed, a running one told (it ends cancelled)")
+    cancel.add_argument("jids", nargs="+", metavar="JID")
+
     for name, what in (("retry", "enqueue entries now, on their queues"), ("delete", "delete entries")):
         bulk = sub.add_parser(name, parents=parent, help=f"{what}: JID... or --all --from SET")
         bulk.add_argument("jids", nargs="*", metavar="JID")

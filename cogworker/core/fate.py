@@ -50,6 +50,15 @@ class Raised:
 
 
 @dataclass(frozen=True)
+class Cancelled:
+    """It ran, and an operator cancelled it meanwhile (``api.cancel``): ``cancel.lua``
+    already took its entry off the list and marked it, whatever it then did (returned,
+    raised ``CancelledError`` or anything else). Not retried, not dead."""
+
+    duration: float = 0.0
+
+
+@dataclass(frozen=True)
 class NeverStarted:
     """Fetched, not run: a stop, quiet, a look-ahead returned, a stop-now before it ran."""
 
@@ -109,8 +118,8 @@ class Suspended:
     duration: float = 0.0
 
 
-Outcome = (Succeeded | Raised | NeverStarted | Abandoned | Orphaned | TimedOut | Unreadable | FilingFailed | Leaving
-           | Suspended)
+Outcome = (Succeeded | Raised | Cancelled | NeverStarted | Abandoned | Orphaned | TimedOut | Unreadable
+           | FilingFailed | Leaving | Suspended)
 
 # -- decisions: what to write ------------------------------------------------------------
 
@@ -221,6 +230,10 @@ def decide(config: Config, job: dict[str, Any] | bytes, outcome: Outcome) -> Dec
             # Raises TypeError when its value can't be kept: the caller fails the job with it.
             return Complete(workflow.completion(job, outcome.value, config.result_ttl))
         return ACK
+    if isinstance(outcome, Cancelled):
+        # Settled by the cancel itself (off the list, marked): what is left is the drop,
+        # a no-op LREM that rides on the next fetch as an ack does.
+        return DROP
     if isinstance(outcome, (NeverStarted, Abandoned, Orphaned)):
         return GIVE_BACK
     if isinstance(outcome, Raised):

@@ -10,7 +10,7 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import store
 from ..config import Config, logger
@@ -62,9 +62,14 @@ def _text(mapping: dict[str, Any]) -> str:
     return json.dumps({k: v if isinstance(v, str) else repr(v) for k, v in mapping.items()})
 
 
-def beat(config: Config, records: list[ProcessRecord], client: Any = None) -> list[str]:
+class Beat(NamedTuple):
+    refused: list[str]  # declared dead (fenced): not refreshed, and must stop
+    cancelled: list[str]  # jids the records say run now, cancelled by an operator: tell them
+
+
+def beat(config: Config, records: list[ProcessRecord], client: Any = None) -> Beat:
     """One script for every record; returns the identities it refused because they were
-    declared dead (fenced): they are not refreshed, and must stop."""
+    declared dead (fenced), and the running jobs that were cancelled."""
     keys = config.keys
     script_keys = [keys.processes, keys.last_beat, keys.in_progress_identities]
     args: list[Any] = [process_ttl(config)]
@@ -75,8 +80,13 @@ def beat(config: Config, records: list[ProcessRecord], client: Any = None) -> li
             running = _text({k: v if isinstance(v, (str, int, float)) else json.dumps(v)
                              for k, v in rec.running.items()})
         args += [rec.identity, "1" if rec.owns_list else "0", _text(rec.fields()), running]
-    refused = lua.run(client or config.redis(), "beat", script_keys, args)
-    return [x.decode() if isinstance(x, bytes) else str(x) for x in refused]
+    args.append(keys.cancelled_prefix)
+    refused, cancelled = lua.run(client or config.redis(), "beat", script_keys, args)
+    return Beat([_str(x) for x in refused], [_str(x) for x in cancelled])
+
+
+def _str(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 CONTROLS = ("quiet", "stop")

@@ -3,8 +3,8 @@ to (as Dramatiq's middleware does), public API.
 
 Events: ``enqueued``, ``started``, ``succeeded``, ``retrying``, ``dead`` (with its
 ``reason``), ``given_back``, ``orphaned``, ``suspended`` (an iterable job back on its
-queue with its cursor). A subscriber is a callable taking one
-``JobEvent``::
+queue with its cursor), ``cancelled`` (fired by ``api.cancel``). A subscriber is a
+callable taking one ``JobEvent``::
 
     from cogworker import hooks
 
@@ -30,7 +30,7 @@ from typing import Any
 from ..config import logger
 from .payload import error_class_name, error_message
 
-EVENTS = ("enqueued", "started", "succeeded", "retrying", "dead", "given_back", "orphaned", "suspended")
+EVENTS = ("enqueued", "started", "succeeded", "retrying", "dead", "given_back", "orphaned", "suspended", "cancelled")
 LOG_EVERY = 60.0
 
 

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from .. import store
 from ..config import as_text, logger
-from . import fate
+from . import current, fate
 from .inprogress import InProgressList
 
 MAX_CURSOR_BYTES = 64 * 1024  # a checkpoint holds one cursor per job: bounded in size too
@@ -144,7 +144,12 @@ class Run:
                     or (seconds is not None and time.monotonic() - self.saved_at >= seconds))
 
     def pause_due(self) -> bool:
-        return self.context is not None and self.context.host.pause_due()
+        """Its process stops (or goes quiet, ...), or an operator cancelled it: it stops
+        at this yield (cancelled, it then ends as such: docs/architecture.md#cancel)."""
+        if self.context is None:
+            return False
+        job = current.current_job()
+        return self.context.host.pause_due() or (job is not None and job.cancelled)
 
     def save(self, state: str = "running", ttl: int | None = None) -> None:
         """The checkpoint, in Redis and in the payload (a failure's filing carries it). A

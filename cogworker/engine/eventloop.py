@@ -18,6 +18,7 @@ import threading
 from collections.abc import Awaitable, Coroutine, Generator
 from typing import Any
 
+from ..core import current
 from ..errors import JobTimeout
 
 # Before the master's kill (5 s past the soft timeout): a job that only ignored
@@ -102,11 +103,15 @@ def run(awaitable: Awaitable[Any], timeout: float | None, name: str) -> Any:
 
 async def guarded(awaitable: Awaitable[Any], timeout: float | None, name: str) -> Any:
     """The job's awaitable with its soft timeout (JobTimeout inside it) and the hard one
-    (cancelled ``CANCEL_GRACE`` later)."""
+    (cancelled ``CANCEL_GRACE`` later). An operator's cancel cancels this task
+    (``current.CurrentJob.attach``): a ``CancelledError`` at the job's next await."""
+    running = current.current_job()
+    task = asyncio.current_task()
+    if running is not None and task is not None:
+        running.attach(task)
     if timeout is None:
         return await awaitable
     guard = Guard(awaitable, timeout)
-    task = asyncio.current_task()
     assert task is not None
     loop = asyncio.get_running_loop()
     soft = loop.call_later(timeout, guard.expire, task)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..config import Config, logger
-from ..core import fate, hooks, iteration, tracing
+from ..core import current, fate, hooks, iteration, tracing
 from ..core.middleware import server_middleware
 from ..core.payload import default_backoff
 from ..core.registry import JobDef, resolve
@@ -37,13 +37,14 @@ class HardStop(BaseException):
     """Raised inside a running job to abandon it (stop-now): it is handed back, not failed."""
 
 
-Ran = fate.Succeeded | fate.Raised | fate.Suspended
+Ran = fate.Succeeded | fate.Raised | fate.Suspended | fate.Cancelled
 
 
 def execute(config: Config, identity: str, queue: str, payload: dict[str, Any],
             host: iteration.Host | None = None) -> Ran:
     """Runs the job: what happened to it (the caller settles it). Raises ``HardStop``.
-    ``host``: the worker, for an iterable job (its checkpoints, when it should stop)."""
+    ``host``: the worker, for an iterable job (its checkpoints, when it should stop).
+    ``Cancelled`` whatever it did, once it was told it was cancelled (``current``)."""
     name = payload["class"]
     job: Any = None
     resolution_error: BaseException | None = None
@@ -60,21 +61,27 @@ def execute(config: Config, identity: str, queue: str, payload: dict[str, Any],
                      extra={"event": "job_started", "jid": payload["jid"], "job_class": name, "queue": queue})
     started = time.perf_counter()
     kept: list[Any] | None = [] if "wf" in payload else None  # its value matters only to a workflow
-    if host is not None and getattr(job, "iterable", None) is not None:
-        context = iteration.Context(host, payload)
-        token = iteration.CURRENT.set(context)
-        try:
+    running, current_token = current.begin(config, payload, queue, solo=not getattr(_thread_kind, "pool", False))
+    try:
+        if host is not None and getattr(job, "iterable", None) is not None:
+            context = iteration.Context(host, payload)
+            token = iteration.CURRENT.set(context)
+            try:
+                error = run_job(job, payload, queue, resolution_error, kept)
+            finally:
+                iteration.CURRENT.reset(token)
+        else:
+            context = None
             error = run_job(job, payload, queue, resolution_error, kept)
-        finally:
-            iteration.CURRENT.reset(token)
-    else:
-        context = None
-        error = run_job(job, payload, queue, resolution_error, kept)
-    return _outcome(job, error, time.perf_counter() - started, context, kept)
+    finally:
+        current.end(running, current_token)
+    return _outcome(job, error, time.perf_counter() - started, context, kept, running.cancelled)
 
 
 def _outcome(job: Any, error: BaseException | None, seconds: float, context: iteration.Context | None,
-             kept: list[Any] | None = None) -> Ran:
+             kept: list[Any] | None = None, cancelled: bool = False) -> Ran:
+    if cancelled:  # an operator's cancel won (docs/architecture.md#cancel): whatever it then did
+        return fate.Cancelled(seconds)
     if error is None:
         suspended = context.run.suspended if context is not None and context.run is not None else None
         if suspended is not None:  # an iterable job stopped at a yield (docs/architecture.md#iterable)
@@ -108,20 +115,27 @@ def launch_async(config: Config, identity: str, queue: str, payload: dict[str, A
     seconds = float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
     args, kwargs = payload.get("args") or [], payload.get("kwargs") or {}
 
+    running, _ = current.begin(config, payload, queue)
+
     async def body() -> Any:
         return await job.func(*args, **kwargs)  # called on the loop: a bad argument fails the job
+
+    async def in_context() -> Any:
+        current.enter(running)  # this task's own context: current_job() inside the job
+        return await aio.guarded(body(), seconds, job.name)
 
     started = time.perf_counter()
     context = iteration.Context(host, payload) if host is not None and job.iterable is not None else None
 
     def finished(future: concurrent.futures.Future[Any]) -> None:
+        current.end(running, None)
         error = asyncio.CancelledError() if future.cancelled() else future.exception()
         done(_outcome(job, error, time.perf_counter() - started, context,
-                      [future.result()] if error is None and "wf" in payload else None))
+                      [future.result()] if error is None and "wf" in payload else None, running.cancelled))
 
     token = iteration.CURRENT.set(context)  # the task copies it as it is made
     try:
-        future = asyncio.run_coroutine_threadsafe(aio.guarded(body(), seconds, job.name), loop)
+        future = asyncio.run_coroutine_threadsafe(in_context(), loop)
     finally:
         iteration.CURRENT.reset(token)
     future.add_done_callback(finished)

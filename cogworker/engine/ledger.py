@@ -81,6 +81,16 @@ class Settling(ABC):
                        duration=outcome.duration, config=self.config)
             self.reporter.finished(work, outcome)
             self._ack_later(work, payload)
+        elif isinstance(outcome, fate.Cancelled):
+            # Off the list since the cancel (cancel.lua): nothing to file, no hook (the
+            # operator's process fired it); the drop rides on the next fetch as an ack would.
+            logger.info("cancelled: %s jid=%s ended after %.3fs", payload.get("class"), payload["jid"],
+                        outcome.duration, extra={"event": "job_cancelled", "jid": payload["jid"],
+                                                 "job_class": payload.get("class"), "queue": work.queue,
+                                                 "outcome": "cancelled",
+                                                 "duration_ms": round(outcome.duration * 1000, 3)})
+            self.reporter.finished(work, outcome)
+            self._ack_later(work, payload)
         elif isinstance(outcome, fate.Raised):
             filed = self._file_failure(work, payload, outcome)
             self.reporter.finished(work, outcome)

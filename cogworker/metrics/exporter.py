@@ -55,6 +55,7 @@ class Sample:
     outages: int = 0
     at: float = float("-inf")  # monotonic
     limit_deferrals: int = 0  # jobs parked over a rate limit, fleet-wide (docs/architecture.md#limits)
+    cancelled: int = 0  # stats:cancelled: every api.cancel that won, fleet-wide
 
 
 def sample_redis(config: Config, queues: list[str], client: Any = None) -> Sample:
@@ -68,7 +69,9 @@ def sample_redis(config: Config, queues: list[str], client: Any = None) -> Sampl
     for key in (keys.schedule, keys.retry, keys.dead):
         pipe.zcard(key)
     pipe.get(keys.limits_over)
+    pipe.get(keys.stats_cancelled)
     replies = pipe.execute()
+    cancels = replies.pop()
     deferrals = replies.pop()
     now = time.time()
     sample = Sample(up=True)
@@ -77,6 +80,10 @@ def sample_redis(config: Config, queues: list[str], client: Any = None) -> Sampl
         sample.queues[queue] = (int(size), _waited(oldest, now))
     sample.scheduled, sample.retry, sample.dead = (int(n) for n in replies[-3:])
     sample.limit_deferrals = int(deferrals or 0)
+    try:
+        sample.cancelled = int(cancels or 0)
+    except ValueError:
+        sample.cancelled = 0  # not a counter (someone else's key): no cancels to show
     return sample
 
 
@@ -116,7 +123,7 @@ class Sampler:
             self.last = sample
         else:
             self.last = Sample(self.last.queues, self.last.scheduled, self.last.retry, self.last.dead, False, outages,
-                               limit_deferrals=self.last.limit_deferrals)
+                               limit_deferrals=self.last.limit_deferrals, cancelled=self.last.cancelled)
         self.last.at = time.monotonic()
 
 
@@ -193,6 +200,8 @@ def redis_families(sample: Sample) -> Iterator[Any]:
     yield GaugeMetricFamily("cogworker_dead_size", "Jobs in the dead set", value=sample.dead)
     yield CounterMetricFamily("cogworker_limit_deferrals", "Jobs parked over a rate limit, fleet-wide (each time)",
                               value=sample.limit_deferrals)
+    yield CounterMetricFamily("cogworker_cancels", "Jobs cancelled (api.cancel that won), fleet-wide, from Redis",
+                              value=sample.cancelled)
     yield GaugeMetricFamily("cogworker_redis_up", "1 if the last sample reached Redis", value=int(sample.up))
     yield CounterMetricFamily("cogworker_redis_outages", "Times Redis became unreachable", value=sample.outages)
 

@@ -22,6 +22,7 @@ from setproctitle import setproctitle
 
 from .. import store
 from ..config import Config, logger
+from ..core import current as current_job
 from ..core import heartbeat, tracing
 from ..core.heartbeat import clock
 from ..engine.loop import FENCED_EXIT, Worker
@@ -95,9 +96,15 @@ class Child:
     def watch_master(self) -> None:
         hb = self.config.heartbeat_interval
         next_beat = next_metrics = 0.0
+        told = ""
         while os.getppid() == self.master_pid:
             if self.reporter.told_fenced():
                 self.leave_fenced()
+            cancelled = self.reporter.slot.slots.cancelled(self.index)
+            if cancelled != told:  # the master heard on its beat that this jid was cancelled
+                told = cancelled
+                if cancelled:
+                    current_job.tell_cancelled(cancelled)
             now = clock()
             # The master's beat covers us; a frozen master's doesn't, and the child's own
             # fetches don't come while a long job runs.
@@ -135,10 +142,12 @@ class Child:
                                          extra={"ppid": os.getppid()})
         sent = clock()
         try:
-            refused = heartbeat.beat(self.config, [record])
+            told = heartbeat.beat(self.config, [record])
         except store.RedisError:
             return
-        if refused:
+        for jid in told.cancelled:  # the master is away: heard here instead
+            current_job.tell_cancelled(jid)
+        if told.refused:
             self.leave_fenced()
         self.worker.fetcher.vouch(sent)
 

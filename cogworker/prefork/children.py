@@ -58,6 +58,7 @@ class ChildState:
     counted: tuple[int, int] = (0, 0)  # its slot's processed, failed counters, as last read
     rss: int = 0
     fenced_at: float | None = None  # when a beat found it declared dead (it leaves on its own)
+    told: set[str] = field(default_factory=set)  # cancelled jids written to its slot (one per beat)
     exit_why: str | None = None  # why the master first wanted it gone (restart, memory, ...), for /metrics
 
 class ChildrenMixin:

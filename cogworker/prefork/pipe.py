@@ -91,9 +91,10 @@ class PipeReporter(Reporter):
         # Succeeded: its ack is due; Raised: it ran and failed (filed, or being filed as an
         # interruption); anything else: it never ran. Counted in the slot, where the master
         # reads it even if this process is killed before its stats batch goes out.
+        # Cancelled: its drop is due as an ack would be (its entry is already off the list).
         succeeded = isinstance(outcome, fate.Succeeded)
-        self.slot.finished(ack_due=succeeded, ran=True if succeeded else False if isinstance(outcome, fate.Raised)
-                           else None)
+        self.slot.finished(ack_due=succeeded or isinstance(outcome, fate.Cancelled),
+                           ran=True if succeeded else False if isinstance(outcome, fate.Raised) else None)
 
     def may_look_ahead(self) -> bool:
         return self.siblings is not None and not self.orphaned and not self.siblings.any_waiting()

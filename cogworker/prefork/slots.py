@@ -67,6 +67,7 @@ _HIGH = struct.Struct("=I")  # after the slots and the flags: how many slots are
 # "fenced" flag per slot. A child whose master stopped beating beats for itself; one
 # declared dead (fenced) is told so through its flag.
 _STAMP = struct.Struct("=d")
+_CANCEL = struct.Struct("=64s")
 
 
 @dataclass(frozen=True)
@@ -103,8 +104,11 @@ class Slots:
         self.count = count
         self._stamp_at = (count * SIZE + count + _HIGH.size + 7) // 8 * 8
         self._fenced_at = self._stamp_at + _STAMP.size
+        # Then one jid per slot: the master heard on its beat that it was cancelled
+        # (api.cancel); the child's watchdog tells the job if it is the one running.
+        self._cancel_at = (self._fenced_at + count + 7) // 8 * 8
         # MAP_SHARED | MAP_ANONYMOUS: survives fork, shared
-        self.mm = mmap.mmap(-1, self._fenced_at + count)
+        self.mm = mmap.mmap(-1, self._cancel_at + count * _CANCEL.size)
         self.lock_file = tempfile.TemporaryFile()  # unlinked: only the inherited descriptor reaches it
 
     def reset(self, index: int) -> None:
@@ -114,6 +118,7 @@ class Slots:
         _BATCH.pack_into(self.mm, index * SIZE + _BATCH_OFFSET, 0, 0)
         self.mm[self.count * SIZE + index] = 0
         self.mm[self._fenced_at + index] = 0
+        _CANCEL.pack_into(self.mm, self._cancel_at + index * _CANCEL.size, b"")
         if index >= self.high():
             _HIGH.pack_into(self.mm, self.count * SIZE + self.count, index + 1)
 
@@ -168,6 +173,15 @@ class Slots:
 
     def fenced(self, index: int) -> bool:
         return self.mm[self._fenced_at + index] == 1
+
+    def set_cancelled(self, index: int, jid: str) -> None:
+        """The master's: ``jid`` (which that child ran at the beat) was cancelled."""
+        _CANCEL.pack_into(self.mm, self._cancel_at + index * _CANCEL.size, _jid(jid))
+
+    def cancelled(self, index: int) -> str:
+        """The last jid the master said was cancelled, or "" (a torn read is a jid that
+        matches nothing, read right 0.2 s later)."""
+        return _text(_CANCEL.unpack_from(self.mm, self._cancel_at + index * _CANCEL.size)[0])
 
     # -- the per-child lock and "taken" flag (look-ahead hand-over) ------------------------
 

@@ -53,8 +53,10 @@ class WatchMixin:
                                                   "children": sum(1 for c in live if c.ready)})]
         records.extend(self.child_record(child) for child in live)
         sent = heartbeat.clock()
-        refused = set(heartbeat.beat(self.config, records, client=self.client))
+        told = heartbeat.beat(self.config, records, client=self.client)
+        refused = set(told.refused)
         for child in live:
+            self.tell_cancelled(child, set(told.cancelled))
             if child.identity in refused:
                 logger.warning("master: child %d (pid %d) was declared dead elsewhere (fenced): it leaves now",
                                child.index, child.pid)
@@ -63,6 +65,16 @@ class WatchMixin:
         # Written after the flags: a child that reads this stamp sees its flag too. It
         # vouches for the children while fresh (they beat for themselves once it is stale).
         self.slots.stamp_beat(sent)
+
+    def tell_cancelled(self, child: ChildState, cancelled: set[str]) -> None:
+        """The child's slot names one cancelled jid at a time; with several jobs in flight
+        (``--concurrency``), one more per beat (the beat reports them as long as they run)."""
+        running = {job["jid"] for job in child.flying or ([child.running] if child.running else [])}
+        child.told &= running
+        for jid in sorted((cancelled & running) - child.told):
+            self.slots.set_cancelled(child.index, jid)
+            child.told.add(jid)
+            return
 
     def check_fenced(self) -> None:
         """A fenced child leaves on its own within a fraction of a second; one that
@@ -76,6 +88,8 @@ class WatchMixin:
         running = None
         if child.running:
             running = {k: v for k, v in child.running.items() if k != "deadline"}
+            if len(child.flying) > 1:  # the others in flight: beat.lua checks their cancel marks too
+                running["also"] = ",".join(job["jid"] for job in child.flying[1:])
         return heartbeat.ProcessRecord(child.identity, "child", child.pid, [q for q, _ in self.s.queues],
                                        child.started_at, busy=len(child.flying) or int(bool(child.running)),
                                        rss=child.rss,

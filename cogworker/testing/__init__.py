@@ -27,6 +27,7 @@ from typing import Any
 
 from ..client import enqueue as client
 from ..config import get_config
+from ..core import current
 from ..core.payload import dumps, error_class_name, error_message, to_epoch
 from ..core.registry import JobDef, resolve
 from ..engine import execute
@@ -44,7 +45,12 @@ def run_payload(payload: dict[str, Any]) -> BaseException | None:
         job = resolve(payload["class"], get_config().import_prefixes)
     except Exception as exc:
         error = exc
-    return execute.run_job(job, payload, payload["queue"], error)
+    # current_job() works as in a worker; its progress is kept on it, not written to Redis
+    running, token = current.begin(get_config(), payload, payload["queue"], offline=True)
+    try:
+        return execute.run_job(job, payload, payload["queue"], error)
+    finally:
+        current.end(running, token)
 
 
 def _as_stored(payload: dict[str, Any], at: float | None) -> dict[str, Any]:

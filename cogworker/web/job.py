@@ -115,6 +115,19 @@ def _age(at: float) -> str:
     return f"{delta:.1f} s ago" if 0 <= delta < 60 else ago(at)
 
 
+CANCELLABLE = ("queued", "scheduled", "running", "retrying")
+
+
+def cancellable(record: api.JobRecord | None, status: api.JobStatus | None) -> bool:
+    """A Cancel button where the job waits (a queue, schedule, retry) or while its status
+    says it waits or runs; ``api.cancel`` says what it found."""
+    if status is not None and status.state == "cancelled":
+        return False
+    if record is not None:
+        return record.source != "dead" and record.is_job
+    return status is not None and status.state in CANCELLABLE
+
+
 def actions_for(record: api.JobRecord | None) -> tuple[str, ...]:
     if record is None:
         return ()
@@ -135,7 +148,7 @@ def routes(templates: Templates) -> list[Route]:
         return templates.render(request, "job.html", 200 if found else 404, jid=jid, record=record, job_status=status,
                                 attempts=attempts, actions=actions_for(record), found=found,
                                 retention=api.retention(config).describe(),
-                                disagreement=disagreement(status, record))
+                                disagreement=disagreement(status, record), cancellable=cancellable(record, status))
 
     def search(request: Request) -> Response:
         jid = request.query_params.get("jid", "").strip()
@@ -160,8 +173,16 @@ def routes(templates: Templates) -> list[Route]:
             done = False
         return redirect(request, back, f"{verb}: done" if done else f"{verb}: not done (it moved meanwhile?)")
 
+    def cancel(request: Request, form: FormData) -> Response:
+        jid = request.path_params["jid"]
+        back = str(form.get("back") or f"/job/{quoted(jid)}")
+        if api.cancel(jid, config_of(request)):
+            return redirect(request, back, f"cancel: done, job {jid} will not run (again)")
+        return redirect(request, back, f"cancel: not done, job {jid} is not waiting or running")
+
     return [
         Route("/job/{jid}", show, methods=["GET"]),
+        Route("/job/{jid}/cancel", action(cancel), methods=["POST"]),
         Route("/search", search, methods=["GET"]),
         Route("/job/{jid}/act", action(change), methods=["POST"]),
     ]

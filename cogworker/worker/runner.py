@@ -15,6 +15,7 @@ from setproctitle import setproctitle
 
 from .. import store
 from ..config import configure, get_config, logger, redact_url, validate_redis_url
+from ..core import current as current_job
 from ..core import heartbeat
 from ..engine.loop import FENCED_EXIT, HardStop, Worker
 from ..engine.reporter import Reporter
@@ -88,7 +89,10 @@ class Housekeeper(threading.Thread):
         current = self.worker.current
         self.record.running = {"jid": current.jid(), "queue": current.queue} if current else None
         sent = heartbeat.clock()
-        if heartbeat.beat(self.config, [self.record]):
+        told = heartbeat.beat(self.config, [self.record])
+        for jid in told.cancelled:  # an operator's cancel (api.cancel): the job polls current_job().cancelled
+            current_job.tell_cancelled(jid)
+        if told.refused:
             # Declared dead elsewhere: its jobs run there now; leave at once (a supervisor
             # restarts it under a new identity).
             self.worker.declare_fenced()

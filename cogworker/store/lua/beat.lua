@@ -6,7 +6,10 @@
 -- each process: its process key, its workers key, its fence.
 -- ARGV[1] = the process key's TTL (s), then for each process: identity, "1" if it owns
 -- an in-progress list, its record (a JSON object of strings), what it runs (the same,
--- or "" for nothing).
+-- or "" for nothing); last, the prefix of cancel marks (or absent).
+-- Returns {the fenced identities, the jids running now that carry a cancel mark}: the
+-- beat is how a running job hears of its cancel (docs/architecture.md#cancel), with no
+-- round trip of its own.
 -- Every write is best-effort (pcall): one key of the wrong type never stops the others.
 -- But Redis refusing writes altogether (OOM, READONLY) is an outage the caller must see:
 -- the first such refusal ends the script with that error.
@@ -32,8 +35,10 @@ local function hset_json(key, json)
   if #flat > 0 then write("HSET", key, unpack(flat)) end
 end
 
-local refused = {}
-for i = 0, (#KEYS - 3) / 3 - 1 do
+local refused, cancelled = {}, {}
+local count = (#KEYS - 3) / 3
+local cancel_prefix = ARGV[2 + 4 * count]
+for i = 0, count - 1 do
   local identity = ARGV[2 + 4 * i]
   local process_key, workers_key = KEYS[4 + 3 * i], KEYS[5 + 3 * i]
   if fenced(KEYS[6 + 3 * i]) then
@@ -49,9 +54,21 @@ for i = 0, (#KEYS - 3) / 3 - 1 do
     if ARGV[5 + 4 * i] ~= "" then
       hset_json(workers_key, ARGV[5 + 4 * i])
       redis.pcall("EXPIRE", workers_key, ARGV[1])
+      if cancel_prefix then
+        local ok, running = pcall(cjson.decode, ARGV[5 + 4 * i])
+        if ok and type(running) == "table" and type(running["jid"]) == "string" then
+          -- its job, and with --concurrency the others in flight ("also", comma-separated)
+          local jids = running["jid"] .. "," .. (type(running["also"]) == "string" and running["also"] or "")
+          for jid in string.gmatch(jids, "[^,]+") do
+            if redis.call("EXISTS", cancel_prefix .. jid) == 1 then
+              table.insert(cancelled, jid)
+            end
+          end
+        end
+      end
     else
       redis.pcall("DEL", workers_key)
     end
   end
 end
-return refused
+return {refused, cancelled}
