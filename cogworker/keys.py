@@ -14,7 +14,12 @@ class Keys:
         if not namespace or any(c.isspace() for c in namespace):
             raise ValueError(f"invalid namespace {namespace!r}: must be non-empty, without whitespace")
         self.namespace = namespace
-        ns = namespace
+        self._fleet(namespace)
+        self._status(namespace)
+        self._features(namespace)
+
+    def _fleet(self, ns: str) -> None:
+        """Queues, sets, processes and their liveness, cron: the first design's keys, mostly."""
         self.queue_prefix = f"{ns}:queue:"
         self.queues = f"{ns}:queues"
         # A capped stream that wakes idle workers of several queues (a key added to the old
@@ -40,6 +45,15 @@ class Keys:
         self.stats_processed = f"{ns}:stats:processed"
         self.stats_failed = f"{ns}:stats:failed"
         self.unique_prefix = f"{ns}:unique:"
+        # Addition: names of the queues an operator paused (api.Queue.pause); every fetch
+        # script reads it, so a pause is fleet-wide.
+        self.paused = f"{ns}:paused"
+        self.periodic_prefix = f"{ns}:periodic:"
+        self.periodic_schedule = f"{ns}:periodic:schedule"
+        self.periodic_disabled = f"{ns}:periodic:disabled"
+
+    def _status(self, ns: str) -> None:
+        """What is kept about jobs: status, history, checkpoints, metrics."""
         # Additions: a job's status (a hash) and its executions (a capped list), per jid.
         self.status_prefix = f"{ns}:status:"
         self.history_prefix = f"{ns}:history:"
@@ -63,9 +77,9 @@ class Keys:
         # Metrics windows past an hour (8 h, 24 h, 72 h) read a few of these, not minutes.
         self.throughput_hour_prefix = f"{ns}:throughput_h:"
         self.durations_hour_prefix = f"{ns}:durations_h:"
-        # Addition: names of the queues an operator paused (api.Queue.pause); every fetch
-        # script reads it, so a pause is fleet-wide.
-        self.paused = f"{ns}:paused"
+
+    def _features(self, ns: str) -> None:
+        """Operator control, workflows, rate limits, cancel and progress."""
         # Addition: an operator's request to a master or single-process worker ("quiet" or
         # "stop", api.quiet_process/stop_process), taken (GETDEL) on its heartbeat.
         self.control_prefix = f"{ns}:control:"
@@ -83,15 +97,12 @@ class Keys:
         self.limit_held_prefix = f"{ns}:limit_held:"
         self.limit_starts_prefix = f"{ns}:limit_starts:"
         self.limit_waiting_prefix = f"{ns}:limit_waiting:"
-        self.periodic_prefix = f"{ns}:periodic:"
         # Additions (issue #27): a cancelled job's mark (JSON, TTL'd), read by the beat
         # that tells a running job and by its status; a running job's last progress
         # (JSON, TTL'd); the count of cancels.
         self.cancelled_prefix = f"{ns}:cancelled:"
         self.progress_prefix = f"{ns}:progress:"
         self.stats_cancelled = f"{ns}:stats:cancelled"
-        self.periodic_schedule = f"{ns}:periodic:schedule"
-        self.periodic_disabled = f"{ns}:periodic:disabled"
 
     def queue(self, name: str) -> str:
         return self.queue_prefix + name
