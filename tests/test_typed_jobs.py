@@ -78,6 +78,9 @@ def test_signature_keeps_the_call_and_checks_it_now() -> None:
     assert sig.options(queue="other").bound.opts.queue == "other"
     assert sig.bound.opts.queue == "typed-sig"
     with pytest.raises(TypeError, match="can't take these arguments"):
-        mul.s(1)
+        mul.s(1, 2, 3)  # not even with a previous result first
+    assert mul.s(1).args == (1,)  # a chain's step: the previous result comes first (#27)
+    with pytest.raises(TypeError, match="can't take these arguments"):
+        mul.si(1)  # immutable: no previous result to complete it
     with pytest.raises(cogworker.ConfigurationError, match="unknown job option"):
         mul.options(**{"queu": "x"})  # type: ignore[arg-type]
