@@ -14,7 +14,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 # Run elsewhere: bench.bare needs the job bodies on its path, bench.costs_report matplotlib
 # (both live in the bench's own venv).
-NOT_HERE = {"bench.__main__", "bench.bare", "bench.costs_report", "bench.memory_plot"}  # the last two: matplotlib, in bench/.venv-peers
+# costs_report and memory_plot need matplotlib: they run in bench/.venv-peers
+NOT_HERE = {"bench.__main__", "bench.bare", "bench.costs_report", "bench.memory_plot"}
 
 
 def bench_modules() -> list[str]:
