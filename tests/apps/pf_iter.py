@@ -28,7 +28,8 @@ def log(event: str, tag: str) -> None:
 def events(path: str) -> list[tuple[str, str, int, float]]:
     try:
         with open(path) as f:
-            lines = f.read().splitlines()
+            # Complete lines only: a line still being written by a child has no newline yet.
+            lines = f.read().split("\n")[:-1]
     except FileNotFoundError:
         return []
     return [(e, tag, int(pid), float(at)) for e, tag, pid, at in (line.split() for line in lines)]
