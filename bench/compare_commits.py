@@ -28,9 +28,9 @@ import statistics
 import subprocess
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
+from bench.drain import checkout_prefork, drain_rate
 from bench.redis_server import RedisServer
 
 # Run by each checkout's own interpreter (cwd = the checkout): stdlib + that cogworker only.
@@ -167,22 +167,10 @@ def prefork2(checkout: str, n: int) -> float:
     with RedisServer() as server:
         child(checkout, "enqueue", server.url, n)
         r = redis.Redis.from_url(server.url)
-        queue = "cogworker:queue:default"
-        python = str(Path(checkout, ".venv", "bin", "python"))
-        env = {**os.environ, "PYTHONPATH": APP_PATH, "COGWORKER_REDIS_URL": server.url}
-        proc = subprocess.Popen([python, "-m", "cogworker.prefork.cli", "--procs", "2", "cmp_app"], cwd=checkout,
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
         try:
-            while r.llen(queue) > n * 0.95:
-                time.sleep(0.001)
-            left, started = r.llen(queue), time.perf_counter()
-            while r.llen(queue) > 0:
-                time.sleep(0.002)
-            return left / (time.perf_counter() - started)
+            with checkout_prefork(checkout, server.url, "cmp_app", APP_PATH):
+                return drain_rate(r, "cogworker:queue:default", n)
         finally:
-            os.killpg(proc.pid, 15)
-            proc.wait(30)
             r.close()
 
 

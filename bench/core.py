@@ -28,6 +28,7 @@ import threading
 import time
 from pathlib import Path
 
+from bench.drain import drain_rate
 from bench.redis_server import RedisServer, redis_version
 
 APP = textwrap.dedent('''
@@ -160,12 +161,7 @@ def prefork_throughput(procs: int, n: int) -> float:
         queue = env.config.keys.queue("default")
         proc = env.prefork(procs)
         try:
-            while r.llen(queue) > n * 0.95:
-                time.sleep(0.001)
-            start_left, started = r.llen(queue), time.perf_counter()
-            while r.llen(queue) > 0:
-                time.sleep(0.002)
-            return start_left / (time.perf_counter() - started)
+            return drain_rate(r, queue, n)
         finally:
             stop(proc)
 

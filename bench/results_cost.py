@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.drain import drain_rate
 from bench.redis_server import RedisServer
 
 APP = textwrap.dedent('''
@@ -96,12 +97,7 @@ def prefork(kind: str, n: int, procs: int = 2) -> float:
                                 env={**os.environ, "PYTHONPATH": APP_PATH}, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
         try:
-            while r.llen(queue) > n * 0.95:
-                time.sleep(0.001)
-            left, started = r.llen(queue), time.perf_counter()
-            while r.llen(queue) > 0:
-                time.sleep(0.002)
-            return left / (time.perf_counter() - started)
+            return drain_rate(r, queue, n)
         finally:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(30)

@@ -14,13 +14,11 @@ figure, the medians and NEW/OLD. Run from the repository root:
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import time
-from pathlib import Path
 
 from bench.compare_commits import APP_PATH, child, redis_cpu
+from bench.drain import checkout_prefork, wait_drained, wait_steady
 from bench.redis_server import RedisServer
 
 
@@ -38,22 +36,15 @@ def prefork2(checkout: str, n: int) -> tuple[float, float, float]:
         child(checkout, "enqueue", server.url, n)
         r = redis.Redis.from_url(server.url)
         queue = "cogworker:queue:default"
-        python = str(Path(checkout, ".venv", "bin", "python"))
-        env = {**os.environ, "PYTHONPATH": APP_PATH, "COGWORKER_REDIS_URL": server.url}
-        proc = subprocess.Popen([python, "-m", "cogworker.prefork.cli", "--procs", "2", "cmp_app"], cwd=checkout,
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         try:
-            while r.llen(queue) > n * 0.95:
-                time.sleep(0.001)
-            left, started, cpu, calls = r.llen(queue), time.perf_counter(), redis_cpu(r), commands(r)
-            while r.llen(queue) > 0:
-                time.sleep(0.002)
-            wall = time.perf_counter() - started
-            time.sleep(1.5)  # the last status flush lands: its cost is the window's too
-            return left / wall, (redis_cpu(r) - cpu) / left * 1e6, (commands(r) - calls) / left
+            with checkout_prefork(checkout, server.url, "cmp_app", APP_PATH):
+                left = wait_steady(r, queue, n)
+                started, cpu, calls = time.perf_counter(), redis_cpu(r), commands(r)
+                wait_drained(r, queue)
+                wall = time.perf_counter() - started
+                time.sleep(1.5)  # the last status flush lands: its cost is the window's too
+                return left / wall, (redis_cpu(r) - cpu) / left * 1e6, (commands(r) - calls) / left
         finally:
-            os.killpg(proc.pid, 15)
-            proc.wait(30)
             r.close()
 
 

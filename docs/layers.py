@@ -19,10 +19,27 @@ DOCS = ROOT / "docs"
 
 
 def modules() -> dict[str, Path]:
+    """Every module of the package, by dotted name, and its file (tests/test_layout.py reads them too)."""
     found = {}
     for path in (ROOT / "cogworker").rglob("*.py"):
         found[".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")] = path
     return found
+
+
+def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """Every module ``name`` imports, wherever the import statement stands (``from p import m``
+    names the module ``p.m`` where there is one, else ``p``)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+            for _ in range(node.level - 1):
+                base = base.rsplit(".", 1)[0]
+            mod = (f"{base}.{node.module}" if node.module else base) if node.level else node.module or ""
+            out.update(f"{mod}.{a.name}" if f"{mod}.{a.name}" in known else mod for a in node.names)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+    return out
 
 
 def package_of(name: str) -> str:
@@ -34,24 +51,13 @@ def edges() -> dict[str, set[str]]:
     known = modules()
     out: dict[str, set[str]] = defaultdict(set)
     for name, path in known.items():
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom):
-                base = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-                for _ in range(node.level - 1):
-                    base = base.rsplit(".", 1)[0]
-                mod = (f"{base}.{node.module}" if node.module else base) if node.level else node.module or ""
-                targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in known else mod for a in node.names]
-            elif isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            else:
-                continue
-            for target in targets:
-                if target.startswith("cogworker."):
-                    a, b = package_of(name), package_of(target)
-                    if a != b and "__init__" not in (a, b):
-                        out[a].add(b)
-                elif target == "redis" or target.startswith("redis."):
-                    out[package_of(name)].add("redis-py")
+        for target in imported(name, path, known):
+            if target.startswith("cogworker."):
+                a, b = package_of(name), package_of(target)
+                if a != b and "__init__" not in (a, b):
+                    out[a].add(b)
+            elif target == "redis" or target.startswith("redis."):
+                out[package_of(name)].add("redis-py")
     return out
 
 

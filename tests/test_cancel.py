@@ -106,18 +106,25 @@ def test_cancel_retrying_job(config, pf_log):
         m.stop()
 
 
+def _cancel_once_started(config, pf_log, name, tag):
+    """Enqueues job ``name`` (60 s long), cancels it once it runs, and waits until it has
+    heard and nothing of it is left: it ends cancelled. Its jid."""
+    jid = job(name).enqueue(tag, 60)
+    wait_for(lambda: seen(pf_log, "start", tag), 20, what="the job started")
+    assert api.cancel(jid) is True
+    wait_for(lambda: seen(pf_log, "cancelled", tag), 20, what="the job told")
+    wait_for(lambda: nothing_left(config), 20, what="nothing left anywhere")
+    assert api.status(jid).state == "cancelled"
+    return jid
+
+
 @pytest.mark.parametrize("name", ["polls", "awaits"])
 def test_cancel_running_job(config, pf_log, name):
     """Sync polls current_job().cancelled; async gets CancelledError at its await. Either
     ends cancelled: not retried, not dead, never run again."""
     m = master(config, pf_log)
     try:
-        jid = job(name).enqueue("run", 60)
-        wait_for(lambda: seen(pf_log, "start", "run"), 20, what="the job started")
-        assert api.cancel(jid) is True
-        wait_for(lambda: seen(pf_log, "cancelled", "run"), 20, what="the job told")
-        wait_for(lambda: nothing_left(config), 20, what="nothing left anywhere")
-        assert api.status(jid).state == "cancelled"
+        jid = _cancel_once_started(config, pf_log, name, "run")
         assert api.cancelled(jid)["was"] == "running"
         time.sleep(1.0)  # a few beats more: nothing brings it back
         assert len(starts(pf_log, "run")) == 1
@@ -246,12 +253,7 @@ def test_cancel_running_job_in_the_single_process_worker(config, pf_log, name):
 
     runner = Process("cogworker.worker", APP, url=config.redis_url, env={"PF_LOG": pf_log})
     try:
-        jid = job(name).enqueue("w", 60)
-        wait_for(lambda: seen(pf_log, "start", "w"), 20, what="the job started")
-        assert api.cancel(jid) is True
-        wait_for(lambda: seen(pf_log, "cancelled", "w"), 20, what="the job told")
-        wait_for(lambda: nothing_left(config), 20, what="nothing left anywhere")
-        assert api.status(jid).state == "cancelled"
+        _cancel_once_started(config, pf_log, name, "w")
         assert len(starts(pf_log, "w")) == 1
     finally:
         assert runner.stop() == 0

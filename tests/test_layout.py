@@ -4,8 +4,8 @@ and the public paths the README shows. import-linter checks the layering itself.
 
 from __future__ import annotations
 
-import ast
 import importlib
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -17,27 +17,17 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "cogworker"
 
 
-def modules() -> dict[str, Path]:
-    found = {}
-    for path in PACKAGE.rglob("*.py"):
-        name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
-        found[name.removesuffix(".__init__")] = path
-    return found
+def _layers_script():
+    """docs/layers.py (a script, not a package) reads the imports the same way: one reader for both."""
+    spec = importlib.util.spec_from_file_location("docs_layers", ROOT / "docs" / "layers.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """Every module ``name`` imports, wherever the import statement stands."""
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            base = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-            for _ in range(node.level - 1):
-                base = base.rsplit(".", 1)[0]
-            mod = (f"{base}.{node.module}" if node.module else base) if node.level else node.module or ""
-            out.update(f"{mod}.{a.name}" if f"{mod}.{a.name}" in known else mod for a in node.names)
-        elif isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-    return out
+_LAYERS = _layers_script()
+modules, imported = _LAYERS.modules, _LAYERS.imported
 
 
 def test_only_the_store_imports_redis_py():

@@ -154,9 +154,7 @@ def _cli_and_web_work(url):
 
 
 def test_a_killed_master_is_replaced_under_a_running_prefork_worker(sentinels, sentinel_config, tmp_path):  # noqa: F811
-    log = tmp_path / "runs.log"
-    os.environ["COGWORKER_TEST_LOG"] = str(log)
-    master = Master(sentinels.url(), module="apps.sentinel_app", procs=2, env={"COGWORKER_TEST_LOG": str(log)})
+    log, master = _logged_master(sentinels, tmp_path, 2)
     try:
         sentinel_app.logged.enqueue("before")
         wait_for(lambda: runs(log)[1]["before"] == 1, 60, 0.05, "a job before the failover")
@@ -172,6 +170,14 @@ def test_a_killed_master_is_replaced_under_a_running_prefork_worker(sentinels, s
     finally:
         output = finish(master)
     assert PASSWORD not in output
+
+
+def _logged_master(group, tmp_path, procs):
+    """A prefork master of apps.sentinel_app through the sentinels, its jobs' runs logged to
+    ``tmp_path/runs.log`` (this process enqueues with the same log named: its registry)."""
+    log = tmp_path / "runs.log"
+    os.environ["COGWORKER_TEST_LOG"] = str(log)
+    return log, Master(group.url(), module="apps.sentinel_app", procs=procs, env={"COGWORKER_TEST_LOG": str(log)})
 
 
 def _try_enqueue(tag):
@@ -205,9 +211,7 @@ def test_a_demoted_master_answers_readonly_and_every_process_follows(sentinels, 
 
 
 def test_a_worker_moves_off_a_master_demoted_under_it(sentinels, sentinel_config, tmp_path):  # noqa: F811
-    log = tmp_path / "runs.log"
-    os.environ["COGWORKER_TEST_LOG"] = str(log)
-    master = Master(sentinels.url(), module="apps.sentinel_app", procs=1, env={"COGWORKER_TEST_LOG": str(log)})
+    log, master = _logged_master(sentinels, tmp_path, 1)
     try:
         sentinel_app.logged.enqueue("first")
         wait_for(lambda: runs(log)[1]["first"] == 1, 60, 0.05, "a job on the first master")

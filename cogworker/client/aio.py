@@ -138,27 +138,13 @@ async def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
     encoded = [dumps(p) for p in payloads]  # all refused before any is written
     if client.sink is not None:
         return await asyncio.to_thread(client.push_many, payloads)
-    jids: list[str | None] = []
-    by_queue: dict[str, list[str]] = {}
-    bulk: list[dict[str, Any]] = []
-    for payload, raw in zip(payloads, encoded, strict=True):
-        if len(client_middleware) or payload.get("unique_for") or tracing.ON and tracing.active():
-            jids.append(await push(payload))
-            continue
-        by_queue.setdefault(payload["queue"], []).append(raw)
-        bulk.append(payload)
-        jids.append(payload["jid"])
+    singles, by_queue, bulk = client.bulk_plan(payloads, encoded)
+    jids: list[str | None] = [p.get("jid") for p in payloads]
+    for i in singles:
+        jids[i] = await push(payloads[i])
     if by_queue:
-        keys = get_config().keys
         pipe = store.pipeline(async_redis())
-        client.status_many(pipe, bulk)
-        for queue, raws in by_queue.items():
-            for i in range(0, len(raws), client.BULK_CHUNK):
-                pipe.lpush(keys.queue(queue), *raws[i:i + client.BULK_CHUNK])
-            pipe.sadd(keys.queues, queue)
-        client.wake(pipe)
+        client.bulk_write(pipe, by_queue, bulk)
         await _execute(pipe)
-        if hooks.wanted("enqueued"):
-            for payload in bulk:
-                hooks.fire("enqueued", payload, queue=payload["queue"])
+        client.bulk_enqueued(bulk)
     return jids

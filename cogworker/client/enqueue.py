@@ -191,29 +191,48 @@ def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
     encoded = [dumps(p) for p in payloads]  # all refused before any is written
     if sink is not None:
         return [push(p) for p in payloads]
-    jids: list[str | None] = []
+    singles, by_queue, bulk = bulk_plan(payloads, encoded)
+    jids: list[str | None] = [p.get("jid") for p in payloads]
+    for i in singles:
+        jids[i] = push(payloads[i])  # one by one: a traced enqueue is a span and a payload field each
+    if by_queue:
+        pipe = store.pipeline(get_config().redis())
+        bulk_write(pipe, by_queue, bulk)
+        _execute(pipe)
+        bulk_enqueued(bulk)
+    return jids
+
+
+def bulk_plan(payloads: Sequence[dict[str, Any]], encoded: Sequence[str],
+              ) -> tuple[list[int], dict[str, list[str]], list[dict[str, Any]]]:
+    """Which payloads take the single path (their indexes, in order: unique jobs, jobs under
+    client middleware or tracing), and the rest: their encodings by queue, and themselves."""
+    singles: list[int] = []
     by_queue: dict[str, list[str]] = {}
-    bulk: list[dict[str, Any]] = []  # written by the pipeline below
-    for payload, raw in zip(payloads, encoded, strict=True):
+    bulk: list[dict[str, Any]] = []
+    for i, (payload, raw) in enumerate(zip(payloads, encoded, strict=True)):
         if len(client_middleware) or payload.get("unique_for") or tracing.ON and tracing.active():
-            jids.append(push(payload))  # one by one: a traced enqueue is a span and a payload field each
+            singles.append(i)
             continue
         by_queue.setdefault(payload["queue"], []).append(raw)
         bulk.append(payload)
-        jids.append(payload["jid"])
-    if by_queue:
-        keys = get_config().keys
-        pipe = store.pipeline(get_config().redis())
-        status_many(pipe, bulk)
-        for queue, raws in by_queue.items():
-            for i in range(0, len(raws), BULK_CHUNK):
-                # LPUSH k a b c leaves a nearest the fetch end: first in, first out.
-                pipe.lpush(keys.queue(queue), *raws[i:i + BULK_CHUNK])
-            pipe.sadd(keys.queues, queue)
-        wake(pipe)
-        _execute(pipe)
-        if hooks.wanted("enqueued"):
-            for payload in bulk:
-                hooks.fire("enqueued", payload, queue=payload["queue"])
-    return jids
+    return singles, by_queue, bulk
+
+
+def bulk_write(pipe: Any, by_queue: dict[str, list[str]], bulk: list[dict[str, Any]]) -> None:
+    """Queues the bulk's writes on ``pipe`` (sync or asyncio): statuses, pushes, known queues, the wake."""
+    keys = get_config().keys
+    status_many(pipe, bulk)
+    for queue, raws in by_queue.items():
+        for i in range(0, len(raws), BULK_CHUNK):
+            # LPUSH k a b c leaves a nearest the fetch end: first in, first out.
+            pipe.lpush(keys.queue(queue), *raws[i:i + BULK_CHUNK])
+        pipe.sadd(keys.queues, queue)
+    wake(pipe)
+
+
+def bulk_enqueued(bulk: list[dict[str, Any]]) -> None:
+    if hooks.wanted("enqueued"):
+        for payload in bulk:
+            hooks.fire("enqueued", payload, queue=payload["queue"])
 

@@ -1,5 +1,5 @@
-"""Jobs for the fault tests. Each run is logged to the file named by $PF_LOG (one
-``os.write`` of one line, O_APPEND), not to Redis: these tests pause Redis."""
+"""Jobs for the fault tests. Each run is logged to the file named by $PF_LOG
+(apps.pf_log), not to Redis: these tests pause Redis."""
 
 from __future__ import annotations
 
@@ -8,31 +8,8 @@ import signal
 import time
 
 import cogworker
-
-
-def log(event: str, tag: str) -> None:
-    path = os.environ.get("PF_LOG")
-    if not path:
-        return
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, f"{event} {tag} {os.getpid()} {time.time()}\n".encode())
-    finally:
-        os.close(fd)
-
-
-def events(path: str) -> list[tuple[str, str, int, float]]:
-    """The log as [(event, tag, pid, time)]."""
-    try:
-        with open(path) as f:
-            lines = f.read().splitlines()
-    except FileNotFoundError:
-        return []
-    out = []
-    for line in lines:
-        event, tag, pid, at = line.split()
-        out.append((event, tag, int(pid), float(at)))
-    return out
+from apps.pf_log import events as events  # the tests read the log through this module
+from apps.pf_log import log
 
 
 @cogworker.job

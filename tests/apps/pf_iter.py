@@ -9,30 +9,13 @@ import os
 import time
 
 import cogworker
+from apps.pf_log import events, log
 
 ITEMS = int(os.environ.get("PF_ITEMS", "1000"))
 DELAY = float(os.environ.get("PF_ITEM_DELAY", "0.002"))
 EVERY = int(os.environ.get("PF_EVERY", "20"))
 if os.environ.get("PF_FENCE"):  # the fencing test: a process is declared dead after 6 s of an unchanged beat
     cogworker.configure(orphan_threshold=6.0, heartbeat_interval=0.5, recovery_interval=0.5)
-
-
-def log(event: str, tag: str) -> None:
-    fd = os.open(os.environ["PF_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, f"{event} {tag} {os.getpid()} {time.time()}\n".encode())
-    finally:
-        os.close(fd)
-
-
-def events(path: str) -> list[tuple[str, str, int, float]]:
-    try:
-        with open(path) as f:
-            # Complete lines only: a line still being written by a child has no newline yet.
-            lines = f.read().split("\n")[:-1]
-    except FileNotFoundError:
-        return []
-    return [(e, tag, int(pid), float(at)) for e, tag, pid, at in (line.split() for line in lines)]
 
 
 @cogworker.iterable_job(checkpoint_every=EVERY, queue="default")
