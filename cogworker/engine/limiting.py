@@ -45,11 +45,17 @@ class Limiter:
         self.clock = clock  # a test's clock (epoch seconds); None: Redis's TIME
         # raw job -> (names of the concurrency limiters it holds, when it started)
         self.held: dict[bytes, tuple[list[str], float]] = {}
+        # Acquires whose reply never came (Redis stopped, the link cut): the script may run
+        # later all the same and take slots for a job this process no longer starts. Each is
+        # released (limit_release.lua frees only a slot held) once Redis answers again.
+        self.unsure: dict[bytes, tuple[list[str], float]] = {}
 
     def acquire(self, raw: bytes, payload: dict[str, Any], limits: tuple[limits_mod.Limit, ...]) -> Admission:
         """Raises ``LimitKeyError`` (a key can't name a limiter for these arguments),
-        ``Fenced``, or a Redis error (nothing known: the job stays listed)."""
+        ``Fenced``, or a Redis error (nothing known: the job stays listed; its slots, if
+        the script ran, are released by ``release_unsure``)."""
         resolved = limits_mod.resolve(limits, payload)
+        self.release_unsure()
         keys = self.config.keys
         redis_keys: list[str] = [keys.fenced(self.identity), keys.last_beat, keys.in_progress(self.identity),
                                  keys.schedule, keys.limits, keys.limits_over]
@@ -58,10 +64,15 @@ class Limiter:
         for one in resolved:
             redis_keys.extend(keys.limit_keys(one.name))
             args.extend((one.kind, one.name, one.n, repr(one.per)))
-        reply = lua.run(self.config.redis(), "limit_acquire", redis_keys, args)
+        slots = [one.name for one in resolved if one.kind == "concurrency"]
+        try:
+            reply = lua.run(self.config.redis(), "limit_acquire", redis_keys, args)
+        except store.RedisError:
+            if slots:
+                self.unsure[raw] = (slots, time.monotonic())
+            raise
         state = int(reply[0])
         if state == 1:
-            slots = [one.name for one in resolved if one.kind == "concurrency"]
             if slots:
                 self.held[raw] = (slots, time.monotonic())
             return Admission(True)
@@ -78,25 +89,42 @@ class Limiter:
         held = self.held.pop(raw, None)
         if held is None:
             return 0
-        names, since = held
-        keys = self.config.keys
-        redis_keys = [keys.fenced(self.identity), keys.last_beat, keys.schedule]
-        for name in names:
-            record, slots, _, waiting = keys.limit_keys(name)
-            redis_keys.extend((record, slots, waiting))
-        jid = jid_of(raw)
-        args = [self.identity, jid, keys.queue_prefix, "default", keys.unique_prefix,
-                repr(time.monotonic() - since), len(names)]
         for attempt in range(1, RELEASE_ATTEMPTS + 1):
             try:
-                return int(lua.run(self.config.redis(), "limit_release", redis_keys, args))
+                return self._release(raw, *held)
             except Fenced:
                 raise
             except store.RedisError as exc:
                 if attempt == RELEASE_ATTEMPTS:
                     logger.error("couldn't release the limit slots of jid=%s (%s): they free when this process "
-                                 "is gone", jid, exc)
+                                 "is gone", jid_of(raw), exc)
                     return 0
                 time.sleep(0.1 * attempt)
         return 0
 
+    def release_unsure(self) -> int:
+        """Releases what the acquires whose reply was lost may have taken: sent once Redis
+        answers (a command a stopped server held runs before it answers anything sent after),
+        so a late-running acquire can't keep a slot for a job this process gave up on. A
+        Redis error goes up, the rest kept for the next call (the next acquire, reconcile)."""
+        released = 0
+        for raw, (names, since) in list(self.unsure.items()):
+            if raw in self.held:  # acquired again since, for good: its release comes at its end
+                del self.unsure[raw]
+                continue
+            n = self._release(raw, names, since)
+            del self.unsure[raw]
+            released += n
+            if n:
+                logger.warning("released the limit slots a lost acquire took for jid=%s", jid_of(raw))
+        return released
+
+    def _release(self, raw: bytes, names: list[str], since: float) -> int:
+        keys = self.config.keys
+        redis_keys = [keys.fenced(self.identity), keys.last_beat, keys.schedule]
+        for name in names:
+            record, slots, _, waiting = keys.limit_keys(name)
+            redis_keys.extend((record, slots, waiting))
+        args = [self.identity, jid_of(raw), keys.queue_prefix, "default", keys.unique_prefix,
+                repr(time.monotonic() - since), len(names)]
+        return int(lua.run(self.config.redis(), "limit_release", redis_keys, args))

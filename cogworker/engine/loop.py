@@ -289,6 +289,7 @@ class Worker(Settling):
         if force or now - self._last_reconcile >= RECONCILE_INTERVAL:
             self._last_reconcile = now
             try:
+                self.limiter.release_unsure()
                 self.reconcile(holding())
             except store.RedisError as exc:  # skipped this time (``Fenced`` goes up: the loop leaves)
                 guard.handle(f"worker {self.identity}: reconcile", exc)
