@@ -115,6 +115,10 @@ def _cancel_once_started(config, pf_log, name, tag):
     wait_for(lambda: seen(pf_log, "cancelled", tag), 20, what="the job told")
     wait_for(lambda: nothing_left(config), 20, what="nothing left anywhere")
     assert api.status(jid).state == "cancelled"
+    # Its execution is in its history as cancelled (written by the worker's next flush).
+    runs = wait_for(lambda: api.history(jid), 10, what="its history entry")
+    assert [(a.attempt, a.outcome, a.went) for a in runs] == [(1, "cancelled", "cancelled")]
+    assert runs[0].started_at is not None and runs[0].ended_at >= runs[0].started_at and runs[0].identity
     return jid
 
 

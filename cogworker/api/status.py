@@ -93,8 +93,8 @@ class JobStatus:
 
 @dataclass(frozen=True)
 class Attempt:
-    """One execution: ``outcome`` succeeded, failed, orphaned, interrupted, timed_out or suspended;
-    ``went``: where the job went after it (succeeded, retrying, dead, queued)."""
+    """One execution: ``outcome`` succeeded, failed, orphaned, interrupted, timed_out, suspended
+    or cancelled; ``went``: where the job went after it (succeeded, retrying, dead, queued, cancelled)."""
 
     attempt: int
     started_at: float | None

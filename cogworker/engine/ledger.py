@@ -16,7 +16,7 @@ from .. import store
 from ..config import logger
 from ..core import fate, hooks, settlement
 from ..errors import Fenced
-from ..lifecycle import stats
+from ..lifecycle import history, stats
 from ..store import guard
 from .fetch.fast import MARK
 from .fetch.fetcher import Work, jid_of
@@ -83,12 +83,13 @@ class Settling(ABC):
             self._ack_later(work, payload)
         elif isinstance(outcome, fate.Cancelled):
             # Off the list since the cancel (cancel.lua): nothing to file, no hook (the
-            # operator's process fired it); the drop rides on the next fetch as an ack would.
+            # operator's process fired it), its history entry; the drop rides on the next fetch as an ack would.
             logger.info("cancelled: %s jid=%s ended after %.3fs", payload.get("class"), payload["jid"],
                         outcome.duration, extra={"event": "job_cancelled", "jid": payload["jid"],
                                                  "job_class": payload.get("class"), "queue": work.queue,
                                                  "outcome": "cancelled",
                                                  "duration_ms": round(outcome.duration * 1000, 3)})
+            history.note_cancelled(payload, work.queue, self.identity, outcome.duration, self.config)
             self.reporter.finished(work, outcome)
             self._ack_later(work, payload)
         elif isinstance(outcome, fate.Raised):

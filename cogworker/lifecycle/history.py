@@ -9,7 +9,7 @@ With history off, only the entries the attempts log reads are written (``_attemp
   its last change (plus the wait, for a retry or a scheduled job).
 - **history** (``history:<jid>``, a list capped at ``history_max``, kept ``history_ttl``):
   one JSON entry per execution: ``attempt``, ``started_at``, ``ended_at``, ``outcome``
-  (succeeded, failed, orphaned, interrupted, timed_out), ``went`` (succeeded, retrying,
+  (succeeded, failed, orphaned, interrupted, timed_out, suspended, cancelled), ``went`` (succeeded, retrying,
   dead, queued), ``identity``, ``error_class``, ``error_message``, ``traceback``.
 
 Off the hot path: a worker's events go into its ``Buffer`` (no Redis call), which a thread
@@ -264,7 +264,7 @@ def status_fields(payload: dict[str, Any], state: str, queue: str | None, now: f
 # -- the subscriber ------------------------------------------------------------------------
 
 _STATE = {"started": "running", "succeeded": "succeeded", "retrying": "retrying", "dead": "dead",
-          "given_back": "queued", "orphaned": "queued", "suspended": "queued"}
+          "given_back": "queued", "orphaned": "queued", "suspended": "queued", "cancelled": "cancelled"}
 
 
 def _state(event: hooks.JobEvent) -> str:
@@ -286,8 +286,8 @@ def _outcome(event: hooks.JobEvent, ran_here: bool) -> str | None:
         return "orphaned" if event.counted else None  # uncounted: never started, or stopped by its master
     if name == "given_back":
         return "interrupted" if ran_here else None  # a stop-now during its run; else it never ran
-    if name == "suspended":
-        return "suspended"  # an iterable job stopped at a yield, back on its queue with its cursor
+    if name in ("suspended", "cancelled"):  # stopped at a yield (back on its queue); stopped by a cancel
+        return name
     return None
 
 
@@ -389,6 +389,12 @@ def _wanted(payload: dict[str, Any]) -> bool:
     success after failures are written (the attempts log), so most jobs build no event."""
     config = get_config()
     return bool(config.status or config.history or payload.get("retry_count"))
+
+
+def note_cancelled(payload: dict[str, Any], queue: str, identity: str, duration: float, config: Config) -> None:
+    """A running job that ended ``cancelled``: its execution's entry (outcome and went
+    "cancelled"). Not a hook: the operator's process fired "cancelled" (counted there)."""
+    _on_event(hooks.JobEvent("cancelled", payload, queue=queue, identity=identity, duration=duration, config=config))
 
 
 hooks.subscribe(("retrying", "dead"), _on_event)
