@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import store
 from ..config import Config, get_config
-from ..core import hooks, tracing
+from ..core import batchscope, hooks, tracing
 from ..core.middleware import client_middleware
 from ..core.payload import dumps
 from ..lifecycle import unique
@@ -77,12 +77,20 @@ async def _write_one(payload: dict[str, Any], at: float | None) -> str | None:
     """``client.push``'s innermost step, awaited."""
     if at is not None and at > time.time():
         payload["at"] = at
+    bid = batchscope.joining()
+    if bid is not None:
+        payload.setdefault("wf", {})["b"] = bid
     if payload.get("unique_for"):
         dumps(payload)
         unique.prepare(payload)
     encoded = dumps(payload)
     conn: Any = async_redis()  # lua.script registers on either kind of client
-    if payload.get("unique_for"):
+    if bid is not None:
+        keys, args = client.batch_call(bid, payload, encoded, at)
+        jid = client.joined(bid, await lua.script(conn, "batch_push")(keys=keys, args=args), payload)
+        if jid is not None and status_enqueue.writes_enqueue(get_config(), payload):
+            await _status(conn, payload, at)
+    elif payload.get("unique_for"):
         keys, args = unique.push_call(payload, encoded, at)
         try:
             pushed = await _unique_push(conn, keys, args)
@@ -91,12 +99,7 @@ async def _write_one(payload: dict[str, Any], at: float | None) -> str | None:
             raise
         jid = payload["jid"] if pushed == 1 else None
         if jid is not None and status_enqueue.writes_enqueue(get_config(), payload):
-            pipe = store.pipeline(conn)
-            client.status(pipe, payload, at)
-            try:
-                await pipe.execute()
-            except Exception as exc:  # best-effort, as the sync client's (guard.best_effort)
-                guard.handle("writing job status", exc)
+            await _status(conn, payload, at)
     else:
         pipe = store.pipeline(conn)
         client._write(pipe, payload, encoded, at)
@@ -105,6 +108,15 @@ async def _write_one(payload: dict[str, Any], at: float | None) -> str | None:
     if jid is not None and hooks.wanted("enqueued"):
         hooks.fire("enqueued", payload, queue=payload.get("queue"))
     return jid
+
+
+async def _status(conn: Any, payload: dict[str, Any], at: float | None) -> None:
+    pipe = store.pipeline(conn)
+    client.status(pipe, payload, at)
+    try:
+        await pipe.execute()
+    except Exception as exc:  # best-effort, as the sync client's (guard.best_effort)
+        guard.handle("writing job status", exc)
 
 
 async def push(payload: dict[str, Any], at: float | None = None) -> str | None:
@@ -142,7 +154,8 @@ async def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
     by_queue: dict[str, list[str]] = {}
     bulk: list[dict[str, Any]] = []
     for payload, raw in zip(payloads, encoded, strict=True):
-        if len(client_middleware) or payload.get("unique_for") or tracing.ON and tracing.active():
+        if len(client_middleware) or payload.get("unique_for") or tracing.ON and tracing.active() \
+                or batchscope.joining() is not None:
             jids.append(await push(payload))
             continue
         by_queue.setdefault(payload["queue"], []).append(raw)
