@@ -1,15 +1,16 @@
-"""Jobs for the batch tests. Every run logs its start and end (kind, tag, pid, time) in
-``test:log``, from inside the process that runs it, so a test can check that a callback
-started only after every job of its batch ended. ``test:fail`` names the tags that raise
-(``test:flaky``: once)."""
+"""Jobs for the batch tests. Every run logs its start and end to the file named by
+$PF_LOG (apps/pf_faults.py's log: the fault test pauses Redis), from inside the process
+that runs it, so a test can check that a callback started only after every job of its
+batch ended. Redis' ``test:fail`` names the tags that raise (``test:flaky``: once)."""
 
 from __future__ import annotations
 
-import os
 import time
 
 import cogworker
 from cogworker.config import get_config
+
+from .pf_faults import log
 
 
 def _r():
@@ -17,7 +18,7 @@ def _r():
 
 
 def _log(kind: str, tag: object) -> None:
-    _r().rpush("test:log", f"{kind}|{tag}|{os.getpid()}|{time.time()!r}")
+    log(kind, str(tag))
 
 
 @cogworker.job(retry=1)
@@ -25,7 +26,8 @@ def work(tag, seconds=0.0):
     _log("start", tag)
     if seconds:
         time.sleep(seconds)
-    if _r().srem("test:flaky", str(tag)) or _r().sismember("test:fail", str(tag)):
+    name = str(tag)
+    if name.startswith("f") and (_r().srem("test:flaky", name) or _r().sismember("test:fail", name)):
         _log("end", tag)
         raise RuntimeError(f"failed {tag}")
     _log("end", tag)
@@ -54,13 +56,12 @@ def spawner(tag, more):
 
 @cogworker.job
 def callback(name, *extra):
-    """A batch's callback: logs which fired, and for which batch."""
+    """A batch's callback: logs which fired, for which batch (file only: no Redis)."""
     job = cogworker.current_job()
-    _log("cb-start", name)
-    _r().rpush("test:callbacks", f"{name}|{job.payload.get('batch_of') if job else None}|{extra!r}")
+    _log("cb-start", f"{name}@{job.payload.get('batch_of') if job else None}@{len(extra)}")
     _log("cb-end", name)
 
 
 @cogworker.job(unique_for=60)
 def unique_callback(name):
-    _r().rpush("test:callbacks", f"{name}|unique")
+    _log("cb-start", f"{name}@unique")

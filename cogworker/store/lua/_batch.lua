@@ -4,8 +4,8 @@
 -- Every key is built from the namespace prefix, as keys.py builds it; a batch's keys
 -- share the hash tag {bid}. A job is counted once: its state in batch_jobs goes from
 -- pending (or absent) to final once, whatever replays; each callback fires once
--- (HSETNX fired_at:<name>), never while the batch is open, on_complete and on_success
--- only once nothing is pending.
+-- (HSETNX fired_at:<name>), never while the batch is open (on_death: at the first dead
+-- job once closed), on_complete and on_success only once nothing is pending.
 
 local function batch_fire(ns, b, name, now, errs)
   local payload = redis.call("HGET", b, "cb:" .. name)
@@ -24,11 +24,12 @@ local function batch_fire(ns, b, name, now, errs)
   redis.pcall("INCR", ns .. "stats:batch_callbacks")
 end
 
--- Fires what is due: nothing while open or while a job is pending; else (once) done_at,
--- the shorter TTLs, on_complete, and on_success when nothing failed.
+-- Fires what is due, nothing while open: on_death once a job is dead; once nothing is
+-- pending, (once) done_at, the shorter TTLs, on_complete, and on_success if none failed.
 local function batch_check(ns, bid, now, errs)
   local b = ns .. "batch:{" .. bid .. "}"
   if redis.call("HEXISTS", b, "open") == 1 then return end
+  if (tonumber(redis.call("HGET", b, "dead")) or 0) > 0 then batch_fire(ns, b, "on_death", now, errs) end
   if (tonumber(redis.call("HGET", b, "pending")) or 0) > 0 then return end
   if redis.call("HSETNX", b, "done_at", tostring(now)) == 0 then return end
   local keep = math.max(1, math.floor(tonumber(redis.call("HGET", b, "keep")) or 86400))
@@ -57,7 +58,6 @@ local function batch_settle(ns, bid, jid, state, now, errs)
   end
   redis.call("HSET", j, jid, state)
   redis.call("HINCRBY", b, state, 1)
-  if state == "dead" then batch_fire(ns, b, "on_death", now, errs) end
   batch_check(ns, bid, now, errs)
 end
 
