@@ -5,6 +5,7 @@ docs/architecture.md#batches is checked from the log and from ``api.batch``."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import pytest
@@ -190,6 +191,18 @@ def test_the_async_client_and_bulk_enqueue_join_too(config, log):
     with RunningWorker():
         wait_for(lambda: len(fired(log)) == 4, 20)
     assert names(log) == ["complete", "complete", "success", "success"]
+
+
+def test_a_bulk_enqueue_in_a_batch_keeps_its_order_and_its_queues(config, log):
+    r = config.redis()
+    with cogworker.batch() as b:
+        jids = bj.work.enqueue_many([((f"j{i}",), {}) for i in range(5)])
+        other = bj.work.options(queue="other").enqueue_many([(("o1",), {})])
+    fetch_order = [json.loads(raw)["jid"] for raw in reversed(r.lrange(config.keys.queue("default"), 0, -1))]
+    assert fetch_order == jids  # first in, first out, as outside a batch
+    assert [json.loads(raw)["jid"] for raw in r.lrange(config.keys.queue("other"), 0, -1)] == other
+    assert r.sismember(config.keys.queues, "other")
+    assert api.batch(b.bid).total == 6 and sorted(dict(api.batch_jobs(b.bid))) == sorted(jids + other)
 
 
 def test_a_unique_job_joins_once_and_a_unique_callback_takes_its_lock(config, log):

@@ -154,14 +154,16 @@ async def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
     by_queue: dict[str, list[str]] = {}
     bulk: list[dict[str, Any]] = []
     for payload, raw in zip(payloads, encoded, strict=True):
-        if len(client_middleware) or payload.get("unique_for") or tracing.ON and tracing.active() \
-                or batchscope.joining() is not None:
+        if len(client_middleware) or payload.get("unique_for") or tracing.ON and tracing.active():
             jids.append(await push(payload))
             continue
         by_queue.setdefault(payload["queue"], []).append(raw)
         bulk.append(payload)
         jids.append(payload["jid"])
-    if by_queue:
+    bid = batchscope.joining()
+    if bid is not None and bulk:
+        await _push_joining(bid, bulk)
+    elif by_queue:
         keys = get_config().keys
         pipe = store.pipeline(async_redis())
         client.status_many(pipe, bulk)
@@ -175,3 +177,21 @@ async def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
             for payload in bulk:
                 hooks.fire("enqueued", payload, queue=payload["queue"])
     return jids
+
+
+async def _push_joining(bid: str, bulk: list[dict[str, Any]]) -> None:
+    """``client._push_joining``, awaited: each chunk counted by the script that writes it."""
+    for payload in bulk:
+        payload.setdefault("wf", {})["b"] = bid
+    conn: Any = async_redis()
+    pipe = store.pipeline(conn)
+    client.status_many(pipe, bulk)
+    try:
+        await pipe.execute()
+    except Exception as exc:  # best-effort, as the sync client's
+        guard.handle("writing job status", exc)
+    for keys, args in client.batch_calls(bid, bulk, [dumps(p) for p in bulk]):
+        client.joined(bid, await lua.script(conn, "batch_push")(keys=keys, args=args), {"jid": ""})
+    if hooks.wanted("enqueued"):
+        for payload in bulk:
+            hooks.fire("enqueued", payload, queue=payload["queue"])

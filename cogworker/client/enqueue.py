@@ -196,6 +196,21 @@ def _final(payload: dict[str, Any], at: float | None, config: Config | None) -> 
     return jid
 
 
+def _push_joining(bid: str, bulk: list[dict[str, Any]]) -> None:
+    """A bulk enqueue into batch ``bid``: its jobs counted in the scripts that write them."""
+    for payload in bulk:
+        payload.setdefault("wf", {})["b"] = bid
+    client = get_config().redis()
+    pipe = store.pipeline(client)
+    status_many(pipe, bulk)  # before the push, as in the plain pipeline
+    guard.best_effort("writing job status", pipe.execute)
+    for keys, args in batch_calls(bid, bulk, [dumps(p) for p in bulk]):
+        joined(bid, lua.run(client, "batch_push", keys, args), {"jid": ""})
+    if hooks.wanted("enqueued"):
+        for payload in bulk:
+            hooks.fire("enqueued", payload, queue=payload["queue"])
+
+
 def batch_call(bid: str, payload: dict[str, Any], encoded: str, at: float | None) -> tuple[list[Any], list[Any]]:
     """The keys and arguments of ``batch_push.lua`` (the sync and the async client send the same)."""
     keys = get_config().keys
@@ -205,7 +220,21 @@ def batch_call(bid: str, payload: dict[str, Any], encoded: str, at: float | None
         if payload.get("unique_for") else ""
     return ([keys.batch(bid), keys.batch_jobs(bid), keys.schedule if scheduled else keys.queue(payload["queue"]),
              keys.queues, keys.wake, lock],
-            [payload["jid"], encoded, repr(at) if scheduled else "", payload["queue"], ttl])
+            [repr(at) if scheduled else "", payload["queue"], ttl, payload["jid"], encoded])
+
+
+def batch_calls(bid: str, payloads: list[dict[str, Any]], encoded: list[str]) -> list[tuple[list[Any], list[Any]]]:
+    """``batch_push.lua`` calls for a bulk enqueue into a batch: one per queue and chunk."""
+    keys = get_config().keys
+    by_queue: dict[str, list[str]] = {}
+    for payload, raw in zip(payloads, encoded, strict=True):
+        by_queue.setdefault(payload["queue"], []).extend((payload["jid"], raw))
+    calls = []
+    for queue, pairs in by_queue.items():
+        for i in range(0, len(pairs), 2 * BULK_CHUNK):
+            calls.append(([keys.batch(bid), keys.batch_jobs(bid), keys.queue(queue), keys.queues, keys.wake,
+                           keys.batch(bid)], ["", queue, "", *pairs[i:i + 2 * BULK_CHUNK]]))
+    return calls
 
 
 def joined(bid: str, reply: Any, payload: dict[str, Any]) -> str | None:
@@ -227,16 +256,16 @@ def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
     by_queue: dict[str, list[str]] = {}
     bulk: list[dict[str, Any]] = []  # written by the pipeline below
     for payload, raw in zip(payloads, encoded, strict=True):
-        if len(client_middleware) or payload.get("unique_for") or tracing.ON and tracing.active() \
-                or batchscope.joining() is not None:
-            # One by one: a traced enqueue is a span and a payload field each; a batch's job
-            # is counted in the script that writes it.
-            jids.append(push(payload))
+        if len(client_middleware) or payload.get("unique_for") or tracing.ON and tracing.active():
+            jids.append(push(payload))  # one by one: a traced enqueue is a span and a payload field each
             continue
         by_queue.setdefault(payload["queue"], []).append(raw)
         bulk.append(payload)
         jids.append(payload["jid"])
-    if by_queue:
+    bid = batchscope.joining()
+    if bid is not None and bulk:
+        _push_joining(bid, bulk)
+    elif by_queue:
         keys = get_config().keys
         pipe = store.pipeline(get_config().redis())
         status_many(pipe, bulk)
