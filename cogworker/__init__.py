@@ -19,6 +19,7 @@ _HOMES = {
     "ProcessDied": "errors", "RedisVersionError": "errors", "UnknownJob": "errors",
     "BoundJob": "client.jobs", "Job": "client.jobs", "JobOptions": "client.jobs", "Signature": "client.jobs",
     "job": "client.jobs", "iterable_job": "client.iterable",
+    "batch": "client.batches",
     "chain": "client.workflows", "chord": "client.workflows", "group": "client.workflows",
     "result": "client.results", "result_async": "client.results",
     "JobFailed": "errors", "ResultExpired": "errors", "ResultTimeout": "errors",
@@ -50,6 +51,7 @@ __all__ = [
     "Signature",
     "UnknownJob",
     "Window",
+    "batch",
     "by_name",
     "chain",
     "chord",
@@ -103,6 +105,7 @@ def _version() -> str:
 
 
 if TYPE_CHECKING:  # what the names are, for type checkers and editors
+    from .client.batches import batch
     from .client.iterable import iterable_job
     from .client.jobs import BoundJob, Job, JobOptions, Signature, by_name, enqueue, enqueue_at, job
     from .client.results import result, result_async

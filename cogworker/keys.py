@@ -103,6 +103,13 @@ class Keys:
         self.cancelled_prefix = f"{ns}:cancelled:"
         self.progress_prefix = f"{ns}:progress:"
         self.stats_cancelled = f"{ns}:stats:cancelled"
+        # Additions (batches, docs/architecture.md#batches): the batches known (a sorted
+        # set, bid -> created at; trimmed by count and age), batches created and batch
+        # callbacks pushed, ever (counters); per batch its record and its jobs' states
+        # (``batch``/``batch_jobs``, hashes named by the bid as a hash tag, as a group's).
+        self.batches = f"{ns}:batches"
+        self.stats_batches = f"{ns}:stats:batches"
+        self.stats_batch_callbacks = f"{ns}:stats:batch_callbacks"
 
     def queue(self, name: str) -> str:
         return self.queue_prefix + name
@@ -162,6 +169,14 @@ class Keys:
 
     def group_wait(self, gid: str) -> str:
         return f"{self.workflow_prefix}group_wait:{{{gid}}}"
+
+    def batch(self, bid: str) -> str:
+        """A batch's record (a hash: counts, open, callbacks' templates, fired_at:<name>)."""
+        return f"{self.workflow_prefix}batch:{{{bid}}}"
+
+    def batch_jobs(self, bid: str) -> str:
+        """A batch's jobs: jid -> pending | succeeded | dead | cancelled (a hash)."""
+        return f"{self.workflow_prefix}batch_jobs:{{{bid}}}"
 
     def enq(self, hour: int) -> str:
         """Jobs enqueued in the UTC hour starting at epoch second ``hour`` (a hash)."""

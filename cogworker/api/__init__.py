@@ -9,6 +9,7 @@ under a running fleet.
 
 from __future__ import annotations
 
+from .batches import BatchInfo, batch, batch_count, batch_jobs, batches
 from .cancel import cancel, cancelled, progress
 from .control import quiet_process, stop_process
 from .limits import LimiterInfo, deferrals, limiters
@@ -33,6 +34,7 @@ __all__ = [
     "NOT_RETAINED",
     "WINDOWS",
     "Attempt",
+    "BatchInfo",
     "ClassMetrics",
     "ClassSummary",
     "ClassWindow",
@@ -55,6 +57,10 @@ __all__ = [
     "ScheduledSet",
     "Stats",
     "WindowMetrics",
+    "batch",
+    "batch_count",
+    "batch_jobs",
+    "batches",
     "cancel",
     "cancelled",
     "class_metrics",

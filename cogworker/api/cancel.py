@@ -93,7 +93,8 @@ def _cancel_entry(config: Config, record: JobRecord, owner: str) -> bool:
     ttl = max(1, int(config.status_ttl))
     with checked(config.redis(), key, "list" if kind == "list" else "sorted set"):
         done = lua.run(config.redis(), "cancel", [key, keys.cancelled(jid), keys.stats_cancelled, lock, keys.ahead],
-                       [kind, record.raw, mark, ttl, jid if lock != keys.stats_cancelled else "", owner])
+                       [kind, record.raw, mark, ttl, jid if lock != keys.stats_cancelled else "", owner,
+                        keys.workflow_prefix, repr(time.time())])
     return int(done) == 1
 
 

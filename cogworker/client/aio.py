@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import store
 from ..config import Config, get_config
-from ..core import hooks, tracing
+from ..core import batchscope, hooks, tracing
 from ..core.middleware import client_middleware
 from ..core.payload import dumps
 from ..lifecycle import unique
@@ -77,12 +77,20 @@ async def _write_one(payload: dict[str, Any], at: float | None) -> str | None:
     """``client.push``'s innermost step, awaited."""
     if at is not None and at > time.time():
         payload["at"] = at
+    bid = batchscope.joining()
+    if bid is not None:
+        payload.setdefault("wf", {})["b"] = bid
     if payload.get("unique_for"):
         dumps(payload)
         unique.prepare(payload)
     encoded = dumps(payload)
     conn: Any = async_redis()  # lua.script registers on either kind of client
-    if payload.get("unique_for"):
+    if bid is not None:
+        keys, args = client.batch_call(bid, payload, encoded, at)
+        jid = client.joined(bid, await lua.script(conn, "batch_push")(keys=keys, args=args), payload)
+        if jid is not None and status_enqueue.writes_enqueue(get_config(), payload):
+            await _status(conn, payload, at)
+    elif payload.get("unique_for"):
         keys, args = unique.push_call(payload, encoded, at)
         try:
             pushed = await _unique_push(conn, keys, args)
@@ -91,12 +99,7 @@ async def _write_one(payload: dict[str, Any], at: float | None) -> str | None:
             raise
         jid = payload["jid"] if pushed == 1 else None
         if jid is not None and status_enqueue.writes_enqueue(get_config(), payload):
-            pipe = store.pipeline(conn)
-            client.status(pipe, payload, at)
-            try:
-                await pipe.execute()
-            except Exception as exc:  # best-effort, as the sync client's (guard.best_effort)
-                guard.handle("writing job status", exc)
+            await _status(conn, payload, at)
     else:
         pipe = store.pipeline(conn)
         client._write(pipe, payload, encoded, at)
@@ -105,6 +108,15 @@ async def _write_one(payload: dict[str, Any], at: float | None) -> str | None:
     if jid is not None and hooks.wanted("enqueued"):
         hooks.fire("enqueued", payload, queue=payload.get("queue"))
     return jid
+
+
+async def _status(conn: Any, payload: dict[str, Any], at: float | None) -> None:
+    pipe = store.pipeline(conn)
+    client.status(pipe, payload, at)
+    try:
+        await pipe.execute()
+    except Exception as exc:  # best-effort, as the sync client's (guard.best_effort)
+        guard.handle("writing job status", exc)
 
 
 async def push(payload: dict[str, Any], at: float | None = None) -> str | None:
@@ -142,9 +154,30 @@ async def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
     jids: list[str | None] = [p.get("jid") for p in payloads]
     for i in singles:
         jids[i] = await push(payloads[i])
-    if by_queue:
+    bid = batchscope.joining()
+    if bid is not None and bulk:
+        await _push_joining(bid, bulk)
+    elif by_queue:
         pipe = store.pipeline(async_redis())
         client.bulk_write(pipe, by_queue, bulk)
         await _execute(pipe)
         client.bulk_enqueued(bulk)
     return jids
+
+
+async def _push_joining(bid: str, bulk: list[dict[str, Any]]) -> None:
+    """``client._push_joining``, awaited: each chunk counted by the script that writes it."""
+    for payload in bulk:
+        payload.setdefault("wf", {})["b"] = bid
+    conn: Any = async_redis()
+    pipe = store.pipeline(conn)
+    client.status_many(pipe, bulk)
+    try:
+        await pipe.execute()
+    except Exception as exc:  # best-effort, as the sync client's
+        guard.handle("writing job status", exc)
+    for keys, args in client.batch_calls(bid, bulk, [dumps(p) for p in bulk]):
+        client.joined(bid, await lua.script(conn, "batch_push")(keys=keys, args=args), {"jid": ""})
+    if hooks.wanted("enqueued"):
+        for payload in bulk:
+            hooks.fire("enqueued", payload, queue=payload["queue"])

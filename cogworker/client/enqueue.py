@@ -10,9 +10,10 @@ from typing import Any
 
 from .. import store
 from ..config import Config, get_config
-from ..core import hooks, tracing
+from ..core import batchscope, hooks, tracing
 from ..core.middleware import client_middleware
 from ..core.payload import dumps
+from ..errors import ConfigurationError
 from ..keys import Keys
 from ..lifecycle import unique
 from ..store import NoScriptError, guard, lua, replication
@@ -160,12 +161,22 @@ def _final(payload: dict[str, Any], at: float | None, config: Config | None) -> 
         else:
             at = None  # due already: to its queue
     unique_for = payload.get("unique_for")
+    bid = batchscope.joining()
+    if bid is not None:
+        payload.setdefault("wf", {})["b"] = bid  # counted by the script of its settlement
     if unique_for:
         dumps(payload)  # the clear TypeError before the digest's own serialization
         unique.prepare(payload)
     encoded = dumps(payload)
     client = (config or get_config()).redis()
-    if unique_for:
+    if bid is not None:
+        keys, args = batch_call(bid, payload, encoded, at)
+        jid = joined(bid, lua.run(client, "batch_push", keys, args), payload)
+        if jid is not None and status_enqueue.writes_enqueue(get_config(), payload):
+            pipe = store.pipeline(client)
+            status(pipe, payload, at)
+            guard.best_effort("writing job status", pipe.execute)
+    elif unique_for:
         jid = unique.push(client, payload, encoded, at)
         if jid is not None and status_enqueue.writes_enqueue(get_config(), payload):
             # The lock and the push are one script: its status follows in a pipeline of its own.
@@ -185,6 +196,56 @@ def _final(payload: dict[str, Any], at: float | None, config: Config | None) -> 
     return jid
 
 
+def _push_joining(bid: str, bulk: list[dict[str, Any]]) -> None:
+    """A bulk enqueue into batch ``bid``: its jobs counted in the scripts that write them."""
+    for payload in bulk:
+        payload.setdefault("wf", {})["b"] = bid
+    client = get_config().redis()
+    pipe = store.pipeline(client)
+    status_many(pipe, bulk)  # before the push, as in the plain pipeline
+    guard.best_effort("writing job status", pipe.execute)
+    for keys, args in batch_calls(bid, bulk, [dumps(p) for p in bulk]):
+        joined(bid, lua.run(client, "batch_push", keys, args), {"jid": ""})
+    if hooks.wanted("enqueued"):
+        for payload in bulk:
+            hooks.fire("enqueued", payload, queue=payload["queue"])
+
+
+def batch_call(bid: str, payload: dict[str, Any], encoded: str, at: float | None) -> tuple[list[Any], list[Any]]:
+    """The keys and arguments of ``batch_push.lua`` (the sync and the async client send the same)."""
+    keys = get_config().keys
+    scheduled = at is not None and at > time.time()
+    lock = keys.unique(payload["unique_digest"]) if payload.get("unique_for") else keys.batch(bid)
+    ttl = unique.lock_ttl(payload, (at - time.time()) if scheduled and at else 0.0) \
+        if payload.get("unique_for") else ""
+    return ([keys.batch(bid), keys.batch_jobs(bid), keys.schedule if scheduled else keys.queue(payload["queue"]),
+             keys.queues, keys.wake, lock],
+            [repr(at) if scheduled else "", payload["queue"], ttl, payload["jid"], encoded])
+
+
+def batch_calls(bid: str, payloads: list[dict[str, Any]], encoded: list[str]) -> list[tuple[list[Any], list[Any]]]:
+    """``batch_push.lua`` calls for a bulk enqueue into a batch: one per queue and chunk."""
+    keys = get_config().keys
+    by_queue: dict[str, list[str]] = {}
+    for payload, raw in zip(payloads, encoded, strict=True):
+        by_queue.setdefault(payload["queue"], []).extend((payload["jid"], raw))
+    calls = []
+    for queue, pairs in by_queue.items():
+        for i in range(0, len(pairs), 2 * BULK_CHUNK):
+            calls.append(([keys.batch(bid), keys.batch_jobs(bid), keys.queue(queue), keys.queues, keys.wake,
+                           keys.batch(bid)], ["", queue, "", *pairs[i:i + 2 * BULK_CHUNK]]))
+    return calls
+
+
+def joined(bid: str, reply: Any, payload: dict[str, Any]) -> str | None:
+    """``batch_push.lua``'s answer: the jid, None for a duplicate, or why it can't join."""
+    if reply == -1:
+        raise ConfigurationError(f"batch {bid} is unknown or expired: no job can join it")
+    if reply == -2:
+        raise ConfigurationError(f"batch {bid} is done (its callbacks fired): no job can join it")
+    return str(payload["jid"]) if reply == 1 else None
+
+
 def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
     """Bulk: one pipeline, one multi-value LPUSH per queue and chunk, in order (unique
     jobs and jobs under client middleware take the single path, one by one)."""
@@ -195,7 +256,10 @@ def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
     jids: list[str | None] = [p.get("jid") for p in payloads]
     for i in singles:
         jids[i] = push(payloads[i])  # one by one: a traced enqueue is a span and a payload field each
-    if by_queue:
+    bid = batchscope.joining()
+    if bid is not None and bulk:
+        _push_joining(bid, bulk)
+    elif by_queue:
         pipe = store.pipeline(get_config().redis())
         bulk_write(pipe, by_queue, bulk)
         _execute(pipe)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..config import Config, logger
+from .batchscope import BatchScope
 
 PROGRESS_INTERVAL = 0.5  # seconds between two writes of one job's progress
 MESSAGE_LIMIT = 200  # characters of a progress message kept
@@ -125,6 +126,14 @@ class CurrentJob:
     @property
     def name(self) -> str:
         return str(self.payload.get("class", ""))
+
+    @property
+    def batch(self) -> BatchScope | None:
+        """This job's batch, or None: ``with current_job().batch: more.enqueue(...)`` adds
+        jobs to it (counted before this job settles, so its callbacks wait for them)."""
+        wf = self.payload.get("wf")
+        bid = wf.get("b") if isinstance(wf, dict) else None
+        return BatchScope(bid) if isinstance(bid, str) else None
 
     def progress(self, fraction: float, message: str | None = None) -> None:
         """Reports how far the job got (``fraction`` from 0 to 1, and a short message):

@@ -123,7 +123,8 @@ class InProgressList:
         reply = self._run("complete", [self.in_progress, self.keys.orphanings(done.jid), self.fence_key,
                                        self.keys.last_beat],
                           [raw, self.beat_as, self.keys.workflow_prefix, done.jid, done.value, done.ttl,
-                           repr(time.time()), done.group, done.member, done.next_payload, done.next_queue],
+                           repr(time.time()), done.group, done.member, done.next_payload, done.next_queue,
+                           done.batch],
                           beats=True)
         for error in reply[1:]:
             logger.error("jid=%s settled, but its workflow couldn't record all of it: %s", done.jid,

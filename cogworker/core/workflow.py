@@ -6,7 +6,8 @@ object says what its success settles besides its ack, all in the one script of t
 - ``chain``: the steps after it (serialised signatures, each with its jid fixed at the
   chain's enqueue), ``last``: the jid of the chain's last step (the chain's id) and
   ``lttl`` its result TTL;
-- ``g``, ``i``: the group (or chord) it belongs to, and its index there.
+- ``g``, ``i``: the group (or chord) it belongs to, and its index there;
+- ``b``: the batch it belongs to (counted there; docs/architecture.md#batches).
 
 Pure: builds what the script is handed. A step is a plain JSON object: ``class``, ``args``,
 ``kwargs``, ``queue``, ``retry``, ``jid``, optional ``timeout``, ``imm`` (it takes no
@@ -36,6 +37,7 @@ class Completion(NamedTuple):
     member: int = 0  # its index in the group
     next_payload: str = ""  # a chain's next step, ready to push
     next_queue: str = ""
+    batch: str = ""  # its batch's id (``wf.b``): counted there as succeeded
 
 
 def encode_result(value: Any) -> str:
@@ -54,17 +56,19 @@ def encode_result(value: Any) -> str:
 def completion(payload: dict[str, Any], value: Any, default_ttl: float, now: float | None = None) -> Completion:
     """What the success of a workflow job writes; TypeError if its value can't be kept."""
     wf = payload["wf"]
-    encoded = encode_result(value)
     ttl = wf.get("ttl")
+    # A job only counted by its batch keeps no value: one that can't be JSON is no failure.
+    encoded = encode_result(value) if ttl is not None or wf.get("g") or wf.get("chain") else "null"
     kept = str(int(ttl if isinstance(ttl, (int, float)) and not isinstance(ttl, bool) else default_ttl)) \
         if ttl is not None else ""
     group = wf.get("g") if isinstance(wf.get("g"), str) else ""
     member = int(wf.get("i") or 0)
+    batch = wf.get("b") if isinstance(wf.get("b"), str) else ""
     chain = wf.get("chain")
     if isinstance(chain, list) and chain:
         step = next_step(chain[0], value, chain[1:], wf.get("last"), wf.get("lttl"), now)
-        return Completion(payload["jid"], encoded, kept, group, member, dumps(step), step["queue"])
-    return Completion(payload["jid"], encoded, kept, group, member)
+        return Completion(payload["jid"], encoded, kept, group, member, dumps(step), step["queue"], batch)
+    return Completion(payload["jid"], encoded, kept, group, member, batch=batch)
 
 
 def next_step(step: dict[str, Any], value: Any, rest: list[Any], last: Any, last_ttl: Any,

@@ -1,3 +1,6 @@
+--! include _wake
+--! include _workflow
+--! include _batch
 -- An operator's cancel of one job, checked in the same step against where it was read
 -- (docs/architecture.md#cancel). Whatever touches the entry first wins: a fetch, the
 -- poller, an ack, a filing, a requeue, or this. Write first (the mark), remove second.
@@ -7,7 +10,8 @@
 -- KEYS[5] = the look-ahead records (ahead).
 -- ARGV[1] = kind, ARGV[2] = the entry (exact bytes), ARGV[3] = the mark (JSON),
 -- ARGV[4] = its TTL (s), ARGV[5] = the unique lock's owner (the jid) or "", ARGV[6] =
--- the list's owner (an in-progress list) or "".
+-- the list's owner (an in-progress list) or "", ARGV[7] = the namespace prefix and
+-- ARGV[8] = now: a job of a batch counts there as cancelled, in this step (absent: not looked at).
 -- Returns 1 if cancelled, 0 if the entry was no longer there.
 local kind, entry = ARGV[1], ARGV[2]
 if kind == "zset" then
@@ -40,5 +44,9 @@ if kind == "zset" then
   redis.call("ZREM", KEYS[1], entry)
 else
   redis.call("LREM", KEYS[1], 1, entry)
+end
+if ARGV[7] and ARGV[7] ~= "" then
+  local bid, jid = batch_of(entry)
+  if bid then batch_settle(ARGV[7], bid, jid, "cancelled", ARGV[8], {}) end
 end
 return 1

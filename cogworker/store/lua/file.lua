@@ -1,6 +1,7 @@
 --! include _fence
 --! include _wake
 --! include _workflow
+--! include _batch
 -- Files a fetched job in a sorted set (retry or dead) and takes it off the in-progress
 -- list, in one step: a failure routed to retry/dead, an interruption, a bad payload.
 -- KEYS[1] = in-progress list, KEYS[2] = retry or dead, KEYS[3] = the job's orphan counter,
@@ -24,7 +25,11 @@ redis.call("ZADD", KEYS[2], ARGV[2], ARGV[3])
 redis.call("LREM", KEYS[1], 1, ARGV[1])
 redis.pcall("DEL", KEYS[3])
 if ARGV[4] == "dead" then
-  if ARGV[8] and ARGV[8] ~= "" then wf_dead(ARGV[8], ARGV[3], ARGV[9], {}) end
+  if ARGV[8] and ARGV[8] ~= "" then
+    wf_dead(ARGV[8], ARGV[3], ARGV[9], {})
+    local bid, jid = batch_of(ARGV[3])
+    if bid then batch_settle(ARGV[8], bid, jid, "dead", ARGV[9], {}) end
+  end
   redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", "(" .. ARGV[5])
   redis.call("ZREMRANGEBYRANK", KEYS[2], 0, -(tonumber(ARGV[6]) + 1))
 end

@@ -1,5 +1,6 @@
 --! include _wake
 --! include _workflow
+--! include _batch
 -- Files the head of a hand-over list in a sorted set, then removes it: a parked repeat
 -- orphan into dead, or an unsettled failure record into retry/dead.
 -- KEYS[1] = the list (repeat_orphans or unsettled), KEYS[2] = the sorted set.
@@ -10,6 +11,10 @@ if redis.call("LINDEX", KEYS[1], 0) ~= ARGV[1] then
   return 0
 end
 redis.call("ZADD", KEYS[2], ARGV[2], ARGV[3])
-if ARGV[4] and ARGV[4] ~= "" then wf_dead(ARGV[4], ARGV[3], ARGV[5], {}) end
+if ARGV[4] and ARGV[4] ~= "" then
+  wf_dead(ARGV[4], ARGV[3], ARGV[5], {})
+  local bid, jid = batch_of(ARGV[3])
+  if bid then batch_settle(ARGV[4], bid, jid, "dead", ARGV[5], {}) end
+end
 redis.call("LPOP", KEYS[1])
 return 1

@@ -1,0 +1,127 @@
+"""Batches as the operator sees them (docs/architecture.md#batches): one batch's counts and
+callbacks, the newest batches, a batch's jobs and their states, how many are known. Read
+only: every write is the scripts' (``batch_open``, ``batch_push``, the settlements)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import Config, as_text, get_config
+
+CALLBACK_NAMES = ("on_success", "on_complete", "on_death")
+JOB_STATES = ("pending", "succeeded", "dead", "cancelled")
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    """``failed`` = ``dead`` + ``cancelled``; ``closed``: its ``with`` block ended;
+    ``done_at``: when its last job settled (None while open or pending); ``callbacks``:
+    name -> {"job": class, "jid", "fired_at": epoch s or None} (and "dropped" when a
+    unique callback's lock was held); ``expires_at``: when its record goes."""
+
+    bid: str
+    description: str
+    total: int
+    pending: int
+    succeeded: int
+    failed: int
+    dead: int
+    cancelled: int
+    created_at: float
+    closed: bool
+    done_at: float | None
+    callbacks: dict[str, dict[str, Any]]
+    expires_at: float | None
+
+    @property
+    def complete(self) -> bool:
+        return self.done_at is not None
+
+
+def _int(value: str | None) -> int:
+    try:
+        return int(value) if value is not None else 0
+    except ValueError:
+        return 0
+
+
+def _float(value: str | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _info(bid: str, raw: dict[Any, Any], ttl: int, now: float) -> BatchInfo:
+    f = {as_text(k): as_text(v) for k, v in raw.items()}
+    callbacks: dict[str, dict[str, Any]] = {}
+    for name in CALLBACK_NAMES:
+        if f"cb:{name}" in f:
+            callbacks[name] = {"job": f.get(f"cbc:{name}", ""), "jid": f.get(f"cbj:{name}", ""),
+                               "fired_at": _float(f.get(f"fired_at:{name}"))}
+            if f"dropped:{name}" in f:
+                callbacks[name]["dropped"] = f[f"dropped:{name}"]
+    dead, cancelled = _int(f.get("dead")), _int(f.get("cancelled"))
+    expires = _float(f.get("expires_at")) or (now + ttl if ttl > 0 else None)
+    return BatchInfo(bid, f.get("description", ""), _int(f.get("total")), _int(f.get("pending")),
+                     _int(f.get("succeeded")), dead + cancelled, dead, cancelled,
+                     _float(f.get("created_at")) or 0.0, "open" not in f, _float(f.get("done_at")), callbacks,
+                     expires)
+
+
+def batch(bid: str, config: Config | None = None) -> BatchInfo | None:
+    """Batch ``bid``, or None if unknown (never opened, or its record expired)."""
+    return _read(config or get_config(), [bid])[0]
+
+
+def _read(config: Config, bids: list[str]) -> list[BatchInfo | None]:
+    pipe = config.redis().pipeline(transaction=False)
+    for bid in bids:
+        pipe.hgetall(config.keys.batch(bid))
+        pipe.ttl(config.keys.batch(bid))
+    replies = pipe.execute()
+    now = time.time()
+    return [_info(bid, raw, int(ttl), now) if raw else None
+            for bid, raw, ttl in zip(bids, replies[::2], replies[1::2], strict=True)]
+
+
+def batches(limit: int = 50, offset: int = 0, config: Config | None = None) -> list[BatchInfo]:
+    """The batches known, newest first (those whose record expired are left out)."""
+    if limit < 0 or offset < 0:
+        raise ValueError(f"limit and offset are at least 0, got {limit}, {offset}")
+    if limit == 0:
+        return []
+    config = config or get_config()
+    found: list[Any] = config.redis().zrevrange(config.keys.batches, offset, offset + limit - 1)
+    bids = [as_text(b) for b in found]
+    return [info for info in _read(config, bids) if info is not None] if bids else []
+
+
+def batch_jobs(bid: str, limit: int = 200, config: Config | None = None) -> list[tuple[str, str]]:
+    """Up to ``limit`` of batch ``bid``'s jobs as (jid, state), state one of pending,
+    succeeded, dead, cancelled (in no particular order: a hash scanned)."""
+    if limit < 0:
+        raise ValueError(f"limit is at least 0, got {limit}")
+    config = config or get_config()
+    found: list[tuple[str, str]] = []
+    for jid, state in config.redis().hscan_iter(config.keys.batch_jobs(bid), count=min(max(limit, 10), 1000)):
+        if len(found) >= limit:
+            break
+        found.append((as_text(jid), as_text(state)))
+    return found
+
+
+def batch_count(config: Config | None = None) -> int:
+    """Batches in the index (bounded: docs/architecture.md#batches), for /metrics."""
+    config = config or get_config()
+    return int(config.redis().zcard(config.keys.batches))
+
+
+def counters(config: Config | None = None) -> dict[str, int]:
+    """Batches created and batch callbacks pushed, ever (for /metrics)."""
+    config = config or get_config()
+    created, fired = config.redis().mget([config.keys.stats_batches, config.keys.stats_batch_callbacks])
+    return {"created": _int(as_text(created) if created is not None else None),
+            "callbacks_fired": _int(as_text(fired) if fired is not None else None)}

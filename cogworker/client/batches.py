@@ -1,0 +1,113 @@
+"""Batches with callbacks (docs/architecture.md#batches): what ``with cogworker.batch(...)``
+writes when it opens and when it closes.
+
+The record (``batch:{bid}``) is written first, open, with each callback's payload ready
+(its jid fixed now); every enqueue inside the block joins it (``core/batchscope.py``,
+counted by ``batch_push.lua``); the block's end closes it (``batch_close.lua``), which
+fires the callbacks at once if every job already settled, or if none joined. After that
+the script of the last job's settlement fires them.
+"""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+from typing import Any
+
+from ..config import Config, get_config, logger
+from ..core.batchscope import BATCH_PREFIX, BatchScope
+from ..core.payload import dumps, new_jid
+from ..lifecycle import unique
+from ..store import lua
+from .jobs import Signature
+
+CALLBACKS = ("on_success", "on_complete", "on_death")
+MAX_BATCHES = 10_000  # the index keeps the newest this many (and none older than workflow_ttl)
+DONE_KEEP = 24 * 3600  # a finished batch's record and jobs are kept this long (s)
+DESCRIPTION_LIMIT = 500
+
+
+class batch(BatchScope):  # noqa: N801 (named as the API has it: cogworker.batch(...))
+    """``with cogworker.batch(on_success=..., on_complete=..., on_death=...) as b:``: every
+    job enqueued inside joins batch ``b.bid``. ``on_success`` is pushed once when every job
+    succeeded, ``on_complete`` once when every job succeeded, went dead or was cancelled,
+    ``on_death`` once at the first that went dead; none before the block ends. A batch
+    that no job joined is complete (and successful) when its block ends. ``keep``: how
+    long its record stays once done (seconds)."""
+
+    def __init__(self, on_success: Signature[Any] | None = None, on_complete: Signature[Any] | None = None,
+                 on_death: Signature[Any] | None = None, description: str = "", keep: float = DONE_KEEP) -> None:
+        given = {"on_success": on_success, "on_complete": on_complete, "on_death": on_death}
+        for name, sig in given.items():
+            if sig is not None and not isinstance(sig, Signature):
+                raise TypeError(f"batch's {name} is a signature (job.s(...)), got {sig!r}")
+        if not isinstance(description, str):
+            raise TypeError(f"batch's description is a string, got {description!r}")
+        if not (isinstance(keep, (int, float)) and keep >= 1):
+            raise ValueError(f"batch's keep is at least 1 second, got {keep!r}")
+        super().__init__(BATCH_PREFIX + new_jid())
+        self.callbacks = {name: sig for name, sig in given.items() if sig is not None}
+        self.description = description[:DESCRIPTION_LIMIT]
+        self.keep = int(keep)
+        self.opened = False
+
+    def open(self, config: Config | None = None, now: float | None = None) -> None:
+        """Writes the record (open); the ``with`` block does this as it enters."""
+        config = config or get_config()
+        now = time.time() if now is None else now
+        fields: list[Any] = ["description", self.description, "keep", self.keep]
+        for name, sig in self.callbacks.items():
+            fields += callback_fields(name, sig, self.bid, config)
+        keys = config.keys
+        lua.run(config.redis(), "batch_open", [keys.batch(self.bid), keys.batches, keys.stats_batches],
+                [self.bid, repr(now), config.workflow_ttl, MAX_BATCHES, repr(now - config.workflow_ttl),
+                 keys.workflow_prefix, *fields])
+        self.opened = True
+
+    def close(self, config: Config | None = None, now: float | None = None) -> None:
+        """Ends the block: the callbacks may fire from now on (at once, if all settled)."""
+        close(self.bid, config, now)
+
+    def __enter__(self) -> batch:
+        if not self.opened:
+            self.open()
+        super().__enter__()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        super().__exit__(kind, error, tb)
+        if len(self._tokens) == 0:
+            # Closed even when the block raised: the jobs it wrote run anyway, and a batch
+            # never closed would never fire.
+            self.close()
+
+    async def __aenter__(self) -> batch:
+        return self.__enter__()
+
+
+def close(bid: str, config: Config | None = None, now: float | None = None) -> bool:
+    """Closes batch ``bid`` (``batch_close.lua``); False if it is unknown (expired)."""
+    config = config or get_config()
+    now = time.time() if now is None else now
+    reply = lua.run(config.redis(), "batch_close", [config.keys.batch(bid)],
+                    [config.keys.workflow_prefix, bid, repr(now)])
+    for error in reply[1:]:
+        logger.error("batch %s closed, but not all of it could be written: %s", bid,
+                     error.decode("utf-8", "replace") if isinstance(error, bytes) else error)
+    return bool(reply[0] == 1)
+
+
+def callback_fields(name: str, sig: Signature[Any], bid: str, config: Config) -> list[Any]:
+    """A callback as the record holds it: its payload ready to push (jid fixed now; it
+    names its batch in ``batch_of``), queue, class, and for a unique job its lock and TTL."""
+    payload = sig.bound.payload(sig.args, sig.kwargs)
+    payload["batch_of"] = bid
+    fields: list[Any] = [f"cbq:{name}", payload["queue"], f"cbj:{name}", payload["jid"], f"cbc:{name}",
+                         payload["class"]]
+    if payload.get("unique_for"):
+        dumps(payload)
+        unique.prepare(payload)
+        fields += [f"cbu:{name}", config.keys.unique(payload["unique_digest"]),
+                   f"cbut:{name}", unique.lock_ttl(payload)]
+    return [f"cb:{name}", dumps(payload), *fields]

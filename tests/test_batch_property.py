@@ -1,0 +1,153 @@
+"""Property test of a batch against a model, on a real Redis and the real scripts: random
+interleavings of its jobs' outcomes (success, retry, dead, an orphan re-run, a zombie
+whose list was requeued trying to settle, a replayed settlement, a cancel while queued or
+while running, a dead job revived by an operator) and of the block's close never fire a callback twice, never while the
+batch is open, on_complete and on_success never before the last job settled, on_success
+never once a job failed, on_death only once one is dead."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from apps import batchjobs as bj
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cogworker
+from cogworker import api
+from cogworker.core import fate, settlement
+from cogworker.core.batchscope import BatchScope
+from cogworker.engine.fetch.fetcher import Fetcher
+from cogworker.errors import Fenced
+
+KINDS = ["success", "retry", "dead", "orphan", "zombie", "replay", "cancel", "cancel_running", "close", "revive"]
+EVENTS = st.lists(st.tuples(st.integers(0, 3), st.sampled_from(KINDS)), min_size=1, max_size=30)
+FINAL = ("succeeded", "dead", "cancelled")
+
+
+class Batch:
+    """The batch under test (its callbacks pushed onto queue "cb"), and its model."""
+
+    def __init__(self, config, n: int) -> None:
+        self.config, self.r, self.n = config, config.redis(), n
+        cb = bj.callback.options(queue="cb")
+        self.batch = cogworker.batch(on_success=cb.s("success"), on_complete=cb.s("complete"),
+                                     on_death=cb.s("death"))
+        self.batch.open()
+        with BatchScope(self.batch.bid):  # the batch stays open until a "close" event
+            for i in range(n):  # one queue per job, so each event acts on the job it names
+                bj.work.options(queue=f"m{i}").enqueue(f"j{i}")
+        self.open = True
+        self.state = ["queued"] * n  # queued | succeeded | dead | cancelled
+        self.settled: dict[int, tuple[Fetcher, bytes, fate.Decision]] = {}
+        self.step = 0
+
+    def fetch(self, i: int) -> tuple[Fetcher, bytes, dict]:
+        self.step += 1
+        f = Fetcher(self.config, f"prop:{self.step}", [(f"m{i}", None)], block_timeout=0)
+        work = f.fetch()
+        assert work is not None, (i, self.state)
+        return f, work.raw, json.loads(work.raw)
+
+    def act(self, i: int, kind: str) -> None:
+        if kind == "close":
+            self.batch.close()
+            self.open = False
+            return
+        if self.state[i] == "dead" and kind == "revive":
+            self.revive(i)
+            return
+        if self.state[i] != "queued":
+            if kind == "replay" and i in self.settled:  # a settlement sent again, long after
+                f, raw, decision = self.settled[i]
+                assert settlement.apply(f, raw, decision) is False
+            return
+        if kind == "cancel":
+            assert api.cancel(self.payload_jid(i))
+            self.state[i] = "cancelled"
+            return
+        f, raw, payload = self.fetch(i)
+        if kind == "cancel_running":  # cancelled while it runs, then it ends (told, or done anyway)
+            self.r.sadd(self.config.keys.in_progress_identities, f.identity)  # as a worker's start does
+            assert api.cancel(payload["jid"])
+            decision = fate.decide(self.config, payload, fate.Cancelled())
+            settlement.apply(f, raw, decision)
+            # Its success, had it ignored the cancel, finds nothing listed: it changes nothing.
+            done = fate.decide(self.config, payload, fate.Succeeded(0.0, None))
+            assert settlement.apply(f, raw, done) is False
+            self.state[i] = "cancelled"
+        elif kind in ("success", "replay"):
+            decision = fate.decide(self.config, payload, fate.Succeeded(0.0, None))
+            assert isinstance(decision, fate.Complete)  # never an ack that rides on a fetch
+            assert settlement.apply(f, raw, decision) is True
+            if kind == "replay":  # its reply lost: sent again at once
+                assert settlement.apply(f, raw, decision) is False
+            self.state[i], self.settled[i] = "succeeded", (f, raw, decision)
+        elif kind in ("retry", "dead"):
+            payload["retry"] = 0 if kind == "dead" else 25
+            decision = fate.decide(self.config, payload, fate.Raised(ValueError(f"no {i}")))
+            assert settlement.apply(f, raw, decision) is True
+            assert settlement.apply(f, raw, decision) is False  # a replayed filing
+            if kind == "retry":  # due: the poller puts it back on its queue
+                for entry in self.r.zrange(self.config.keys.retry, 0, -1):
+                    self.r.zrem(self.config.keys.retry, entry)
+                    self.r.lpush(self.config.keys.queue(f"m{i}"), entry)
+            else:
+                self.state[i], self.settled[i] = "dead", (f, raw, decision)
+        else:  # its process died (orphan) or froze and was declared dead (zombie): requeued
+            f.requeue_all(mode="reclaim")
+            if kind == "zombie":  # it wakes and tries to settle the run it had finished
+                decision = fate.decide(self.config, payload, fate.Succeeded(0.0, None))
+                with pytest.raises(Fenced):
+                    settlement.apply(f, raw, decision)
+
+    def revive(self, i: int) -> None:
+        """An operator moves the dead job back to its queue; it runs and succeeds: counted
+        once already (dead), it changes nothing in the batch."""
+        _, raw, _ = self.settled[i]
+        assert api.DeadSet().retry(json.loads(raw)["jid"])
+        f, raw, payload = self.fetch(i)
+        decision = fate.decide(self.config, payload, fate.Succeeded(0.0, None))
+        assert settlement.apply(f, raw, decision) is True
+
+    def payload_jid(self, i: int) -> str:
+        [raw] = self.r.lrange(self.config.keys.queue(f"m{i}"), 0, -1)
+        return str(json.loads(raw)["jid"])
+
+    def check(self) -> None:
+        pushed = sorted(json.loads(p)["args"][0] for p in self.r.lrange(self.config.keys.queue("cb"), 0, -1))
+        settled = all(s in FINAL for s in self.state)
+        expected = []
+        if not self.open:
+            if "dead" in self.state:
+                expected.append("death")
+            if settled:
+                expected.append("complete")
+                if all(s == "succeeded" for s in self.state):
+                    expected.append("success")
+        assert pushed == sorted(expected), (self.open, self.state, pushed)
+        info = api.batch(self.batch.bid)
+        assert info is not None
+        assert (info.total, info.pending) == (self.n, self.state.count("queued"))
+        assert (info.succeeded, info.dead, info.cancelled) == tuple(self.state.count(s) for s in FINAL)
+        assert info.closed is (not self.open)
+        assert (info.done_at is not None) is (settled and not self.open)
+        jobs = dict(api.batch_jobs(self.batch.bid))
+        assert sorted(jobs.values()) == sorted("pending" if s == "queued" else s for s in self.state)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 4), events=EVENTS)
+def test_a_batch_fires_each_callback_exactly_once_at_the_right_moment(config, n, events):
+    config.redis().flushall()
+    batch = Batch(config, n)
+    batch.check()
+    for i, kind in events:
+        batch.act(i % n, kind)
+        batch.check()
+    batch.act(0, "close")
+    batch.check()
+    for i in range(n):  # then every job still queued succeeds
+        batch.act(i, "success")
+        batch.check()
