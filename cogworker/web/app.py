@@ -17,7 +17,7 @@ from starlette.staticfiles import StaticFiles
 from .. import store
 from ..config import Config, redact_url
 from ..errors import BadPayload, NotFound, WrongType
-from . import job, limits, metrics, overview, periodic, queues, sets
+from . import batches, job, limits, metrics, overview, periodic, queues, sets
 from .charts import Sampler
 from .hosts import AllowedHosts
 from .security import AuthHook, Guard, server_secret
@@ -61,6 +61,7 @@ def create_app(auth: AuthHook | None = None, read_only: bool = False, config: Co
 
     routes = [*overview.routes(templates, Sampler()), *queues.routes(templates), *sets.routes(templates),
               *job.routes(templates), *periodic.routes(templates), *limits.routes(templates),
+              *batches.routes(templates),
               *metrics.routes(templates),
               Route("/favicon.ico", favicon, methods=["GET"]),
               Mount("/static", StaticFiles(packages=[("cogworker.web", "static")]), name="static")]

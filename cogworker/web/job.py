@@ -12,6 +12,7 @@ from starlette.routing import Route
 
 from .. import api
 from ..api import lookup
+from ..api.batch_member import batch_of
 from ..config import Config
 from ..errors import ConfigurationError, NotFound
 from .sets import act
@@ -145,7 +146,9 @@ def routes(templates: Templates) -> list[Route]:
         record = _where(jid, request, status)
         attempts = list(reversed(api.history(jid, config)))  # the latest first
         found = record is not None or status is not None or bool(attempts)
+        bid = batch_of(jid, record.payload if record is not None else None, request.query_params.get("batch"), config)
         return templates.render(request, "job.html", 200 if found else 404, jid=jid, record=record, job_status=status,
+                                batch_id=bid,
                                 attempts=attempts, actions=actions_for(record), found=found,
                                 retention=api.retention(config).describe(),
                                 disagreement=disagreement(status, record), cancellable=cancellable(record, status))
