@@ -22,13 +22,14 @@ pytestmark = pytest.mark.skipif(chromium_path() is None, reason="no chromium (.c
 
 def widths(page, bar):
     """The bar's three parts (succeeded, failed, pending) in percent, as drawn."""
-    return [float(bar.locator(f"rect.bar-{part}").get_attribute("width")) for part in ("succeeded", "failed", "pending")]
+    return [round(float(bar.locator(f"rect.bar-{part}").get_attribute("width")), 1)
+            for part in ("succeeded", "failed", "pending")]
 
 
 def test_the_batches_pages_show_counts_progress_and_link_to_jobs_and_callbacks(tmp_path):
+    from apps import batch_faces as bf
     from playwright.sync_api import sync_playwright
 
-    from apps import batch_faces as bf
     from cogworker.web import create_app
 
     redis = RedisServer().start()
@@ -61,17 +62,17 @@ def test_the_batches_pages_show_counts_progress_and_link_to_jobs_and_callbacks(t
             assert cells[0] == "nightly import <b>2026-12</b>"  # escaped, shown as typed
             assert cells[1] == b.bid
             assert "6 succeeded · 2 failed · 1 pending" in cells[4] and "of 9" in cells[4]
-            assert [round(w, 1) for w in widths(page, row.locator("svg.batchbar"))] == [66.7, 22.2, 11.1]
+            assert widths(page, row.locator("svg.batchbar")) == [66.7, 22.2, 11.1]
             assert "death" in cells[5]  # on_death fires once a job died and the block closed
             page.screenshot(path=str(shots / "web-batches.png"), full_page=True)
 
             row.locator("a.bid").click()
             page.wait_for_url(f"**/batches/{b.bid}")
-            counts = dict(zip(page.locator("#counts th").all_inner_texts(), page.locator("#counts td").all_inner_texts(),
-                              strict=True))
+            counts = dict(zip(page.locator("#counts th").all_inner_texts(),
+                              page.locator("#counts td").all_inner_texts(), strict=True))
             assert (counts["jobs"], counts["succeeded"], counts["pending"]) == ("9", "6", "1")
             assert counts["failed"].startswith("2") and "2 dead, 0 cancelled" in counts["failed"]
-            assert [round(w, 1) for w in widths(page, page.locator("#batch-page-bar svg.batchbar"))] == [66.7, 22.2, 11.1]
+            assert widths(page, page.locator("#batch-page-bar svg.batchbar")) == [66.7, 22.2, 11.1]
             states = dict(zip(page.locator("#jobs td:first-child").all_inner_texts(),
                               page.locator("#jobs td:nth-child(2)").all_inner_texts(), strict=True))
             assert states == {**{j: "succeeded" for j in done}, **{j: "dead" for j in dead}, slow: "pending"}
@@ -95,7 +96,7 @@ def test_the_batches_pages_show_counts_progress_and_link_to_jobs_and_callbacks(t
                      what="on_complete and on_death ran, on_success not")
             page.goto(server.url + f"/batches/{b.bid}")
             assert page.locator("#counts td").nth(3).inner_text() == "0"
-            assert [round(w, 1) for w in widths(page, page.locator("#batch-page-bar svg.batchbar"))] == [77.8, 22.2, 0.0]
+            assert widths(page, page.locator("#batch-page-bar svg.batchbar")) == [77.8, 22.2, 0.0]
             assert page.locator("#callbacks tr[data-callback='on_success'] td:nth-child(4)").inner_text() \
                 .startswith("not fired")  # two jobs died: it never will
             fired = page.locator("#callbacks tr[data-callback='on_complete']")

@@ -114,10 +114,10 @@ def dispatch(args: argparse.Namespace) -> int:
 
 
 def handlers() -> dict[str, Callable[[argparse.Namespace], int]]:
-    from . import commands, health, limits, periodic, watch, web
+    from . import batches, commands, health, limits, periodic, watch, web
 
-    return {"periodic": periodic.run, "limits": limits.run,
-            "web": web.run, "health": health.run, **commands.HANDLERS, "stats": watch.run}
+    return {"periodic": periodic.run, "limits": limits.run, "batches": batches.list_batches,
+            "batch": batches.show_batch, "web": web.run, "health": health.run, **commands.HANDLERS, "stats": watch.run}
 
 
 def fail(message: str, code: int) -> int:

@@ -10,7 +10,7 @@ import argparse
 
 from ..launch.argtypes import positive_float, positive_int
 from ..launch.flags import OneLineParser, add_version, namespace_arg, redis_url_arg
-from . import health, results, web
+from . import batches, health, results, web
 
 SETS = ("retry", "dead", "scheduled")
 DEFAULT_LIMIT = 25
@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     periodic.add_argument("name", nargs="?", metavar="NAME", help="the entry's name (pjid)")
 
     sub.add_parser("limits", parents=parent, help="rate limiters: kind, limit, in use, waiting, over-limit count")
+    batches.add_parser(sub, parent)
 
     server = OneLineParser(add_help=False)
     server.add_argument("--redis-url", type=redis_url_arg,

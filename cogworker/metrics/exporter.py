@@ -56,6 +56,8 @@ class Sample:
     at: float = float("-inf")  # monotonic
     limit_deferrals: int = 0  # jobs parked over a rate limit, fleet-wide (docs/architecture.md#limits)
     cancelled: int = 0  # stats:cancelled: every api.cancel that won, fleet-wide
+    batches: int = 0  # stats:batches: batches opened, fleet-wide (docs/architecture.md#batches)
+    batch_callbacks: int = 0  # stats:batch_callbacks: batch callbacks pushed, fleet-wide
 
 
 def sample_redis(config: Config, queues: list[str], client: Any = None) -> Sample:
@@ -70,8 +72,10 @@ def sample_redis(config: Config, queues: list[str], client: Any = None) -> Sampl
         pipe.zcard(key)
     pipe.get(keys.limits_over)
     pipe.get(keys.stats_cancelled)
+    pipe.get(keys.stats_batches)
+    pipe.get(keys.stats_batch_callbacks)
     replies = pipe.execute()
-    cancels = replies.pop()
+    sample_counters = [_counter(replies.pop()) for _ in range(3)]
     deferrals = replies.pop()
     now = time.time()
     sample = Sample(up=True)
@@ -80,11 +84,15 @@ def sample_redis(config: Config, queues: list[str], client: Any = None) -> Sampl
         sample.queues[queue] = (int(size), _waited(oldest, now))
     sample.scheduled, sample.retry, sample.dead = (int(n) for n in replies[-3:])
     sample.limit_deferrals = int(deferrals or 0)
-    try:
-        sample.cancelled = int(cancels or 0)
-    except ValueError:
-        sample.cancelled = 0  # not a counter (someone else's key): no cancels to show
+    sample.batch_callbacks, sample.batches, sample.cancelled = sample_counters
     return sample
+
+
+def _counter(raw: Any) -> int:
+    try:
+        return int(raw or 0)
+    except ValueError:
+        return 0  # not a counter (someone else's key): nothing to show
 
 
 def _waited(raw: bytes | None, now: float) -> float:
@@ -202,6 +210,10 @@ def redis_families(sample: Sample) -> Iterator[Any]:
                               value=sample.limit_deferrals)
     yield CounterMetricFamily("cogworker_cancels", "Jobs cancelled (api.cancel that won), fleet-wide, from Redis",
                               value=sample.cancelled)
+    yield CounterMetricFamily("cogworker_batches", "Batches created (cogworker.batch), fleet-wide, from Redis",
+                              value=sample.batches)
+    yield CounterMetricFamily("cogworker_batch_callbacks", "Batch callbacks fired (pushed), fleet-wide, from Redis",
+                              value=sample.batch_callbacks)
     yield GaugeMetricFamily("cogworker_redis_up", "1 if the last sample reached Redis", value=int(sample.up))
     yield CounterMetricFamily("cogworker_redis_outages", "Times Redis became unreachable", value=sample.outages)
 
