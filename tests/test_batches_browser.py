@@ -26,6 +26,70 @@ def widths(page, bar):
             for part in ("succeeded", "failed", "pending")]
 
 
+def make_batch(bf, go):
+    """Six jobs that succeed, two that die, one that holds at 50 % until ``go`` exists."""
+    with cogworker.batch(on_success=bf.callback.s("success"), on_complete=bf.callback.s("complete"),
+                         on_death=bf.callback.s("death"), description="nightly import <b>2026-12</b>") as b:
+        done = [bf.work.enqueue(f"w{i}") for i in range(6)]
+        dead = [bf.doomed.enqueue(f"d{i}") for i in range(2)]
+        slow = bf.halfway.enqueue("h", str(go))
+    return b, done, dead, slow
+
+
+def check_list(page, b, shots):
+    row = page.locator(f"#batches tr[data-bid='{b.bid}']")
+    cells = row.locator("td").all_inner_texts()
+    assert cells[0] == "nightly import <b>2026-12</b>"  # escaped, shown as typed
+    assert cells[1] == b.bid
+    assert "6 succeeded · 2 failed · 1 pending" in cells[4] and "of 9" in cells[4]
+    assert widths(page, row.locator("svg.batchbar")) == [66.7, 22.2, 11.1]
+    assert "death" in cells[5]  # on_death fires once a job died and the block closed
+    page.screenshot(path=str(shots / "web-batches.png"), full_page=True)
+    row.locator("a.bid").click()
+    page.wait_for_url(f"**/batches/{b.bid}")
+
+
+def check_batch_page(page, done, dead, slow):
+    counts = dict(zip(page.locator("#counts th").all_inner_texts(),
+                      page.locator("#counts td").all_inner_texts(), strict=True))
+    assert (counts["jobs"], counts["succeeded"], counts["pending"]) == ("9", "6", "1")
+    assert counts["failed"].startswith("2") and "2 dead, 0 cancelled" in counts["failed"]
+    assert widths(page, page.locator("#batch-page-bar svg.batchbar")) == [66.7, 22.2, 11.1]
+    states = dict(zip(page.locator("#jobs td:first-child").all_inner_texts(),
+                      page.locator("#jobs td:nth-child(2)").all_inner_texts(), strict=True))
+    assert states == {**{j: "succeeded" for j in done}, **{j: "dead" for j in dead}, slow: "pending"}
+    assert page.locator("#callbacks tr[data-callback='on_death'] td:nth-child(4)").inner_text() != "not yet"
+    assert page.locator("#callbacks tr[data-callback='on_complete'] td:nth-child(4)").inner_text() == "not yet"
+
+
+def check_running_job(page, server, b, slow):
+    """Its progress on its job page, which links back to its batch, and on Busy."""
+    page.locator(f"#jobs a.jid:text-is('{slow}')").click()
+    page.wait_for_url(f"**/job/{slow}*")
+    assert page.locator("progress").get_attribute("value") == "0.5"
+    assert "half of the rows" in page.inner_text(".progress")
+    page.locator("a.batch").click()
+    page.wait_for_url(f"**/batches/{b.bid}")
+    page.goto(server.url + "/busy")
+    assert "50% half of the rows" in page.inner_text("td .progress")
+
+
+def check_done(page, server, b, config, shots):
+    page.goto(server.url + f"/batches/{b.bid}")
+    assert page.locator("#counts td").nth(3).inner_text() == "0"
+    assert widths(page, page.locator("#batch-page-bar svg.batchbar")) == [77.8, 22.2, 0.0]
+    assert page.locator("#callbacks tr[data-callback='on_success'] td:nth-child(4)").inner_text() \
+        .startswith("not fired")  # two jobs died: it never will
+    fired = page.locator("#callbacks tr[data-callback='on_complete']")
+    assert fired.locator("td:nth-child(4)").inner_text().endswith("ago")
+    page.screenshot(path=str(shots / "web-batch.png"), full_page=True)
+    cb_jid = api.batch(b.bid, config).callbacks["on_complete"]["jid"]
+    fired.locator("a.jid").click()
+    page.wait_for_url(f"**/job/{cb_jid}")
+    assert page.locator("h1 code").inner_text() == cb_jid
+    assert page.goto(server.url + "/batches/b-nosuch").status == 404
+
+
 def test_the_batches_pages_show_counts_progress_and_link_to_jobs_and_callbacks(tmp_path):
     from apps import batch_faces as bf
     from playwright.sync_api import sync_playwright
@@ -42,11 +106,7 @@ def test_the_batches_pages_show_counts_progress_and_link_to_jobs_and_callbacks(t
     shots = screenshot_dir(tmp_path / "shots")
     try:
         master.wait_children()
-        with cogworker.batch(on_success=bf.callback.s("success"), on_complete=bf.callback.s("complete"),
-                             on_death=bf.callback.s("death"), description="nightly import <b>2026-12</b>") as b:
-            done = [bf.work.enqueue(f"w{i}") for i in range(6)]
-            dead = [bf.doomed.enqueue(f"d{i}") for i in range(2)]
-            slow = bf.halfway.enqueue("h", str(go))
+        b, done, dead, slow = make_batch(bf, go)
         wait_for(lambda: (i := api.batch(b.bid, config)) and (i.succeeded, i.failed, i.pending) == (6, 2, 1), 30,
                  what="six succeeded, two dead, one running")
         wait_for(lambda: (p := api.progress(slow, config)) is not None and p.fraction == 0.5, 20,
@@ -57,56 +117,14 @@ def test_the_batches_pages_show_counts_progress_and_link_to_jobs_and_callbacks(t
             response = page.goto(server.url + "/batches")
             assert response is not None and response.status == 200
             assert page.inner_text("nav a.here") == "Batches"
-            row = page.locator(f"#batches tr[data-bid='{b.bid}']")
-            cells = row.locator("td").all_inner_texts()
-            assert cells[0] == "nightly import <b>2026-12</b>"  # escaped, shown as typed
-            assert cells[1] == b.bid
-            assert "6 succeeded · 2 failed · 1 pending" in cells[4] and "of 9" in cells[4]
-            assert widths(page, row.locator("svg.batchbar")) == [66.7, 22.2, 11.1]
-            assert "death" in cells[5]  # on_death fires once a job died and the block closed
-            page.screenshot(path=str(shots / "web-batches.png"), full_page=True)
-
-            row.locator("a.bid").click()
-            page.wait_for_url(f"**/batches/{b.bid}")
-            counts = dict(zip(page.locator("#counts th").all_inner_texts(),
-                              page.locator("#counts td").all_inner_texts(), strict=True))
-            assert (counts["jobs"], counts["succeeded"], counts["pending"]) == ("9", "6", "1")
-            assert counts["failed"].startswith("2") and "2 dead, 0 cancelled" in counts["failed"]
-            assert widths(page, page.locator("#batch-page-bar svg.batchbar")) == [66.7, 22.2, 11.1]
-            states = dict(zip(page.locator("#jobs td:first-child").all_inner_texts(),
-                              page.locator("#jobs td:nth-child(2)").all_inner_texts(), strict=True))
-            assert states == {**{j: "succeeded" for j in done}, **{j: "dead" for j in dead}, slow: "pending"}
-            assert page.locator("#callbacks tr[data-callback='on_death'] td:nth-child(4)").inner_text() != "not yet"
-            assert page.locator("#callbacks tr[data-callback='on_complete'] td:nth-child(4)").inner_text() == "not yet"
-
-            # The running job: its progress on its job page, which links back to its batch.
-            page.locator(f"#jobs a.jid:text-is('{slow}')").click()
-            page.wait_for_url(f"**/job/{slow}*")
-            assert page.locator("progress").get_attribute("value") == "0.5"
-            assert "half of the rows" in page.inner_text(".progress")
-            page.locator("a.batch").click()
-            page.wait_for_url(f"**/batches/{b.bid}")
-            # ... and on Busy.
-            page.goto(server.url + "/busy")
-            assert "50% half of the rows" in page.inner_text("td .progress")
-
+            check_list(page, b, shots)
+            check_batch_page(page, done, dead, slow)
+            check_running_job(page, server, b, slow)
             go.write_text("go")
             wait_for(lambda: api.batch(b.bid, config).done_at is not None, 30, what="the batch done")
             wait_for(lambda: sorted(e[1] for e in events(str(log)) if e[0] == "cb") == ["complete", "death"], 30,
                      what="on_complete and on_death ran, on_success not")
-            page.goto(server.url + f"/batches/{b.bid}")
-            assert page.locator("#counts td").nth(3).inner_text() == "0"
-            assert widths(page, page.locator("#batch-page-bar svg.batchbar")) == [77.8, 22.2, 0.0]
-            assert page.locator("#callbacks tr[data-callback='on_success'] td:nth-child(4)").inner_text() \
-                .startswith("not fired")  # two jobs died: it never will
-            fired = page.locator("#callbacks tr[data-callback='on_complete']")
-            assert fired.locator("td:nth-child(4)").inner_text().endswith("ago")
-            page.screenshot(path=str(shots / "web-batch.png"), full_page=True)
-            cb_jid = api.batch(b.bid, config).callbacks["on_complete"]["jid"]
-            fired.locator("a.jid").click()
-            page.wait_for_url(f"**/job/{cb_jid}")
-            assert page.locator("h1 code").inner_text() == cb_jid
-            assert page.goto(server.url + "/batches/b-nosuch").status == 404
+            check_done(page, server, b, config, shots)
             browser.close()
     finally:
         server.stop()

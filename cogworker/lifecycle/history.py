@@ -261,8 +261,6 @@ def status_fields(payload: dict[str, Any], state: str, queue: str | None, now: f
             "class": payload.get("class") or ""}
 
 
-# -- the subscriber ------------------------------------------------------------------------
-
 _STATE = {"started": "running", "succeeded": "succeeded", "retrying": "retrying", "dead": "dead",
           "given_back": "queued", "orphaned": "queued", "suspended": "queued", "cancelled": "cancelled"}
 
@@ -392,8 +390,7 @@ def _wanted(payload: dict[str, Any]) -> bool:
 
 
 def note_cancelled(payload: dict[str, Any], queue: str, identity: str, duration: float, config: Config) -> None:
-    """A running job that ended ``cancelled``: its execution's entry (outcome and went
-    "cancelled"). Not a hook: the operator's process fired "cancelled" (counted there)."""
+    """A running job ended cancelled: its entry (not a hook: the operator's process fired it)."""
     _on_event(hooks.JobEvent("cancelled", payload, queue=queue, identity=identity, duration=duration, config=config))
 
 

@@ -148,8 +148,7 @@ def routes(templates: Templates) -> list[Route]:
         found = record is not None or status is not None or bool(attempts)
         bid = batch_of(jid, record.payload if record is not None else None, request.query_params.get("batch"), config)
         return templates.render(request, "job.html", 200 if found else 404, jid=jid, record=record, job_status=status,
-                                batch_id=bid,
-                                attempts=attempts, actions=actions_for(record), found=found,
+                                batch_id=bid, attempts=attempts, actions=actions_for(record), found=found,
                                 retention=api.retention(config).describe(),
                                 disagreement=disagreement(status, record), cancellable=cancellable(record, status))
 
