@@ -24,8 +24,11 @@ def _pause_redis(tag: str) -> None:
 
 @cogworker.job
 def gate(tag):
-    """Ends by stopping Redis: what its child sends next meets a stopped server."""
+    """Ends by stopping Redis: what its child sends next meets a stopped server. It first
+    lets the look-ahead fetch its child sent as it started come back (with the next job),
+    so that job's acquire, not that fetch, is the next thing to wait on Redis."""
     log("start", tag)
+    time.sleep(0.5)
     log("end", tag)
     _pause_redis(tag)
 
