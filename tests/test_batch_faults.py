@@ -88,6 +88,16 @@ def test_a_batch_fires_its_callbacks_once_after_its_last_job_through_kills_and_a
     time.sleep(1.0)  # a second firing would show by now
     assert sorted(tag.split("@")[0] for tag in callbacks()) == ["complete", "success"]
     assert len(killed) >= 4, killed
+    _check_runs(log, killed)
+    info = api.batch(b.bid)
+    assert (info.total, info.pending, info.succeeded, info.failed) == (N, 0, N, 0)
+    assert info.callbacks["on_death"]["fired_at"] is None
+    assert info.done_at is not None and info.done_at <= info.callbacks["on_complete"]["fired_at"]
+    assert m2.alive()
+
+
+def _check_runs(log: str, killed: list[int]) -> None:
+    """No job lost; the callbacks after every job's last end; no job ran twice at once."""
     found = _runs(log)
     jobs = {tag: each for tag, each in found.items() if tag.startswith("j")}
     assert sorted(jobs) == sorted(f"j{i}" for i in range(N))  # none lost
@@ -101,8 +111,3 @@ def test_a_batch_fires_its_callbacks_once_after_its_last_job_through_kills_and_a
     for tag, each in jobs.items():  # finished runs of one job never overlap
         spans = sorted((s, e) for s, e in each if e is not None)
         assert all(spans[i + 1][0] >= spans[i][1] for i in range(len(spans) - 1)), (tag, each)
-    info = api.batch(b.bid)
-    assert (info.total, info.pending, info.succeeded, info.failed) == (N, 0, N, 0)
-    assert info.callbacks["on_death"]["fired_at"] is None
-    assert info.done_at is not None and info.done_at <= info.callbacks["on_complete"]["fired_at"]
-    assert m2.alive()
