@@ -283,3 +283,25 @@ def test_the_index_is_trimmed_by_age_and_count_with_injected_time(config, log, m
     assert r.exists(config.keys.batch(recent[0]))
     with pytest.raises(ValueError, match="at least 0"):
         api.batches(limit=-1)
+
+
+def test_group_members_join_and_a_chain_joins_by_its_first_step(config, log):
+    with cogworker.batch(**callbacks()) as b:
+        gid = cogworker.group(bj.work.s(f"g{i}") for i in range(3)).enqueue()
+        cogworker.chain(bj.work.s("c1"), bj.work.si("c2")).enqueue()
+    assert api.batch(b.bid).total == 4
+    with RunningWorker():
+        wait_for(lambda: len(fired(log)) == 2, 20)
+        wait_for(lambda: any(e[0] == "end" and e[1] == "c2" for e in events(log)), 20)
+    assert names(log) == ["complete", "success"]
+    assert cogworker.result(gid, timeout=5) == ["g0", "g1", "g2"]  # the group's own rules stand
+    assert api.batch(b.bid).succeeded == 4
+
+
+def test_inline_mode_runs_the_jobs_and_writes_no_batch(config, log):
+    import cogworker.testing
+
+    with cogworker.testing.inline(), cogworker.batch(**callbacks()) as b:
+        bj.work.enqueue("i1")
+    assert [tag for event, tag, _, _ in events(log) if event == "end"] == ["i1"]
+    assert api.batch(b.bid) is None and config.redis().dbsize() == 0

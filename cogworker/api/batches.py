@@ -119,7 +119,7 @@ def batch_count(config: Config | None = None) -> int:
     return int(config.redis().zcard(config.keys.batches))
 
 
-def counters(config: Config | None = None) -> dict[str, int]:
+def batch_counters(config: Config | None = None) -> dict[str, int]:
     """Batches created and batch callbacks pushed, ever (for /metrics)."""
     config = config or get_config()
     created, fired = config.redis().mget([config.keys.stats_batches, config.keys.stats_batch_callbacks])
