@@ -45,7 +45,7 @@ class batch(BatchScope):  # noqa: N801 (named as the API has it: cogworker.batch
                 raise TypeError(f"batch's {name} is a signature (job.s(...)), got {sig!r}")
         if not isinstance(description, str):
             raise TypeError(f"batch's description is a string, got {description!r}")
-        if not (isinstance(keep, (int, float)) and keep >= 1):
+        if isinstance(keep, bool) or not (isinstance(keep, (int, float)) and keep >= 1):
             raise ValueError(f"batch's keep is at least 1 second, got {keep!r}")
         super().__init__(BATCH_PREFIX + new_jid())
         self.callbacks = {name: sig for name, sig in given.items() if sig is not None}
@@ -56,8 +56,8 @@ class batch(BatchScope):  # noqa: N801 (named as the API has it: cogworker.batch
     def open(self, config: Config | None = None, now: float | None = None) -> None:
         """Writes the record (open); the ``with`` block does this as it enters. Under
         ``cogworker.testing``'s inline or fake mode nothing is written (nor fired)."""
-        self.opened = True
         if enqueue.sink is not None:
+            self.opened = True
             return
         config = config or get_config()
         now = time.time() if now is None else now
@@ -68,6 +68,7 @@ class batch(BatchScope):  # noqa: N801 (named as the API has it: cogworker.batch
         lua.run(config.redis(), "batch_open", [keys.batch(self.bid), keys.batches, keys.stats_batches],
                 [self.bid, repr(now), config.workflow_ttl, MAX_BATCHES, repr(now - config.workflow_ttl),
                  keys.workflow_prefix, *fields])
+        self.opened = True
 
     def close(self, config: Config | None = None, now: float | None = None) -> None:
         """Ends the block: the callbacks may fire from now on (at once, if all settled)."""
