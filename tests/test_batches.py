@@ -305,3 +305,27 @@ def test_inline_mode_runs_the_jobs_and_writes_no_batch(config, log):
         bj.work.enqueue("i1")
     assert [tag for event, tag, _, _ in events(log) if event == "end"] == ["i1"]
     assert api.batch(b.bid) is None and config.redis().dbsize() == 0
+
+
+def test_a_repeat_orphan_and_a_handed_over_failure_count_as_dead(config, log):
+    """The two ways into dead that don't go through the job's own list: a repeat orphan
+    buried by recovery, and an unsettled failure record filed (file_head.lua)."""
+    from cogworker.fleet import recovery
+
+    r, keys = config.redis(), config.keys
+    with cogworker.batch(**callbacks()) as b:
+        orphan = bj.work.enqueue("o1")
+        handed = bj.work.enqueue("h1")
+    first, second = (r.rpop(keys.queue("default")) for _ in range(2))
+    r.rpush(keys.repeat_orphans, first)  # as requeue.lua parks one past max_orphanings
+    failed = json.loads(second) | {"error_class": "RuntimeError", "error_message": "x", "retry_count": 26}
+    r.rpush(keys.unsettled, json.dumps({"set": keys.dead, "score": time.time(), "payload": json.dumps(failed)}))
+    assert recovery.bury_repeat_orphans(config) == 1
+    assert api.batch(b.bid).dead == 1 and api.batch(b.bid).done_at is None
+    assert recovery.file_unsettled(config) == 1
+    info = api.batch(b.bid)
+    assert (info.dead, info.pending) == (2, 0) and info.done_at is not None
+    assert dict(api.batch_jobs(b.bid)) == {orphan: "dead", handed: "dead"}
+    with RunningWorker():
+        wait_for(lambda: len(fired(log)) == 2, 20)
+    assert names(log) == ["complete", "death"]
