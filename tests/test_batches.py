@@ -238,6 +238,10 @@ def test_bad_input_and_joining_a_done_or_unknown_batch_are_clear_errors(config, 
         bj.work.enqueue("nowhere")
     assert config.redis().llen(config.keys.queue("default")) == 0
     assert api.batch("b-nope") is None and api.batch_jobs("b-nope") == []
+    with pytest.raises(TypeError, match="a batch id is a non-empty string"):
+        api.batch(None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="limit is at least 0"):
+        api.batch_jobs("b-nope", limit=-1)
 
 
 # -- bounds ---------------------------------------------------------------------------------
