@@ -333,3 +333,25 @@ def test_a_repeat_orphan_and_a_handed_over_failure_count_as_dead(config, log):
     with RunningWorker():
         wait_for(lambda: len(fired(log)) == 2, 20)
     assert names(log) == ["complete", "death"]
+
+
+def test_a_repeat_orphan_filed_raw_still_counts_as_dead(config, log):
+    """requeue.lua files a repeat orphan raw in dead when the parking list is unusable;
+    completing that entry tells its batch (settle_dead.lua)."""
+    from cogworker.core.inprogress import InProgressList
+    from cogworker.engine.fetch.fetcher import Fetcher
+    from cogworker.fleet import recovery
+
+    r, keys = config.redis(), config.keys
+    with cogworker.batch(**callbacks()) as b:
+        jid = bj.work.enqueue("o1")
+    f = Fetcher(config, "gone:1", [("default", None)], block_timeout=0)
+    assert f.fetch() is not None
+    r.set(keys.orphanings(jid), config.max_orphanings)  # this orphaning is one too many
+    r.set(keys.repeat_orphans, "not a list")
+    done = InProgressList(config, "gone:1", beats=False).requeue_all(count_orphanings=True, mode="reclaim")
+    assert len(done.buried) == 1
+    recovery.complete_raw_burials(config, done.buried)
+    info = api.batch(b.bid)
+    assert (info.dead, info.pending, info.total) == (1, 0, 1) and info.done_at is not None
+    assert json.loads(r.zrange(keys.dead, 0, -1)[0])["error_class"] == "cogworker.ProcessDied"
