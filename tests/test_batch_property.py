@@ -68,15 +68,8 @@ class Batch:
             self.state[i] = "cancelled"
             return
         f, raw, payload = self.fetch(i)
-        if kind == "cancel_running":  # cancelled while it runs, then it ends (told, or done anyway)
-            self.r.sadd(self.config.keys.in_progress_identities, f.identity)  # as a worker's start does
-            assert api.cancel(payload["jid"])
-            decision = fate.decide(self.config, payload, fate.Cancelled())
-            settlement.apply(f, raw, decision)
-            # Its success, had it ignored the cancel, finds nothing listed: it changes nothing.
-            done = fate.decide(self.config, payload, fate.Succeeded(0.0, None))
-            assert settlement.apply(f, raw, done) is False
-            self.state[i] = "cancelled"
+        if kind == "cancel_running":
+            self.cancel_running(i, f, raw, payload)
         elif kind in ("success", "replay"):
             decision = fate.decide(self.config, payload, fate.Succeeded(0.0, None))
             assert isinstance(decision, fate.Complete)  # never an ack that rides on a fetch
@@ -101,6 +94,16 @@ class Batch:
                 decision = fate.decide(self.config, payload, fate.Succeeded(0.0, None))
                 with pytest.raises(Fenced):
                     settlement.apply(f, raw, decision)
+
+    def cancel_running(self, i: int, f: Fetcher, raw: bytes, payload: dict) -> None:
+        """Cancelled while it runs, then it ends (told, or done anyway)."""
+        self.r.sadd(self.config.keys.in_progress_identities, f.identity)  # as a worker's start does
+        assert api.cancel(payload["jid"])
+        settlement.apply(f, raw, fate.decide(self.config, payload, fate.Cancelled()))
+        # Its success, had it ignored the cancel, finds nothing listed: it changes nothing.
+        done = fate.decide(self.config, payload, fate.Succeeded(0.0, None))
+        assert settlement.apply(f, raw, done) is False
+        self.state[i] = "cancelled"
 
     def revive(self, i: int) -> None:
         """An operator moves the dead job back to its queue; it runs and succeeds: counted

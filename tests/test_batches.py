@@ -238,6 +238,10 @@ def test_bad_input_and_joining_a_done_or_unknown_batch_are_clear_errors(config, 
         bj.work.enqueue("nowhere")
     assert config.redis().llen(config.keys.queue("default")) == 0
     assert api.batch("b-nope") is None and api.batch_jobs("b-nope") == []
+    with pytest.raises(TypeError, match="a batch id is a non-empty string"):
+        api.batch(None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="limit is at least 0"):
+        api.batch_jobs("b-nope", limit=-1)
 
 
 # -- bounds ---------------------------------------------------------------------------------
@@ -283,3 +287,71 @@ def test_the_index_is_trimmed_by_age_and_count_with_injected_time(config, log, m
     assert r.exists(config.keys.batch(recent[0]))
     with pytest.raises(ValueError, match="at least 0"):
         api.batches(limit=-1)
+
+
+def test_group_members_join_and_a_chain_joins_by_its_first_step(config, log):
+    with cogworker.batch(**callbacks()) as b:
+        gid = cogworker.group(bj.work.s(f"g{i}") for i in range(3)).enqueue()
+        cogworker.chain(bj.work.s("c1"), bj.work.si("c2")).enqueue()
+    assert api.batch(b.bid).total == 4
+    with RunningWorker():
+        wait_for(lambda: len(fired(log)) == 2, 20)
+        wait_for(lambda: any(e[0] == "end" and e[1] == "c2" for e in events(log)), 20)
+    assert names(log) == ["complete", "success"]
+    assert cogworker.result(gid, timeout=5) == ["g0", "g1", "g2"]  # the group's own rules stand
+    assert api.batch(b.bid).succeeded == 4
+
+
+def test_inline_mode_runs_the_jobs_and_writes_no_batch(config, log):
+    import cogworker.testing
+
+    with cogworker.testing.inline(), cogworker.batch(**callbacks()) as b:
+        bj.work.enqueue("i1")
+    assert [tag for event, tag, _, _ in events(log) if event == "end"] == ["i1"]
+    assert api.batch(b.bid) is None and config.redis().dbsize() == 0
+
+
+def test_a_repeat_orphan_and_a_handed_over_failure_count_as_dead(config, log):
+    """The two ways into dead that don't go through the job's own list: a repeat orphan
+    buried by recovery, and an unsettled failure record filed (file_head.lua)."""
+    from cogworker.fleet import recovery
+
+    r, keys = config.redis(), config.keys
+    with cogworker.batch(**callbacks()) as b:
+        orphan = bj.work.enqueue("o1")
+        handed = bj.work.enqueue("h1")
+    first, second = (r.rpop(keys.queue("default")) for _ in range(2))
+    r.rpush(keys.repeat_orphans, first)  # as requeue.lua parks one past max_orphanings
+    failed = json.loads(second) | {"error_class": "RuntimeError", "error_message": "x", "retry_count": 26}
+    r.rpush(keys.unsettled, json.dumps({"set": keys.dead, "score": time.time(), "payload": json.dumps(failed)}))
+    assert recovery.bury_repeat_orphans(config) == 1
+    assert api.batch(b.bid).dead == 1 and api.batch(b.bid).done_at is None
+    assert recovery.file_unsettled(config) == 1
+    info = api.batch(b.bid)
+    assert (info.dead, info.pending) == (2, 0) and info.done_at is not None
+    assert dict(api.batch_jobs(b.bid)) == {orphan: "dead", handed: "dead"}
+    with RunningWorker():
+        wait_for(lambda: len(fired(log)) == 2, 20)
+    assert names(log) == ["complete", "death"]
+
+
+def test_a_repeat_orphan_filed_raw_still_counts_as_dead(config, log):
+    """requeue.lua files a repeat orphan raw in dead when the parking list is unusable;
+    completing that entry tells its batch (settle_dead.lua)."""
+    from cogworker.core.inprogress import InProgressList
+    from cogworker.engine.fetch.fetcher import Fetcher
+    from cogworker.fleet import recovery
+
+    r, keys = config.redis(), config.keys
+    with cogworker.batch(**callbacks()) as b:
+        jid = bj.work.enqueue("o1")
+    f = Fetcher(config, "gone:1", [("default", None)], block_timeout=0)
+    assert f.fetch() is not None
+    r.set(keys.orphanings(jid), config.max_orphanings)  # this orphaning is one too many
+    r.set(keys.repeat_orphans, "not a list")
+    done = InProgressList(config, "gone:1", beats=False).requeue_all(count_orphanings=True, mode="reclaim")
+    assert len(done.buried) == 1
+    recovery.complete_raw_burials(config, done.buried)
+    info = api.batch(b.bid)
+    assert (info.dead, info.pending, info.total) == (1, 0, 1) and info.done_at is not None
+    assert json.loads(r.zrange(keys.dead, 0, -1)[0])["error_class"] == "cogworker.ProcessDied"

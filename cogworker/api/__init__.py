@@ -9,7 +9,7 @@ under a running fleet.
 
 from __future__ import annotations
 
-from .batches import BatchInfo, batch, batch_count, batch_jobs, batches
+from .batches import BatchInfo, batch, batch_count, batch_counters, batch_jobs, batches
 from .cancel import cancel, cancelled, progress
 from .control import quiet_process, stop_process
 from .limits import LimiterInfo, deferrals, limiters
@@ -59,6 +59,7 @@ __all__ = [
     "WindowMetrics",
     "batch",
     "batch_count",
+    "batch_counters",
     "batch_jobs",
     "batches",
     "cancel",

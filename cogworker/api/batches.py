@@ -73,7 +73,13 @@ def _info(bid: str, raw: dict[Any, Any], ttl: int, now: float) -> BatchInfo:
 
 def batch(bid: str, config: Config | None = None) -> BatchInfo | None:
     """Batch ``bid``, or None if unknown (never opened, or its record expired)."""
+    _check_bid(bid)
     return _read(config or get_config(), [bid])[0]
+
+
+def _check_bid(bid: object) -> None:
+    if not isinstance(bid, str) or not bid:
+        raise TypeError(f"a batch id is a non-empty string (cogworker.batch(...).bid), got {bid!r}")
 
 
 def _read(config: Config, bids: list[str]) -> list[BatchInfo | None]:
@@ -102,6 +108,7 @@ def batches(limit: int = 50, offset: int = 0, config: Config | None = None) -> l
 def batch_jobs(bid: str, limit: int = 200, config: Config | None = None) -> list[tuple[str, str]]:
     """Up to ``limit`` of batch ``bid``'s jobs as (jid, state), state one of pending,
     succeeded, dead, cancelled (in no particular order: a hash scanned)."""
+    _check_bid(bid)
     if limit < 0:
         raise ValueError(f"limit is at least 0, got {limit}")
     config = config or get_config()
@@ -119,7 +126,7 @@ def batch_count(config: Config | None = None) -> int:
     return int(config.redis().zcard(config.keys.batches))
 
 
-def counters(config: Config | None = None) -> dict[str, int]:
+def batch_counters(config: Config | None = None) -> dict[str, int]:
     """Batches created and batch callbacks pushed, ever (for /metrics)."""
     config = config or get_config()
     created, fired = config.redis().mget([config.keys.stats_batches, config.keys.stats_batch_callbacks])

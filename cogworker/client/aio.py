@@ -58,12 +58,12 @@ async def _execute(pipe: Any) -> None:
     client.check_written(commands, results, need)
 
 
-async def _unique_push(conn: Any, keys: list[Any], args: list[Any]) -> Any:
-    """unique_push.lua; with wait_replicas, with its WAIT in one pipeline."""
+async def _unique_push(conn: Any, keys: list[Any], args: list[Any], name: str = "unique_push") -> Any:
+    """unique_push.lua (or ``name``: batch_push.lua); with wait_replicas, with its WAIT in one pipeline."""
     if replication.need_of(conn) is None:
-        return await lua.script(conn, "unique_push")(keys=keys, args=args)
+        return await lua.script(conn, name)(keys=keys, args=args)
     pipe = store.pipeline(conn)
-    await lua.script(conn, "unique_push")(keys=keys, args=args, client=pipe)  # queued, not sent
+    await lua.script(conn, name)(keys=keys, args=args, client=pipe)  # queued, not sent
     need = replication.wait_on(pipe)
     pushed, waited = await pipe.execute(raise_on_error=False)
     if isinstance(pushed, Exception):
@@ -87,7 +87,7 @@ async def _write_one(payload: dict[str, Any], at: float | None) -> str | None:
     conn: Any = async_redis()  # lua.script registers on either kind of client
     if bid is not None:
         keys, args = client.batch_call(bid, payload, encoded, at)
-        jid = client.joined(bid, await lua.script(conn, "batch_push")(keys=keys, args=args), payload)
+        jid = client.joined(bid, await _unique_push(conn, keys, args, "batch_push"), payload)
         if jid is not None and status_enqueue.writes_enqueue(get_config(), payload):
             await _status(conn, payload, at)
     elif payload.get("unique_for"):
@@ -177,7 +177,7 @@ async def _push_joining(bid: str, bulk: list[dict[str, Any]]) -> None:
     except Exception as exc:  # best-effort, as the sync client's
         guard.handle("writing job status", exc)
     for keys, args in client.batch_calls(bid, bulk, [dumps(p) for p in bulk]):
-        client.joined(bid, await lua.script(conn, "batch_push")(keys=keys, args=args), {"jid": ""})
+        client.joined(bid, await _unique_push(conn, keys, args, "batch_push"), {"jid": ""})
     if hooks.wanted("enqueued"):
         for payload in bulk:
             hooks.fire("enqueued", payload, queue=payload["queue"])

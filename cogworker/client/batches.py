@@ -10,6 +10,7 @@ the script of the last job's settlement fires them.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from types import TracebackType
 from typing import Any
@@ -19,6 +20,7 @@ from ..core.batchscope import BATCH_PREFIX, BatchScope
 from ..core.payload import dumps, new_jid
 from ..lifecycle import unique
 from ..store import lua
+from . import enqueue
 from .jobs import Signature
 
 CALLBACKS = ("on_success", "on_complete", "on_death")
@@ -43,7 +45,7 @@ class batch(BatchScope):  # noqa: N801 (named as the API has it: cogworker.batch
                 raise TypeError(f"batch's {name} is a signature (job.s(...)), got {sig!r}")
         if not isinstance(description, str):
             raise TypeError(f"batch's description is a string, got {description!r}")
-        if not (isinstance(keep, (int, float)) and keep >= 1):
+        if isinstance(keep, bool) or not (isinstance(keep, (int, float)) and keep >= 1):
             raise ValueError(f"batch's keep is at least 1 second, got {keep!r}")
         super().__init__(BATCH_PREFIX + new_jid())
         self.callbacks = {name: sig for name, sig in given.items() if sig is not None}
@@ -52,7 +54,11 @@ class batch(BatchScope):  # noqa: N801 (named as the API has it: cogworker.batch
         self.opened = False
 
     def open(self, config: Config | None = None, now: float | None = None) -> None:
-        """Writes the record (open); the ``with`` block does this as it enters."""
+        """Writes the record (open); the ``with`` block does this as it enters. Under
+        ``cogworker.testing``'s inline or fake mode nothing is written (nor fired)."""
+        if enqueue.sink is not None:
+            self.opened = True
+            return
         config = config or get_config()
         now = time.time() if now is None else now
         fields: list[Any] = ["description", self.description, "keep", self.keep]
@@ -66,7 +72,8 @@ class batch(BatchScope):  # noqa: N801 (named as the API has it: cogworker.batch
 
     def close(self, config: Config | None = None, now: float | None = None) -> None:
         """Ends the block: the callbacks may fire from now on (at once, if all settled)."""
-        close(self.bid, config, now)
+        if enqueue.sink is None:
+            close(self.bid, config, now)
 
     def __enter__(self) -> batch:
         if not self.opened:
@@ -83,7 +90,16 @@ class batch(BatchScope):  # noqa: N801 (named as the API has it: cogworker.batch
             self.close()
 
     async def __aenter__(self) -> batch:
-        return self.__enter__()
+        if not self.opened:
+            await asyncio.to_thread(self.open)  # a script's round trip, off the event loop
+        BatchScope.__enter__(self)
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        BatchScope.__exit__(self, kind, error, tb)
+        if len(self._tokens) == 0:
+            await asyncio.to_thread(self.close)
 
 
 def close(bid: str, config: Config | None = None, now: float | None = None) -> bool:

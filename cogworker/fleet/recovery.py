@@ -116,8 +116,11 @@ def complete_raw_burials(config: Config, raws: list[bytes]) -> None:
         try:
             job = (_parse(raw) or {}) | repeat_orphan_error(config)
             client = config.redis()
-            client.zadd(keys.dead, {json.dumps(job): time.time()})
+            entry = json.dumps(job)
+            client.zadd(keys.dead, {entry: time.time()})
             client.zrem(keys.dead, raw)
+            # Its workflow and batch hear of it as file.lua would have told them.
+            lua.run(client, "settle_dead", [], [keys.workflow_prefix, entry, repr(time.time())])
             buried_as_dead(config, job)
         except store.RedisError as exc:
             logger.error("completing the dead entry of a repeat orphan failed: %s", exc)

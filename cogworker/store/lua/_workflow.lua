@@ -75,6 +75,19 @@ local function wf_dead(ns, entry, now, errs)
   end
 end
 
+-- A job of a workflow was cancelled (cancel.lua): it settles as a dead one would, its
+-- error cogworker.Cancelled, so its group fails (a chord's callback never fires) and its
+-- chain's result says where it stopped.
+local function wf_cancelled(ns, entry, now, errs)
+  if not string.find(entry, '"wf":', 1, true) then return end
+  local ok, job = pcall(cjson.decode, entry)
+  if not ok or type(job) ~= "table" or type(job["wf"]) ~= "table" then return end
+  job["error_class"] = "cogworker.Cancelled"
+  job["error_message"] = "cancelled (cogworker.api.cancel)"
+  job["error_traceback"] = nil
+  wf_dead(ns, cjson.encode(job), now, errs)
+end
+
 -- A member of group gid succeeded: its result kept once (HSETNX: a replay changes
 -- nothing); the last one fires the chord's callback, exactly once (left reaches 0 once),
 -- and records that it did (fired, fired_by).

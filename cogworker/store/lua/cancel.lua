@@ -11,7 +11,8 @@
 -- ARGV[1] = kind, ARGV[2] = the entry (exact bytes), ARGV[3] = the mark (JSON),
 -- ARGV[4] = its TTL (s), ARGV[5] = the unique lock's owner (the jid) or "", ARGV[6] =
 -- the list's owner (an in-progress list) or "", ARGV[7] = the namespace prefix and
--- ARGV[8] = now: a job of a batch counts there as cancelled, in this step (absent: not looked at).
+-- ARGV[8] = now: a job of a batch counts there as cancelled, and a job of a group or
+-- chain settles there as failed (cogworker.Cancelled), in this step (absent: not looked at).
 -- Returns 1 if cancelled, 0 if the entry was no longer there.
 local kind, entry = ARGV[1], ARGV[2]
 if kind == "zset" then
@@ -46,6 +47,7 @@ else
   redis.call("LREM", KEYS[1], 1, entry)
 end
 if ARGV[7] and ARGV[7] ~= "" then
+  wf_cancelled(ARGV[7], entry, ARGV[8], {})
   local bid, jid = batch_of(entry)
   if bid then batch_settle(ARGV[7], bid, jid, "cancelled", ARGV[8], {}) end
 end
