@@ -197,6 +197,14 @@ def start_run(target_name: str, wait: int, procs: int, job_seconds: float) -> Ru
     return Run(target, worker, log)
 
 
+def start_producer(run: Run, rate: float, payload_kb: int = 0) -> threading.Thread:
+    """The producer, enqueueing into ``run.acked`` until ``run.stop`` is set."""
+    producer = threading.Thread(target=_producer, args=(run.stop, rate, run.acked, run.refused,
+                                                        "x" * (payload_kb * 1024)), daemon=True)
+    producer.start()
+    return producer
+
+
 def one_kill(run: Run, pause: float, link_break: float) -> None:
     """The nemesis once: the replica paused or its link dropped if asked, the master of
     the namespace SIGKILLed, its replica promoted, the killed node back as a replica."""
@@ -231,11 +239,9 @@ def one_mode(wait: int, rounds: int, load: float, rate: float, procs: int, pause
              link_break: float, job_seconds: float, payload_kb: int = 0,
              target: str = "sentinel") -> dict[str, object]:
     run = start_run(target, wait, procs, job_seconds)
-    producer = threading.Thread(target=_producer, args=(run.stop, rate, run.acked, run.refused,
-                                                        "x" * (payload_kb * 1024)), daemon=True)
     try:
         run.worker.wait_ready()
-        producer.start()
+        producer = start_producer(run, rate, payload_kb)
         for number in range(rounds):
             time.sleep(load)
             one_kill(run, pause, link_break)
