@@ -133,12 +133,19 @@ def analyse(acked: list[tuple[str, float]], log: Path, kills: list[float] | None
     return figures
 
 
+# A reply the killed master sent just before it died may be read, and a job it handed
+# out started, a moment after the kill is logged; nothing new is acknowledged or fetched
+# for a second after a kill (a promotion takes about 2 s), so that moment counts as before.
+KILL_GRACE = 1.0
+
+
 def _per_kill(times: list[float], kills: list[float]) -> list[int]:
     """How many of ``times`` fall before each kill (and after the one before it); the
     last entry: after the last kill (none is expected there)."""
     counts = [0] * (len(kills) + 1)
+    edges = [kill + KILL_GRACE for kill in kills]
     for at in times:
-        counts[bisect.bisect_right(kills, at)] += 1
+        counts[bisect.bisect_right(edges, at)] += 1
     return counts
 
 
