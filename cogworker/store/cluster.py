@@ -152,6 +152,8 @@ def _sync_class(base: Any) -> type:
         try:
             return base.read_response(self, *args, **kwargs)
         except (MovedError, ClusterDownError) as exc:
+            if isinstance(exc, MovedError) and exc.slot_id != self.locator.slot:
+                raise  # a key of another slot: not ours to follow (store/errors.py: MOVING)
             raise _moved(self.locator, exc) from None
 
     return type(f"Slot{base.__name__}", (base,), {"_connect": _connect, "read_response": read_response})
@@ -173,6 +175,8 @@ def _async_class(base: Any) -> type:
         try:
             return await base.read_response(self, *args, **kwargs)
         except (MovedError, ClusterDownError) as exc:
+            if isinstance(exc, MovedError) and exc.slot_id != self.locator.slot:
+                raise
             raise _moved(self.locator, exc) from None
 
     return type(f"Slot{base.__name__}", (base,), {"_connect": _connect, "read_response": read_response})
