@@ -257,30 +257,36 @@ def test_moved_ask_and_tryagain_are_outages(cluster):  # noqa: F811
 
 
 def test_the_slot_moves_under_a_running_worker_nothing_lost_nothing_twice(cluster, cluster_config, log):  # noqa: F811
+    """The namespace's slot migrated key by key (ASK, TRYAGAIN meanwhile) then handed over
+    (MOVED) while 2 children work and the client enqueues: every job runs exactly once."""
     master = start(cluster, cluster_config, log, procs=2)
     tags = [f"m{i}" for i in range(300)]
     try:
         master.wait_children(2, timeout=60)
         slot = key_slot(cluster_config.keys.namespace)
         for tag in tags[:150]:
-            sentinel_app.logged.enqueue(tag, 0.01)
+            sentinel_app.logged.enqueue(tag, 0.02)
         wait_for(lambda: sum(runs(log)[1].values()) >= 20, 30, 0.05, "some jobs ran")
         source = cluster.owner_of_slot(slot)
         target = next(node for node in cluster.masters() if node.node_id != source.node_id)
         cluster.move_slot(slot, target, batch=5)
+        moved_at = time.time()
         for tag in tags[150:]:
             wait_for(lambda tag=tag: _try_enqueue(tag), 30, 0.05, "an enqueue after the move")
         wait_for(lambda: len(runs(log)[1]) == len(tags), 90, 0.2, "every job ran")
         assert cluster.owner_of_slot(slot).node_id == target.node_id
     finally:
         output = finish(master)
+    sys.stderr.write("".join(line + "\n" for line in output.splitlines() if "Redis" in line))  # the outages, if any
     started, ended = runs(log)
     assert set(ended) == set(tags) and max(ended.values()) == 1 and max(started.values()) == 1, output[-3000:]
+    ends = [float(line.split()[3]) for line in log.read_text().splitlines() if line.startswith("end m")]
+    assert sum(1 for at in ends if at < moved_at) < 150 < len(ends)  # jobs enqueued before ran after the move
 
 
 def _try_enqueue(tag):
     try:
-        return sentinel_app.logged.enqueue(tag, 0.01)
+        return sentinel_app.logged.enqueue(tag, 0.02)
     except cogworker.store.ConnectionError:
         return None
 

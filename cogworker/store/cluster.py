@@ -154,6 +154,7 @@ def _sync_class(base: Any) -> type:
         except (MovedError, ClusterDownError) as exc:
             if isinstance(exc, MovedError) and exc.slot_id != self.locator.slot:
                 raise  # a key of another slot: not ours to follow (store/errors.py: MOVING)
+            self.disconnect()  # held connections too (the fetch's): the next command reconnects
             raise _moved(self.locator, exc) from None
 
     return type(f"Slot{base.__name__}", (base,), {"_connect": _connect, "read_response": read_response})
@@ -177,6 +178,7 @@ def _async_class(base: Any) -> type:
         except (MovedError, ClusterDownError) as exc:
             if isinstance(exc, MovedError) and exc.slot_id != self.locator.slot:
                 raise
+            await self.disconnect()
             raise _moved(self.locator, exc) from None
 
     return type(f"Slot{base.__name__}", (base,), {"_connect": _connect, "read_response": read_response})
