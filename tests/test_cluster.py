@@ -227,14 +227,18 @@ def test_cron_with_two_masters_fires_each_slot_once(cluster, cluster_config):  #
 
 
 def test_wait_replicas_waits_on_the_writes_connection(cluster, cluster_ns):  # noqa: F811
+    """WAIT counts the replicas that acknowledged its own connection's writes: ours follows
+    the write on its connection, on the slot's master, so the replica holds the job when the
+    enqueue returns, and a stopped replica is seen as one (NotReplicated)."""
     cogworker.config._config = None
     config = cogworker.configure(redis_url=cluster.url, namespace=cluster_ns, wait_replicas=1, wait_timeout=0.5)
     try:
         assert sentinel_app.logged.enqueue("replicated")
         owner = cluster.owner(config.keys.queue("default"))
         replica = cluster.replica_of(owner)
-        reader = replica.server.client()
-        reader.execute_command("READONLY")  # single client connection: the read goes to the replica itself
+        reader = cogworker.store.Client(host="127.0.0.1", port=replica.port, single_connection_client=True)
+        reader.execute_command("READONLY")  # this connection may read the replica's own copy
+        assert reader.llen(config.keys.queue("default")) == 1  # the replica had it when enqueue returned
         cluster.pause(replica.port)
         try:
             with pytest.raises(cogworker.store.ConnectionError) as caught:
@@ -242,6 +246,7 @@ def test_wait_replicas_waits_on_the_writes_connection(cluster, cluster_ns):  # n
             assert "0 of the 1 replica(s)" in str(caught.value) and redis_errors.is_outage(caught.value)
         finally:
             cluster.resume(replica.port)
+            reader.close()
     finally:
         cogworker.config._config = None
 
