@@ -152,6 +152,9 @@ def _sync_class(base: Any) -> type:
         try:
             return base.read_response(self, *args, **kwargs)
         except (MovedError, ClusterDownError) as exc:
+            if isinstance(exc, MovedError) and exc.slot_id != self.locator.slot:
+                raise  # a key of another slot: not ours to follow (store/errors.py: MOVING)
+            self.disconnect()  # held connections too (the fetch's): the next command reconnects
             raise _moved(self.locator, exc) from None
 
     return type(f"Slot{base.__name__}", (base,), {"_connect": _connect, "read_response": read_response})
@@ -173,6 +176,9 @@ def _async_class(base: Any) -> type:
         try:
             return await base.read_response(self, *args, **kwargs)
         except (MovedError, ClusterDownError) as exc:
+            if isinstance(exc, MovedError) and exc.slot_id != self.locator.slot:
+                raise
+            await self.disconnect()
             raise _moved(self.locator, exc) from None
 
     return type(f"Slot{base.__name__}", (base,), {"_connect": _connect, "read_response": read_response})

@@ -142,7 +142,7 @@ class Cluster:
                 if "cluster_state:ok" not in text or not self._synced(server):
                     return False
             with contextlib.suppress(AssertionError, store.RedisError):
-                return len(self.masters()) == self.masters_wanted
+                return len(self.masters()) == self.masters_wanted and all(self._sees_all(s) for s in self.live())
             return False
         self.wait_for(ok, "the cluster did not come to cluster_state:ok", timeout)
 
@@ -153,6 +153,12 @@ class Cluster:
             replication = server.client().info("replication")
             return replication["role"] == "master" or replication.get("master_link_status") == "up"
         return False
+
+    def _sees_all(self, server: RedisServer) -> bool:
+        """``server`` knows every live node as up (no fail flag): gossip has settled."""
+        raw = server.client().execute_command("CLUSTER", "NODES")
+        seen = {node.port for node in self._parse_nodes(raw.decode() if isinstance(raw, bytes) else str(raw))}
+        return {live.port for live in self.live()} <= seen
 
     def nodes(self) -> list[Node]:
         """Every node as a live node says now (CLUSTER NODES), roles and slots."""
