@@ -2,6 +2,7 @@
 
     python -m bench.failover                 # 10 SIGKILLs of the Sentinel master, without and with wait_replicas=1
     python -m bench.failover --target cluster   # the same on a Redis Cluster: its namespace's master killed
+    python -m bench.failover --target cluster-other   # another master killed: the cluster is down meanwhile
     python -m bench.failover --rounds 3 --modes 0
 
 Two deployments on loopback (bench/failover_targets.py): ``sentinel``, a master, a replica
@@ -288,7 +289,9 @@ def report(rows: list[dict[str, Any]], command: str) -> str:
     title += f", the replica's link dropped {broken:g} s before each kill" if broken else ""
     job, rate, size = first.get("job_seconds", 0.002), first.get("enqueue_rate", 0), first.get("payload_kb", 0)
     title += f" ({job:g} s jobs{f' of {size} KB' if size else ''} at up to {rate:g} enqueues/s)"
-    what = "a Redis Cluster master's failover" if first.get("target") == "Cluster" else "a Sentinel failover"
+    target = str(first.get("target", "Sentinel"))
+    what = ("a Sentinel failover" if target == "Sentinel" else "a Redis Cluster master's failover"
+            if target == "Cluster" else f"a Redis Cluster master's failover ({target.split(', ', 1)[1]})")
     lines = [f"# What {what} loses{title}", "", f"`{command}` ({when})",
              "", "| wait_replicas | master SIGKILLs | acknowledged enqueues | lost (median per kill) "
              "| ran twice (median per kill) | twice at once | enqueues refused | failover (median s) |",
@@ -305,7 +308,7 @@ def report(rows: list[dict[str, Any]], command: str) -> str:
 
 
 def _result_name(args: argparse.Namespace) -> str:
-    base = "failover-cluster" if args.target == "cluster" else "failover"
+    base = "failover" if args.target == "sentinel" else f"failover-{args.target}"
     nemesis = ("-large" if args.payload_kb else "-backlog" if args.link_break and args.job_seconds > 0.002 else
                "-link-break" if args.link_break else "-paused" if args.replica_pause else "")
     return f"{base}{nemesis}-latest.md"
@@ -315,7 +318,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.failover", description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", choices=sorted(TARGETS), default="sentinel",
                         help="sentinel: a master, a replica, 3 sentinels; cluster: 3 masters + 3 replicas, "
-                             "the master of the namespace's slot killed")
+                             "the master of the namespace's slot killed; cluster-other: another master killed "
+                             "(the cluster is down meanwhile)")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--load", type=float, default=2.0, help="seconds of load before each kill")
     parser.add_argument("--rate", type=float, default=500.0, help="enqueues per second (at most)")
@@ -340,7 +344,7 @@ def main(argv: list[str] | None = None) -> None:
     command = "python -m bench.failover " + " ".join(argv if argv is not None else sys.argv[1:])
     RESULTS.mkdir(exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    prefix = "failover-cluster" if args.target == "cluster" else "failover"
+    prefix = "failover" if args.target == "sentinel" else f"failover-{args.target}"
     (RESULTS / f"{prefix}-{stamp}.json").write_text(json.dumps({"command": command, "rows": rows}, indent=1) + "\n")
     text = report(rows, command.strip())
     (RESULTS / _result_name(args)).write_text(text)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 
@@ -64,8 +65,14 @@ class ClusterTarget:
 
     name, namespace = "Cluster", "{cogworker}"
 
-    def __init__(self, node_timeout: int = 1000) -> None:
+    def __init__(self, node_timeout: int = 1000, victim: str = "owner") -> None:
         from cogworker.testing.cluster import Cluster
+        # "owner": the master serving the namespace; "other": one that doesn't (with
+        # cluster-require-full-coverage yes the whole cluster answers CLUSTERDOWN until
+        # its replica takes over, the namespace's master too).
+        self.victim = victim
+        if victim == "other":
+            self.name = "Cluster, another master killed"
         self.deployment = Cluster(node_timeout=node_timeout).start()
         # A node that never serves the namespace's slot: never killed, so every process
         # started later (a replaced child) still finds the cluster through it.
@@ -87,6 +94,9 @@ class ClusterTarget:
 
     def kill_master(self) -> Any:
         owner = self.owner()
+        if self.victim == "other":
+            owner = next(m for m in self.deployment.masters() if m.node_id != owner.node_id
+                         and m.port != self._url_port)
         self.deployment.kill(owner.port)
         return owner
 
@@ -99,7 +109,8 @@ class ClusterTarget:
         self.deployment.rejoin(killed.server, timeout=timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if online_replicas(self.master_client()) >= 1:
+            master = self.deployment.owner_of_slot(killed.slots[0][0])
+            if online_replicas(master.server.client()) >= 1:
                 return
             time.sleep(0.05)
         raise AssertionError(f"the rejoined node was no online replica within {timeout}s")
@@ -117,4 +128,9 @@ def online_replicas(client: Any) -> int:
     return 0
 
 
-TARGETS = {"sentinel": SentinelTarget, "cluster": ClusterTarget}
+def _other() -> ClusterTarget:
+    return ClusterTarget(victim="other")
+
+
+TARGETS: dict[str, Callable[[], Target]] = {"sentinel": SentinelTarget, "cluster": ClusterTarget,
+                                            "cluster-other": _other}

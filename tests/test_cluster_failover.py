@@ -6,7 +6,8 @@ every job's start and end logged outside Redis. The master serving the namespace
 SIGKILLed twice, each time right after its replica was SIGSTOPped with 100 KB jobs in
 flight (the nemesis that loses acknowledged enqueues without ``wait_replicas``: the
 replica's socket buffers fill and the rest of the stream dies with the master); the
-replica takes over, the killed node comes back as its replica. The promises: no
+replica takes over, the killed node comes back as its replica; then another master is
+killed (the whole cluster answers CLUSTERDOWN until its replica takes over). The promises: no
 acknowledged enqueue lost, no job run twice at once, and the same worker rides both
 failovers out and goes on working."""
 
@@ -41,7 +42,14 @@ def test_wait_replicas_loses_nothing_acknowledged_through_cluster_failovers():
             failover.one_kill(run, pause=0.3, link_break=0)
             assert run.worker.alive(), run.worker.output()[-4000:]
             assert len(run.acked) > before  # the load went on across the kill
+        # Another master dies: with cluster-require-full-coverage the namespace's master
+        # answers CLUSTERDOWN until that one's replica takes over, an outage to ride out too.
+        run.target.victim = "other"
+        before = len(run.acked)
+        failover.one_kill(run, pause=0, link_break=0)
+        assert run.worker.alive(), run.worker.output()[-4000:]
         time.sleep(1.0)
+        assert len(run.acked) > before
         run.stop.set()
         producer.join(30)
         assert failover.drained_within(time.monotonic() + 60, run.target.namespace), run.worker.output()[-4000:]
@@ -58,7 +66,7 @@ def test_wait_replicas_loses_nothing_acknowledged_through_cluster_failovers():
         run.stop.set()
         run.worker.stop()
         run.target.cleanup()
-    assert len(run.kills) == KILLS and all(seconds < 30 for seconds in run.failovers)
+    assert len(run.kills) == KILLS + 1 and all(seconds < 30 for seconds in run.failovers)
     assert figures["acknowledged"] > 0 and any(at > run.kills[-1] for _, at in run.acked)
     assert figures["lost"] == 0, figures
     assert figures["twice_at_once"] == 0, figures
