@@ -78,16 +78,20 @@ def test_cluster_mode_is_detected_and_the_namespace_is_one_hash_tag(cluster, clu
 
 
 def test_every_face_works_on_the_cluster(cluster, cluster_config, log):  # noqa: F811
+    from apps import cluster_app
     url, ns = cluster.url, cluster_config.namespace
     sentinel_app.logged.enqueue("sync")
     asyncio.run(_enqueue_async("async"))
+    cluster_app.logged.enqueue_many([("bulk-1",), ("bulk-2",)])
+    cluster_app.blob.enqueue("big", "x" * 200_000)
     owner = cluster.owner(cluster_config.keys.queue("default"))
-    assert owner.server.client().llen(cluster_config.keys.queue("default")) == 2  # on the slot's master
-    assert api.stats().enqueued == 2 and any(q.name == "default" for q in api.queues())
+    assert owner.server.client().llen(cluster_config.keys.queue("default")) == 5  # on the slot's master
+    assert api.stats().enqueued == 5 and any(q.name == "default" for q in api.queues())
     port = free_port()
     master = start(cluster, cluster_config, log, procs=2, args=["--metrics-port", str(port)])
     try:
-        wait_for(lambda: runs(log)[1]["sync"] == 1 and runs(log)[1]["async"] == 1, 60, 0.05, "both jobs ran")
+        wait_for(lambda: all(runs(log)[1][tag] == 1 for tag in ("sync", "async", "bulk-1", "bulk-2", "big:200000")),
+                 60, 0.05, "every job ran")
         wait_for(lambda: any(name == "cogworker_jobs_total" for name, _ in _scraped(port) or {}), 60, 0.2,
                  "/metrics counting the jobs")
         _cli_and_web_work(url, ns)
@@ -257,6 +261,15 @@ def test_moved_ask_and_tryagain_are_outages(cluster):  # noqa: F811
         assert redis_errors.classify(reply) == redis_errors.MOVING and redis_errors.is_outage(
             redis_errors.as_error(reply))
     assert redis_errors.is_outage(cluster_mode.SlotMoved("moved"))
+    # A client not in cluster mode (said so, or the cluster was away at its start) on a node
+    # that doesn't serve the slot: MOVED, an outage whose line says what to set.
+    owner = cluster.owner("{plain-client}")
+    other = next(node for node in cluster.masters() if node.node_id != owner.node_id)
+    config = cogworker.Config(redis_url=f"redis://127.0.0.1:{other.port}/0", namespace="{plain-client}",
+                              redis_cluster=False)
+    with pytest.raises(cogworker.store.RedisError) as caught:
+        config.redis().llen(config.keys.queue("default"))
+    assert redis_errors.is_outage(caught.value) and "COGWORKER_REDIS_CLUSTER=1" in redis_errors.describe(caught.value)
     assert cluster_mode.tagged("a") == "{a}" and cluster_mode.tagged("x{a}") == "x{a}"
     assert cluster_mode.tagged("{}") == "{{}}" and not cluster_mode.has_tag("{}")
 

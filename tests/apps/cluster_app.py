@@ -47,5 +47,12 @@ def sleepy(tag, seconds):
     _log("end", tag)
 
 
+@cogworker.job
+def blob(tag, data):
+    """A large job (its enqueue goes through a pipeline, its ack sends the payload from its own buffer)."""
+    _log("start", tag)
+    _log("end", f"{tag}:{len(data)}")
+
+
 # Short liveness settings (as apps.fence_app): a process is declared dead after 6 s.
 cogworker.configure(orphan_threshold=6.0, heartbeat_interval=0.5, recovery_interval=0.5)
