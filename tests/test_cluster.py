@@ -94,6 +94,10 @@ def test_every_face_works_on_the_cluster(cluster, cluster_config, log):  # noqa:
                  60, 0.05, "every job ran")
         wait_for(lambda: any(name == "cogworker_jobs_total" for name, _ in _scraped(port) or {}), 60, 0.2,
                  "/metrics counting the jobs")
+        # Results, a chord (a group's callback) and the blocking waits for them (BLPOP).
+        assert cogworker.result(cluster_app.add.enqueue(2, 3), timeout=30) == 5
+        chord = cogworker.chord([cluster_app.add.s(i, i) for i in range(3)], cluster_app.total.s()).enqueue()
+        assert cogworker.result(chord, timeout=30) == 6
         _cli_and_web_work(url, ns)
     finally:
         output = finish(master)
