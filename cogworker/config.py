@@ -305,12 +305,10 @@ class Config:
     @property
     def cluster(self) -> bool:
         """Whether this config runs on a Redis Cluster: said, or asked of the node once (a
-        node that can't be reached yet: plain for now, asked again next time)."""
+        node that can't be reached then: plain; a cluster's MOVED then says so, store/errors.py)."""
         if self._cluster is None:
             found = is_cluster(self.client_url, self.socket_connect_timeout, self.redis_cluster)
-            if found is None:
-                return False
-            self._cluster = found
+            self._cluster = bool(found)
         return self._cluster
 
     @property
@@ -323,10 +321,8 @@ class Config:
             namespace = cluster_mode.tagged(namespace)
             logger.warning("Redis Cluster: namespace %r is used as %r (one hash tag: every key of "
                            "cogworker's in one slot)", self.namespace, namespace)
-        keys = Keys(namespace)
-        if self._cluster is not None:  # known: kept (unknown yet: built again next time)
-            self._keys = keys
-        return keys
+        self._keys = Keys(namespace)
+        return self._keys
 
     def __repr__(self) -> str:
         shown = {f.name: getattr(self, f.name) for f in fields(self)}

@@ -79,6 +79,10 @@ def describe(error: BaseException) -> str:
         return f"Redis is out of memory (OOM: {error}); jobs stay where they are"
     if kind == READONLY:
         return "Redis is read-only (READONLY: a replica now, after a failover?); reconnecting"
+    if isinstance(error, redis.exceptions.MovedError):  # never our slot's: cluster.SlotMoved is
+        return (f"Redis Cluster answered MOVED ({error}): a key outside the namespace's slot, or a client not "
+                "in cluster mode (was the cluster unreachable when this process started? set "
+                "COGWORKER_REDIS_CLUSTER=1)")
     if kind == MOVING:
         return f"Redis Cluster is moving the namespace's slot ({error}); waiting for the move to end"
     if isinstance(error, SlotMoved):

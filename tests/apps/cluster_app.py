@@ -47,5 +47,22 @@ def sleepy(tag, seconds):
     _log("end", tag)
 
 
+@cogworker.job
+def blob(tag, data):
+    """A large job (its enqueue goes through a pipeline, its ack sends the payload from its own buffer)."""
+    _log("start", tag)
+    _log("end", f"{tag}:{len(data)}")
+
+
+@cogworker.job(results=True)
+def add(a, b):
+    return a + b
+
+
+@cogworker.job(results=True)
+def total(values):
+    return sum(values)
+
+
 # Short liveness settings (as apps.fence_app): a process is declared dead after 6 s.
 cogworker.configure(orphan_threshold=6.0, heartbeat_interval=0.5, recovery_interval=0.5)
