@@ -8,7 +8,7 @@ flight (the nemesis that loses acknowledged enqueues without ``wait_replicas``: 
 replica's socket buffers fill and the rest of the stream dies with the master); the
 replica takes over, the killed node comes back as its replica; then another master is
 killed (the whole cluster answers CLUSTERDOWN until its replica takes over). The promises: no
-acknowledged enqueue lost, no job run twice at once, and the same worker rides both
+acknowledged enqueue lost, no job run twice at once, and the same worker rides the three
 failovers out and goes on working."""
 
 from __future__ import annotations
