@@ -1,11 +1,16 @@
-"""What a Sentinel failover loses, Jepsen-style (README "Past one Redis"; docs/architecture.md#replication).
+"""What a failover loses, Jepsen-style (README "Past one Redis"; docs/architecture.md#replication).
 
-    python -m bench.failover                 # 10 SIGKILLs of the master, without and with wait_replicas=1
+    python -m bench.failover                 # 10 SIGKILLs of the Sentinel master, without and with wait_replicas=1
+    python -m bench.failover --target cluster   # the same on a Redis Cluster: its namespace's master killed
+    python -m bench.failover --target cluster-other   # another master killed: the cluster is down meanwhile
     python -m bench.failover --rounds 3 --modes 0
 
-A Sentinel deployment on loopback (cogworker.testing.sentinel: a master, a replica, 3
-sentinels with down-after 600 ms), a ``cogworker-prefork --procs 2`` worker on its
-redis+sentinel:// URL, and a producer thread enqueueing as fast as the rate allows. Every
+Two deployments on loopback (bench/failover_targets.py): ``sentinel``, a master, a replica
+and 3 sentinels with down-after 600 ms (cogworker.testing.sentinel), on its redis+sentinel://
+URL; ``cluster``, 3 masters and 3 replicas with cluster-node-timeout 1000 ms
+(cogworker.testing.cluster), the namespace ``{cogworker}`` one hash tag, so one master
+owns it all. A ``cogworker-prefork --procs 2`` worker, and a producer thread enqueueing as
+fast as the rate allows. Every
 acknowledged enqueue (the call returned a jid) is logged by the producer; every job's
 start and end by the job itself (bench/apps/failover_app.py, an O_APPEND file: nothing of
 the log is in Redis). Each round: load for ``--load`` seconds (with ``--replica-pause S``
@@ -13,8 +18,9 @@ the replica is then SIGSTOPped for S seconds, as a replica falling behind, and r
 right after the kill; with ``--link-break S`` the master drops its replica's link S
 seconds before the kill, as a network blip would, and the replica reconnects within about
 a second; with ``--payload-kb K`` each job carries K KB, so a paused replica's socket
-buffers fill and the rest of the stream waits in the master's memory, lost with it), SIGKILL the master, wait
-for the sentinels to promote the replica, restart the killed node (empty) as a replica of
+buffers fill and the rest of the stream waits in the master's memory, lost with it), SIGKILL the master
+(on the cluster: the master serving the namespace's slot), wait
+for its replica to be promoted, restart the killed node (empty) as a replica of
 the new one, so the next round has a replica again. Then the producer stops, the worker
 drains, and the logs are compared:
 
@@ -22,16 +28,21 @@ drains, and the logs are compared:
 - twice: jobs that started more than once;
 - twice at once: jobs whose runs overlapped in time (two processes at once).
 
+Each is also counted per kill (a lost enqueue against the first kill after it was
+acknowledged, a job run twice against the first kill after its first start): the report
+gives totals and the median per kill.
+
 With ``wait_replicas=1`` (producer and worker) an enqueue returns only once the replica
 holds it, and a fetch's, ack's or filing's move is replicated before the worker acts on
 it; a write without a replica in time raises NotReplicated (not acknowledged, so not
 counted: the producer retries with a new job). Results: bench/results/failover-<time>.json
-and failover-latest.md.
+and failover-latest.md (``--target cluster``: failover-cluster-*).
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
 import sys
@@ -40,7 +51,11 @@ import threading
 import time
 import uuid
 from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from bench.failover_targets import TARGETS, Target
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -92,21 +107,50 @@ def _overlapping(events: list[tuple[str, int, float]]) -> bool:
     return False
 
 
-def analyse(acked: list[tuple[str, float]], log: Path) -> dict[str, int]:
+def analyse(acked: list[tuple[str, float]], log: Path, kills: list[float] | None = None) -> dict[str, Any]:
+    """The counts over the whole run, and per kill (``kills``: when each SIGKILL was sent):
+    a lost enqueue is counted against the first kill after its acknowledgement, a job run
+    twice against the first kill after its first start."""
     runs = _runs(log)
     starts = {tag: sum(1 for e in events if e[0] == "start") for tag, events in runs.items()}
-    acked_tags = {tag for tag, _ in acked}
-    return {
-        "acknowledged": len(acked_tags),
-        "lost": sum(1 for tag in acked_tags if not starts.get(tag)),
-        "ran": sum(1 for tag in acked_tags if starts.get(tag)),
-        "twice": sum(1 for n in starts.values() if n > 1),
-        "twice_at_once": sum(1 for events in runs.values() if _overlapping(events)),
-        "unacknowledged_ran": sum(1 for tag in starts if tag not in acked_tags),
+    acked_at = dict(acked)
+    lost = [tag for tag in acked_at if not starts.get(tag)]
+    twice = [tag for tag, n in starts.items() if n > 1]
+    at_once = [tag for tag, events in runs.items() if _overlapping(events)]
+    figures: dict[str, Any] = {
+        "acknowledged": len(acked_at),
+        "lost": len(lost),
+        "ran": sum(1 for tag in acked_at if starts.get(tag)),
+        "twice": len(twice),
+        "twice_at_once": len(at_once),
+        "unacknowledged_ran": sum(1 for tag in starts if tag not in acked_at),
     }
+    if kills is not None:
+        first = {tag: min(at for event, _pid, at in events if event == "start") for tag, events in runs.items()
+                 if any(e[0] == "start" for e in events)}
+        figures["lost_per_kill"] = _per_kill([acked_at[tag] for tag in lost], kills)
+        figures["twice_per_kill"] = _per_kill([first[tag] for tag in twice], kills)
+        figures["twice_at_once_per_kill"] = _per_kill([first[tag] for tag in at_once], kills)
+    return figures
 
 
-def _drained(deadline: float) -> bool:
+# A reply the killed master sent just before it died may be read, and a job it handed
+# out started, a moment after the kill is logged; nothing new is acknowledged or fetched
+# for a second after a kill (a promotion takes about 2 s), so that moment counts as before.
+KILL_GRACE = 1.0
+
+
+def _per_kill(times: list[float], kills: list[float]) -> list[int]:
+    """How many of ``times`` fall before each kill (and after the one before it); the
+    last entry: after the last kill (none is expected there)."""
+    counts = [0] * (len(kills) + 1)
+    edges = [kill + KILL_GRACE for kill in kills]
+    for at in times:
+        counts[bisect.bisect_right(edges, at)] += 1
+    return counts
+
+
+def drained_within(deadline: float, namespace: str) -> bool:
     """Until no job waits on a queue, in retry or on an in-progress list, for 3 s."""
     import cogworker
     from cogworker.testing.servers import PreforkWorker
@@ -114,7 +158,7 @@ def _drained(deadline: float) -> bool:
     while time.monotonic() < deadline:
         try:
             client = cogworker.get_config().redis()
-            busy = PreforkWorker._busy(client, "cogworker") or client.zcard("cogworker:retry") > 0
+            busy = PreforkWorker._busy(client, namespace) or client.zcard(f"{namespace}:retry") > 0
         except Exception:
             busy = True
         quiet = 0 if busy else quiet + 1
@@ -124,98 +168,158 @@ def _drained(deadline: float) -> bool:
     return False
 
 
-def one_mode(wait: int, rounds: int, load: float, rate: float, procs: int, pause: float,
-             link_break: float, job_seconds: float, payload_kb: int = 0) -> dict[str, object]:
+@dataclass
+class Run:
+    """One mode's moving parts: the deployment, the worker, the producer and its log."""
+
+    target: Target
+    worker: Any
+    log: Path
+    acked: list[tuple[str, float]] = field(default_factory=list)
+    refused: Counter[str] = field(default_factory=Counter)
+    stop: threading.Event = field(default_factory=threading.Event)
+    failovers: list[float] = field(default_factory=list)
+    kills: list[float] = field(default_factory=list)
+
+
+def start_run(target_name: str, wait: int, procs: int, job_seconds: float) -> Run:
     import cogworker
-    from cogworker.testing.sentinel import Sentinels
     from cogworker.testing.servers import PreforkWorker
 
     work_dir = Path(tempfile.mkdtemp(prefix="cogworker-failover-"))
     log = work_dir / "runs.log"
     log.touch()
     os.environ["BENCH_FAILOVER_LOG"] = str(log)
-    deployment = Sentinels().start()
-    url = deployment.url()
+    target: Target = TARGETS[target_name]()
+    url = target.url()
     cogworker.config._config = None
-    cogworker.configure(redis_url=url, wait_replicas=wait, wait_timeout=0.5, socket_timeout=2.0)
+    cogworker.configure(redis_url=url, namespace=target.namespace, wait_replicas=wait, wait_timeout=0.5,
+                        socket_timeout=2.0)
     env = {"BENCH_FAILOVER_LOG": str(log), "COGWORKER_WAIT_REPLICAS": str(wait), "COGWORKER_WAIT_TIMEOUT": "0.5",
            "PYTHONPATH": str(ROOT), "BENCH_FAILOVER_JOB_SECONDS": str(job_seconds)}
-    worker = PreforkWorker(url, "bench.apps.failover_app", procs=procs, env=env)
-    acked: list[tuple[str, float]] = []
-    refused: Counter[str] = Counter()
-    stop = threading.Event()
-    producer = threading.Thread(target=_producer, args=(stop, rate, acked, refused, "x" * (payload_kb * 1024)),
-                                daemon=True)
-    failovers: list[float] = []
     try:
-        worker.wait_ready()
-        producer.start()
+        worker = PreforkWorker(url, "bench.apps.failover_app", procs=procs, env=env, namespace=target.namespace)
+    except BaseException:
+        target.cleanup()
+        raise
+    return Run(target, worker, log)
+
+
+def start_producer(run: Run, rate: float, payload_kb: int = 0) -> threading.Thread:
+    """The producer, enqueueing into ``run.acked`` until ``run.stop`` is set."""
+    producer = threading.Thread(target=_producer, args=(run.stop, rate, run.acked, run.refused,
+                                                        "x" * (payload_kb * 1024)), daemon=True)
+    producer.start()
+    return producer
+
+
+def one_kill(run: Run, pause: float, link_break: float) -> None:
+    """The nemesis once: the replica paused or its link dropped if asked, the master of
+    the namespace SIGKILLed, its replica promoted, the killed node back as a replica."""
+    lagging = run.target.lagging_replica() if pause else None
+    if lagging is not None:  # the replica falls behind (a GC pause, a network hiccup)
+        lagging.pause()
+        time.sleep(pause)
+    if link_break:  # the replica's link drops (a network blip): it reconnects within ~1 s
+        run.target.master_client().client_kill_filter(_type="replica")
+        time.sleep(link_break)
+    run.kills.append(time.time())
+    killed = run.target.kill_master()
+    if lagging is not None:
+        lagging.resume()
+    started = time.monotonic()
+    run.target.wait_failover(killed, 60)
+    run.failovers.append(time.monotonic() - started)
+    time.sleep(0.5)  # load on the promoted master while it has no replica
+    run.target.rejoin(killed, 60)
+
+
+def _not_drained(run: Run) -> None:
+    """Says where the jobs are, and what the worker said."""
+    import cogworker
+    client = cogworker.get_config().redis()
+    where = {key.decode(): client.llen(key) for key in client.scan_iter(match=f"{run.target.namespace}:*")
+             if client.type(key) == b"list"}
+    print(f"  not drained: {where}\n{run.worker.output()[-6000:]}", flush=True)
+
+
+def one_mode(wait: int, rounds: int, load: float, rate: float, procs: int, pause: float,
+             link_break: float, job_seconds: float, payload_kb: int = 0,
+             target: str = "sentinel") -> dict[str, object]:
+    run = start_run(target, wait, procs, job_seconds)
+    try:
+        run.worker.wait_ready()
+        producer = start_producer(run, rate, payload_kb)
         for number in range(rounds):
             time.sleep(load)
-            lagging = deployment.replica if pause else None
-            if lagging is not None:  # the replica falls behind (a GC pause, a network hiccup)
-                lagging.pause()
-                time.sleep(pause)
-            if link_break:  # the replica's link drops (a network blip): it reconnects within ~1 s
-                deployment.master.client().client_kill_filter(_type="replica")
-                time.sleep(link_break)
-            killed = deployment.kill_master()
-            if lagging is not None:
-                lagging.resume()
-            started = time.monotonic()
-            deployment.wait_failover(killed.port, timeout=60)
-            failovers.append(time.monotonic() - started)
-            time.sleep(0.5)  # load on the promoted master while it has no replica
-            deployment.rejoin(killed, timeout=60)
-            print(f"  wait_replicas={wait} round {number + 1}/{rounds}: promoted in {failovers[-1]:.1f}s, "
-                  f"{len(acked)} acknowledged so far", flush=True)
+            one_kill(run, pause, link_break)
+            print(f"  {run.target.name} wait_replicas={wait} round {number + 1}/{rounds}: promoted in "
+                  f"{run.failovers[-1]:.1f}s, {len(run.acked)} acknowledged so far", flush=True)
         time.sleep(load)
-        stop.set()
+        run.stop.set()
         producer.join(30)
-        drained = _drained(time.monotonic() + float(os.environ.get("BENCH_FAILOVER_DRAIN", "180")))
-        if not drained:  # say where the jobs are, and what the worker said
-            client = cogworker.get_config().redis()
-            where = {key.decode(): client.llen(key) for key in client.scan_iter(match="cogworker:*")
-                     if client.type(key) == b"list"}
-            print(f"  not drained: {where}\n{worker.output()[-6000:]}", flush=True)
-        worker.stop()
-        figures = analyse(acked, log)
+        drained = drained_within(time.monotonic() + float(os.environ.get("BENCH_FAILOVER_DRAIN", "180")),
+                           run.target.namespace)
+        if not drained:
+            _not_drained(run)
+        run.worker.stop()
+        figures = analyse(run.acked, run.log, run.kills)
     finally:
-        stop.set()
-        if worker.stopped is None:
-            worker.stop()
-        deployment.cleanup()
-    return {"wait_replicas": wait, "rounds": rounds, "drained": drained, **figures,
-            "refused": dict(refused), "failover_seconds": [round(s, 2) for s in failovers],
+        run.stop.set()
+        if run.worker.stopped is None:
+            run.worker.stop()
+        run.target.cleanup()
+    return {"target": run.target.name, "wait_replicas": wait, "rounds": rounds, "drained": drained, **figures,
+            "refused": dict(run.refused), "failover_seconds": [round(s, 2) for s in run.failovers],
             "enqueue_rate": rate, "procs": procs, "load_seconds": load, "replica_paused_before_kill": pause,
             "replica_link_broken_before_kill": link_break, "job_seconds": job_seconds,
             "payload_kb": payload_kb}
 
 
-def report(rows: list[dict[str, object]], command: str) -> str:
+def _median(values: list[float] | list[int]) -> float:
+    ordered = sorted(values)
+    return float(ordered[len(ordered) // 2]) if ordered else 0.0
+
+
+def report(rows: list[dict[str, Any]], command: str) -> str:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    paused = rows[0].get("replica_paused_before_kill") if rows else 0
-    broken = rows[0].get("replica_link_broken_before_kill") if rows else 0
+    first = rows[0] if rows else {}
+    paused, broken = first.get("replica_paused_before_kill", 0), first.get("replica_link_broken_before_kill", 0)
     title = f", the replica SIGSTOPped {paused:g} s before each kill" if paused else ""
     title += f", the replica's link dropped {broken:g} s before each kill" if broken else ""
-    job = rows[0].get("job_seconds", 0.002) if rows else 0.002
-    rate = rows[0].get("enqueue_rate", 0) if rows else 0
-    size = rows[0].get("payload_kb", 0) if rows else 0
+    job, rate, size = first.get("job_seconds", 0.002), first.get("enqueue_rate", 0), first.get("payload_kb", 0)
     title += f" ({job:g} s jobs{f' of {size} KB' if size else ''} at up to {rate:g} enqueues/s)"
-    lines = [f"# What a Sentinel failover loses{title}", "", f"`{command}` ({when})",
-             "", "| wait_replicas | master SIGKILLs | acknowledged enqueues | lost | ran twice | twice at once "
-             "| enqueues refused | failover (median s) |", "|---|---|---|---|---|---|---|---|"]
+    target = str(first.get("target", "Sentinel"))
+    what = ("a Sentinel failover" if target == "Sentinel" else "a Redis Cluster master's failover"
+            if target == "Cluster" else f"a Redis Cluster master's failover ({target.split(', ', 1)[1]})")
+    lines = [f"# What {what} loses{title}", "", f"`{command}` ({when})",
+             "", "| wait_replicas | master SIGKILLs | acknowledged enqueues | lost (median per kill) "
+             "| ran twice (median per kill) | twice at once | enqueues refused | failover (median s) |",
+             "|---|---|---|---|---|---|---|---|"]
     for row in rows:
-        times = sorted(row["failover_seconds"])  # type: ignore[arg-type]
-        median = times[len(times) // 2] if times else 0.0
-        refused = sum(row["refused"].values())  # type: ignore[attr-defined]
-        lines.append(f"| {row['wait_replicas']} | {row['rounds']} | {row['acknowledged']:,} | {row['lost']:,} | "
-                     f"{row['twice']:,} | {row['twice_at_once']:,} | {refused:,} | {median:.1f} |")
+        kills = int(row["rounds"])
+        lost = _median(row.get("lost_per_kill", [0])[:kills])
+        twice = _median(row.get("twice_per_kill", [0])[:kills])
+        refused = sum(row["refused"].values())
+        lines.append(f"| {row['wait_replicas']} | {kills} | {row['acknowledged']:,} | {row['lost']:,} ({lost:g}) | "
+                     f"{row['twice']:,} ({twice:g}) | {row['twice_at_once']:,} | {refused:,} | "
+                     f"{_median(row['failover_seconds']):.1f} |")
     return "\n".join(lines) + "\n"
+
+
+def _result_name(args: argparse.Namespace) -> str:
+    base = "failover" if args.target == "sentinel" else f"failover-{args.target}"
+    nemesis = ("-large" if args.payload_kb else "-backlog" if args.link_break and args.job_seconds > 0.002 else
+               "-link-break" if args.link_break else "-paused" if args.replica_pause else "")
+    return f"{base}{nemesis}-latest.md"
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.failover", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--target", choices=sorted(TARGETS), default="sentinel",
+                        help="sentinel: a master, a replica, 3 sentinels; cluster: 3 masters + 3 replicas, "
+                             "the master of the namespace's slot killed; cluster-other: another master killed "
+                             "(the cluster is down meanwhile)")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--load", type=float, default=2.0, help="seconds of load before each kill")
     parser.add_argument("--rate", type=float, default=500.0, help="enqueues per second (at most)")
@@ -233,20 +337,17 @@ def main(argv: list[str] | None = None) -> None:
     sys.path.insert(0, str(ROOT))
     rows = []
     for wait in (int(w) for w in args.modes.split(",")):
-        print(f"wait_replicas={wait}: {args.rounds} SIGKILLs of the master", flush=True)
+        print(f"{args.target}, wait_replicas={wait}: {args.rounds} SIGKILLs of the master", flush=True)
         rows.append(one_mode(wait, args.rounds, args.load, args.rate, args.procs, args.replica_pause,
-                             args.link_break, args.job_seconds, args.payload_kb))
+                             args.link_break, args.job_seconds, args.payload_kb, args.target))
         print(json.dumps(rows[-1]), flush=True)
     command = "python -m bench.failover " + " ".join(argv if argv is not None else sys.argv[1:])
     RESULTS.mkdir(exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    (RESULTS / f"failover-{stamp}.json").write_text(json.dumps({"command": command, "rows": rows}, indent=1) + "\n")
+    prefix = "failover" if args.target == "sentinel" else f"failover-{args.target}"
+    (RESULTS / f"{prefix}-{stamp}.json").write_text(json.dumps({"command": command, "rows": rows}, indent=1) + "\n")
     text = report(rows, command.strip())
-    name = ("failover-large-latest.md" if args.payload_kb else
-            "failover-backlog-latest.md" if args.link_break and args.job_seconds > 0.002 else
-            "failover-link-break-latest.md" if args.link_break else
-            "failover-paused-latest.md" if args.replica_pause else "failover-latest.md")
-    (RESULTS / name).write_text(text)
+    (RESULTS / _result_name(args)).write_text(text)
     print(text)
 
 

@@ -17,7 +17,8 @@ from urllib.parse import parse_qs, urlparse
 from .errors import ConfigurationError
 from .keys import Keys
 from .store import Client, lua, sentinel
-from .store.connection import connect
+from .store import cluster as cluster_mode
+from .store.connection import connect, is_cluster
 from .store.replication import Need
 from .store.tls import without_tls_options
 
@@ -103,6 +104,13 @@ def wait_replicas_from_env() -> int:
     if not text.strip().isdigit():
         raise ConfigurationError(f"COGWORKER_WAIT_REPLICAS must be a whole number, got {text!r}")
     return int(text)
+
+
+def cluster_from_env() -> bool | None:
+    try:
+        return cluster_mode.setting(os.environ.get("COGWORKER_REDIS_CLUSTER") or "")
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
 
 
 def wait_timeout_from_env() -> float:
@@ -270,6 +278,9 @@ class Config:
     # in the same round trip), or raises NotReplicated after wait_timeout seconds. 0: off.
     wait_replicas: int = field(default_factory=wait_replicas_from_env)
     wait_timeout: float = field(default_factory=wait_timeout_from_env)
+    # Redis Cluster (docs/architecture.md#cluster): None asks the node at the first connect
+    # (INFO cluster); True/False say it. In cluster mode the namespace is one hash tag.
+    redis_cluster: bool | None = field(default_factory=cluster_from_env)
 
     def __post_init__(self) -> None:
         validate_redis_url(self.redis_url)
@@ -283,10 +294,35 @@ class Config:
                 raise ConfigurationError(f"{name} must be a whole number of seconds, at least 1; got {value!r}")
         validate_wait(self)
         validate_retention(self)
-        self.keys = Keys(self.namespace)
+        if self.redis_cluster not in (None, True, False):
+            raise ConfigurationError(f"redis_cluster must be True, False or None, got {self.redis_cluster!r}")
+        self._keys: Keys | None = None
+        self._cluster: bool | None = None
         self._lock = threading.Lock()
         self._client: Client | None = None
         self._pid = 0
+
+    @property
+    def cluster(self) -> bool:
+        """Whether this config runs on a Redis Cluster: said, or asked of the node once (a
+        node that can't be reached then: plain; a cluster's MOVED then says so, store/errors.py)."""
+        if self._cluster is None:
+            found = is_cluster(self.client_url, self.socket_connect_timeout, self.redis_cluster)
+            self._cluster = bool(found)
+        return self._cluster
+
+    @property
+    def keys(self) -> Keys:
+        """Every key name, under the namespace (in cluster mode: as one hash tag)."""
+        if self._keys is not None:
+            return self._keys
+        cluster, namespace = self.cluster, self.namespace
+        if cluster and not cluster_mode.has_tag(namespace):
+            namespace = cluster_mode.tagged(namespace)
+            logger.warning("Redis Cluster: namespace %r is used as %r (one hash tag: every key of "
+                           "cogworker's in one slot)", self.namespace, namespace)
+        self._keys = Keys(namespace)
+        return self._keys
 
     def __repr__(self) -> str:
         shown = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -312,7 +348,7 @@ class Config:
 
     def new_client(self, socket_timeout: float | None = None) -> Client:
         return connect(self.client_url, socket_timeout or self.socket_timeout, self.socket_connect_timeout,
-                       self.replication_need)
+                       self.replication_need, self.cluster, self.keys.namespace)
 
     @property
     def replication_need(self) -> Need | None:

@@ -24,8 +24,9 @@ from ..store.connection import connect_async
 from . import enqueue as client
 from . import status as status_enqueue
 
-# loop -> {(redis URL, wait_replicas's need): client}: a redis.asyncio client belongs to the loop it first ran on.
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, Any], store.AsyncClient]] = \
+# loop -> {(redis URL, wait_replicas's need, namespace): client}: a redis.asyncio client belongs to the
+# loop it first ran on.
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, Any, str], store.AsyncClient]] = \
     weakref.WeakKeyDictionary()
 
 
@@ -34,11 +35,12 @@ def async_redis(config: Config | None = None) -> store.AsyncClient:
     config = config or get_config()
     loop = asyncio.get_running_loop()
     per_loop = _clients.setdefault(loop, {})
-    key = (config.redis_url, config.replication_need)
+    key = (config.redis_url, config.replication_need, config.keys.namespace)
     found = per_loop.get(key)
-    if found is None:
+    if found is None:  # config.cluster: asked of the node once per process (a blocking INFO), then kept
         found = per_loop[key] = connect_async(
-            config.client_url, config.socket_timeout, config.socket_connect_timeout, config.replication_need)
+            config.client_url, config.socket_timeout, config.socket_connect_timeout, config.replication_need,
+            config.cluster, config.keys.namespace)
     return found
 
 

@@ -7,7 +7,8 @@ path's commands, ``errors`` says what an error reply means and ``guard`` is the 
 around Redis work (``Outage``, ``handle``, ``best_effort``, ``Breaker``).
 
 The names here are what the rest of the package uses instead of redis-py's: the client
-types and the errors it catches. Redis Cluster and Sentinel plug in under this seam.
+types and the errors it catches. Sentinel (``sentinel``) and Redis Cluster (``cluster``: a
+client of the master serving the namespace's slot) plug in under this seam.
 """
 
 from __future__ import annotations

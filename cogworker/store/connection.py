@@ -2,7 +2,9 @@
 the async client ask here). Every client gets a socket timeout, so a hung Redis can't
 freeze a loop, and no retry on timeout: the callers' error policy (``guard``) decides.
 The URL's scheme chooses the client: ``redis+sentinel://`` (store/sentinel.py) asks
-Sentinel for the master; a Cluster client plugs in here the same way. ``wait_replicas``
+Sentinel for the master; a ``redis://`` URL naming a Redis Cluster node (detected with one
+``INFO cluster`` at the first connect, or said by ``cluster``) gets a client of the master
+serving the namespace's slot (store/cluster.py). ``wait_replicas``
 (store/replication.py) is attached to the client made, whichever it is."""
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
+from . import cluster as cluster_mode
 from . import replication, sentinel
 
 if TYPE_CHECKING:
@@ -18,25 +21,49 @@ if TYPE_CHECKING:
 
 
 def connect(url: str, socket_timeout: float, socket_connect_timeout: float,
-            need: replication.Need | None = None) -> redis.Redis:
+            need: replication.Need | None = None, cluster: bool | None = None,
+            namespace: str = "cogworker") -> redis.Redis:
     """A client for ``url`` (bytes in, bytes out: raw payloads must round-trip exactly);
-    ``need``: every write of ours through it waits for that many replicas."""
+    ``need``: every write of ours through it waits for that many replicas; ``cluster``:
+    whether ``url`` names a Redis Cluster node (None: ask it), whose client then serves
+    ``namespace``'s slot."""
     options = _options(socket_timeout, socket_connect_timeout)
-    client = sentinel.master(url, options) if sentinel.is_sentinel(url) else redis.Redis.from_url(url, **options)
+    if sentinel.is_sentinel(url):
+        client = sentinel.master(url, options)
+    elif is_cluster(url, socket_connect_timeout, cluster):
+        client = cluster_mode.client(url, options, namespace)
+    else:
+        client = redis.Redis.from_url(url, **options)
     replication.require(client, need)
     return client
 
 
 def connect_async(url: str, socket_timeout: float, socket_connect_timeout: float,
-                  need: replication.Need | None = None) -> redis.asyncio.Redis:
+                  need: replication.Need | None = None, cluster: bool | None = None,
+                  namespace: str = "cogworker") -> redis.asyncio.Redis:
     """The same on ``redis.asyncio``: a client belongs to the event loop it first runs on."""
     import redis.asyncio  # only asyncio code pays for importing it
 
     options = _options(socket_timeout, socket_connect_timeout)
-    client = (sentinel.master_async(url, options) if sentinel.is_sentinel(url)
-              else redis.asyncio.Redis.from_url(url, **options))
+    if sentinel.is_sentinel(url):
+        client = sentinel.master_async(url, options)
+    elif is_cluster(url, socket_connect_timeout, cluster):
+        client = cluster_mode.client_async(url, options, namespace)
+    else:
+        client = redis.asyncio.Redis.from_url(url, **options)
     replication.require(client, need)
     return client
+
+
+def is_cluster(url: str, timeout: float = 2.0, cluster: bool | None = None) -> bool | None:
+    """Whether ``url`` is a Redis Cluster node: ``cluster`` if said, else what the node
+    says (``INFO cluster``, once per URL and process; None: it can't be asked now). A
+    Sentinel URL never is."""
+    if sentinel.is_sentinel(url):
+        return False
+    if cluster is not None:
+        return cluster
+    return cluster_mode.detect(url, _options(timeout, timeout))
 
 
 def _options(socket_timeout: float, socket_connect_timeout: float) -> dict[str, Any]:

@@ -8,6 +8,10 @@ Three replies look alike (a ``ResponseError``) but call for different handling:
   primary once reconnected.
 - (not a reply) ``NotReplicated``: fewer replicas than ``wait_replicas`` took a write in
   time (store/replication.py). An outage too: it is a ``ConnectionError``.
+- ASK, TRYAGAIN (Redis Cluster: the namespace's slot is being moved to another master),
+  MOVED and CLUSTERDOWN (raised as ``cluster.SlotMoved``, a ``ConnectionError``: the slot
+  has a new master, or none yet, as in a failover): an outage, retried when the move or
+  the failover is over (store/cluster.py).
 - WRONGTYPE: one key holds the wrong type. That key is skipped (and logged); the rest
   keeps working.
 """
@@ -18,6 +22,7 @@ from typing import Protocol
 
 import redis
 
+from .cluster import SlotMoved
 from .replication import NotReplicated
 
 
@@ -26,7 +31,7 @@ class Connected(Protocol):
 
     def redis(self) -> redis.Redis: ...
 
-OOM, READONLY, WRONGTYPE, OTHER = "oom", "readonly", "wrongtype", "other"
+OOM, READONLY, MOVING, WRONGTYPE, OTHER = "oom", "readonly", "moving", "wrongtype", "other"
 
 # redis-py strips the reply's code from the message of the classes it maps (OOM ->
 # OutOfMemoryError, READONLY -> ReadOnlyError); a Lua pcall hands the reply over whole.
@@ -42,6 +47,8 @@ def classify(error: BaseException | str | bytes) -> str:
         return OOM
     if isinstance(error, redis.ReadOnlyError):
         return READONLY
+    if isinstance(error, (redis.exceptions.AskError, redis.exceptions.TryAgainError)):
+        return MOVING
     text = error.decode(errors="replace") if isinstance(error, bytes) else str(error)
     code = text.lstrip("-").split(" ", 1)[0]
     if code == "OOM" or _OOM_TEXT in text:
@@ -50,17 +57,19 @@ def classify(error: BaseException | str | bytes) -> str:
         return READONLY
     if code == "UNBLOCKED" and "replica" in text:  # a blocking call cut off as the server stepped down
         return READONLY
+    if code in ("ASK", "TRYAGAIN", "MOVED", "CLUSTERDOWN"):  # a script's pcall hands the reply over whole
+        return MOVING
     if code == "WRONGTYPE" or "WRONGTYPE" in text:
         return WRONGTYPE
     return OTHER
 
 
 def is_outage(error: BaseException) -> bool:
-    """Redis away, or refusing writes for now (OOM, READONLY): back off and retry; don't
-    blame a key, an entry or a job for it."""
+    """Redis away, or refusing writes for now (OOM, READONLY, a cluster slot moving): back
+    off and retry; don't blame a key, an entry or a job for it."""
     if isinstance(error, (redis.ConnectionError, redis.TimeoutError)):
         return True
-    return isinstance(error, redis.RedisError) and classify(error) in (OOM, READONLY)
+    return isinstance(error, redis.RedisError) and classify(error) in (OOM, READONLY, MOVING)
 
 
 def describe(error: BaseException) -> str:
@@ -70,6 +79,14 @@ def describe(error: BaseException) -> str:
         return f"Redis is out of memory (OOM: {error}); jobs stay where they are"
     if kind == READONLY:
         return "Redis is read-only (READONLY: a replica now, after a failover?); reconnecting"
+    if isinstance(error, redis.exceptions.MovedError):  # never our slot's: cluster.SlotMoved is
+        return (f"Redis Cluster answered MOVED ({error}): a key outside the namespace's slot, or a client not "
+                "in cluster mode (was the cluster unreachable when this process started? set "
+                "COGWORKER_REDIS_CLUSTER=1)")
+    if kind == MOVING:
+        return f"Redis Cluster is moving the namespace's slot ({error}); waiting for the move to end"
+    if isinstance(error, SlotMoved):
+        return f"{error}"
     if isinstance(error, NotReplicated):
         return f"Redis's replicas are behind (NotReplicated: {error}); nothing is started or settled meanwhile"
     return f"Redis unavailable ({type(error).__name__}: {error})"
@@ -84,6 +101,8 @@ def as_error(text: str | bytes) -> redis.RedisError:
         return redis.ReadOnlyError(message)
     if kind == OOM and _OOM_ERROR:
         return _OOM_ERROR(message)
+    if kind == MOVING:
+        return redis.exceptions.TryAgainError(message)
     return redis.ResponseError(message)
 
 

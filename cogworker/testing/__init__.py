@@ -11,7 +11,9 @@ JSON-encoded, and the client middleware runs, exactly as for a real enqueue; the
 its arguments as a worker would (decoded from the JSON). Lifecycle hooks don't fire and
 unique locks aren't taken (both live in Redis). The pytest fixtures are in
 ``cogworker.pytest_plugin``; a private ``redis-server`` and a real prefork worker for
-integration tests are ``RedisServer`` and ``PreforkWorker`` (``cogworker.testing.servers``).
+integration tests are ``RedisServer`` and ``PreforkWorker`` (``cogworker.testing.servers``);
+a Sentinel deployment and a Redis Cluster of 3 masters and 3 replicas on loopback are
+``cogworker.testing.sentinel.Sentinels`` and ``cogworker.testing.cluster.Cluster``.
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ from typing import Any
 import psutil
 
 from .. import store
-from ..store.connection import connect
+from ..store.cluster import tagged
+from ..store.connection import connect, is_cluster
 
 
 def free_port() -> int:
@@ -157,7 +158,7 @@ class PreforkWorker:
         return booted
 
     def _wait(self, done: Any, timeout: float, what: str) -> None:
-        conn = connect(self.redis_url, 5, 2)
+        conn = connect(self.redis_url, 5, 2, namespace=self.namespace)
         deadline = time.monotonic() + timeout
         try:
             while time.monotonic() < deadline:
@@ -173,7 +174,8 @@ class PreforkWorker:
     def wait_idle(self, timeout: float = 30.0) -> None:
         """Until no job waits on a queue or sits on an in-progress list (scheduled and
         retrying jobs aren't waited for). AssertionError on timeout, with the log."""
-        self._wait(lambda conn: not self._busy(conn, self.namespace), timeout, "busy")
+        prefix = tagged(self.namespace) if is_cluster(self.redis_url) else self.namespace
+        self._wait(lambda conn: not self._busy(conn, prefix), timeout, "busy")
 
     @staticmethod
     def _busy(conn: Any, prefix: str) -> bool:

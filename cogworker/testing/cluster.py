@@ -1,0 +1,283 @@
+"""A Redis Cluster on loopback for tests and benchmarks: 3 masters and 3 replicas, each a
+``redis-server --cluster-enabled yes`` of ours on a free port, joined by ``redis-cli
+--cluster create --cluster-replicas 1`` with a short ``cluster-node-timeout`` so that a
+killed master's replica takes over in a few seconds. ``url`` names any node (cogworker
+finds the rest); ``owner(key)`` is the master that serves the key's slot; ``kill``/
+``pause`` act on one node by its pid; ``cleanup()`` stops them all. Never touches any
+other Redis."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .. import store
+from .servers import RedisServer, free_port
+
+
+def cluster_support() -> str | None:
+    """Why a cluster can't be started here (None: it can)."""
+    if not shutil.which("redis-server"):
+        return "redis-server is not on PATH (apt-get install redis-server)"
+    if not shutil.which("redis-cli"):
+        return "redis-cli is not on PATH (apt-get install redis-tools)"
+    return None
+
+
+def cluster_port() -> int:
+    """A free port whose cluster bus port (+10000) is free too, so both below 65536."""
+    for _ in range(200):
+        port = free_port()
+        if port + 10000 > 65535:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port pair (port, port + 10000) found for a cluster node")
+
+
+def key_slot(key: str | bytes) -> int:
+    """The cluster slot of ``key`` (CRC16 of its hash tag, as Redis computes it)."""
+    raw = key.encode() if isinstance(key, str) else key
+    start = raw.find(b"{")
+    if start >= 0:
+        end = raw.find(b"}", start + 1)
+        if end > start + 1:
+            raw = raw[start + 1:end]
+    crc = 0
+    for byte in raw:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc % 16384
+
+
+@dataclass
+class Node:
+    """One node as the cluster sees it now."""
+
+    server: RedisServer
+    node_id: str
+    role: str  # "master" or "replica"
+    master_id: str | None  # a replica's master
+    slots: list[tuple[int, int]]  # a master's slot ranges
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+
+class Cluster:
+    """``Cluster().start()``: 3 masters + 3 replicas (``masters``/``replicas`` to change)."""
+
+    def __init__(self, masters: int = 3, replicas: int = 1, node_timeout: int = 1000,
+                 password: str | None = None) -> None:
+        why = cluster_support()
+        if why:
+            raise RuntimeError(why)
+        self.masters_wanted, self.replicas_per_master = masters, replicas
+        self.node_timeout, self.password = node_timeout, password
+        self.dir = tempfile.mkdtemp(prefix="cogworker-cluster-")
+        self.servers: list[RedisServer] = []
+        for _ in range(masters * (1 + replicas)):
+            port = cluster_port()
+            self.servers.append(RedisServer(port=port, password=password, args=(
+                "--cluster-enabled", "yes", "--cluster-config-file", f"{self.dir}/nodes-{port}.conf",
+                "--cluster-node-timeout", str(node_timeout), "--cluster-require-full-coverage", "yes",
+                "--repl-diskless-sync-delay", "0")))
+
+    @property
+    def url(self) -> str:
+        """A ``redis://`` URL naming one live node (any node will do for cogworker)."""
+        server = next((s for s in self.servers if s.proc and not s.paused), self.servers[0])
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{server.port}/0"
+
+    def start(self, timeout: float = 60.0) -> Cluster:
+        """Starts every node, creates the cluster and waits until every node says
+        ``cluster_state:ok``; a failure stops them all."""
+        try:
+            for server in self.servers:
+                server.start()
+            self._create()
+            self.wait_ok(timeout)
+            return self
+        except BaseException:
+            self.cleanup()
+            raise
+
+    def _create(self) -> None:
+        addresses = [f"127.0.0.1:{server.port}" for server in self.servers]
+        auth = ["-a", self.password, "--no-auth-warning"] if self.password else []
+        done = subprocess.run(
+            ["redis-cli", *auth, "--cluster", "create", *addresses,
+             "--cluster-replicas", str(self.replicas_per_master), "--cluster-yes"],
+            capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            raise RuntimeError(f"redis-cli --cluster create failed: {done.stdout[-2000:]}{done.stderr[-2000:]}")
+
+    def live(self) -> list[RedisServer]:
+        return [server for server in self.servers if server.proc is not None and not server.paused]
+
+    def wait_ok(self, timeout: float = 60.0) -> None:
+        """Until every live node says ``cluster_state:ok`` and agrees on one master per
+        slot range, each with its replicas online."""
+        def ok() -> bool:
+            for server in self.live():
+                try:
+                    info = server.client().execute_command("CLUSTER", "INFO")
+                except store.RedisError:
+                    return False
+                text = info.decode() if isinstance(info, bytes) else str(info)
+                if "cluster_state:ok" not in text or not self._synced(server):
+                    return False
+            with contextlib.suppress(AssertionError, store.RedisError):
+                return len(self.masters()) == self.masters_wanted and all(self._sees_all(s) for s in self.live())
+            return False
+        self.wait_for(ok, "the cluster did not come to cluster_state:ok", timeout)
+
+    @staticmethod
+    def _synced(server: RedisServer) -> bool:
+        """A replica's link to its master is up (it can take over); a master is."""
+        with contextlib.suppress(store.RedisError):
+            replication = server.client().info("replication")
+            return replication["role"] == "master" or replication.get("master_link_status") == "up"
+        return False
+
+    def _sees_all(self, server: RedisServer) -> bool:
+        """``server`` knows every live node as up (no fail flag): gossip has settled."""
+        raw = server.client().execute_command("CLUSTER", "NODES")
+        seen = {node.port for node in self._parse_nodes(raw.decode() if isinstance(raw, bytes) else str(raw))}
+        return {live.port for live in self.live()} <= seen
+
+    def nodes(self) -> list[Node]:
+        """Every node as a live node says now (CLUSTER NODES), roles and slots."""
+        for server in self.live():
+            with contextlib.suppress(store.RedisError):
+                raw = server.client().execute_command("CLUSTER", "NODES")
+                text = raw.decode() if isinstance(raw, bytes) else str(raw)
+                return self._parse_nodes(text)
+        raise AssertionError("no live node answers CLUSTER NODES")
+
+    def _parse_nodes(self, text: str) -> list[Node]:
+        by_port = {server.port: server for server in self.servers}
+        found: list[Node] = []
+        for line in text.splitlines():
+            fields = line.split()
+            if len(fields) < 8:
+                continue
+            port = int(fields[1].split("@")[0].rsplit(":", 1)[1] or 0)
+            flags = fields[2].split(",")
+            if port not in by_port or "fail" in flags or "noaddr" in flags:
+                continue
+            slots = []
+            for part in fields[8:]:
+                if part.startswith("["):
+                    continue  # a slot being migrated
+                low, _, high = part.partition("-")
+                slots.append((int(low), int(high or low)))
+            role = "master" if "master" in flags else "replica"
+            found.append(Node(by_port[port], fields[0], role, None if fields[3] == "-" else fields[3], slots))
+        return found
+
+    def masters(self) -> list[Node]:
+        return [node for node in self.nodes() if node.role == "master" and node.slots]
+
+    def replicas(self) -> list[Node]:
+        return [node for node in self.nodes() if node.role == "replica"]
+
+    def owner(self, key: str | bytes) -> Node:
+        """The master that serves the slot of ``key`` now."""
+        return self.owner_of_slot(key_slot(key))
+
+    def replica_of(self, master: Node) -> Node:
+        return next(node for node in self.replicas() if node.master_id == master.node_id)
+
+    def server(self, port: int) -> RedisServer:
+        return next(server for server in self.servers if server.port == port)
+
+    def kill(self, port: int) -> RedisServer:
+        """SIGKILLs the node on ``port`` (its pid); returns it (to ``rejoin`` later)."""
+        server = self.server(port)
+        server.kill()
+        return server
+
+    def pause(self, port: int) -> RedisServer:
+        server = self.server(port)
+        server.pause()
+        return server
+
+    def resume(self, port: int) -> RedisServer:
+        server = self.server(port)
+        server.resume()
+        return server
+
+    def wait_failover(self, old_master: Node, timeout: float = 30.0) -> Node:
+        """Until another node serves ``old_master``'s slots and the cluster is ok again."""
+        low = old_master.slots[0][0]
+
+        def promoted() -> bool:
+            with contextlib.suppress(AssertionError, StopIteration, store.RedisError):
+                return self.owner_of_slot(low).node_id != old_master.node_id
+            return False
+        self.wait_for(promoted, "no replica took over", timeout)
+        self.wait_ok(timeout)
+        return self.owner_of_slot(low)
+
+    def rejoin(self, server: RedisServer, timeout: float = 30.0) -> None:
+        """Restarts a killed node with its nodes.conf: it comes back as a replica of the
+        master that replaced it."""
+        server.start()
+        self.wait_for(lambda: any(n.port == server.port for n in self.nodes()), "the node did not rejoin", timeout)
+        self.wait_ok(timeout)
+
+    def move_slot(self, slot: int, target: Node, batch: int = 100) -> None:
+        """Moves ``slot`` (its keys) from its master to ``target`` as ``redis-cli --cluster
+        reshard`` does: SETSLOT IMPORTING/MIGRATING, MIGRATE in batches, SETSLOT NODE on
+        every master. Clients see ASK while it runs and MOVED after."""
+        source = self.owner_of_slot(slot)
+        if source.node_id == target.node_id:
+            return
+        dst, src = target.server.client(), source.server.client()
+        dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source.node_id)
+        src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target.node_id)
+        auth = ["AUTH", self.password] if self.password else []
+        while True:
+            keys = src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, batch)
+            if not keys:
+                break
+            src.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, *auth, "KEYS", *keys)
+        for node in self.masters() + [target, source]:
+            with contextlib.suppress(store.RedisError):
+                node.server.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", target.node_id)
+        self.wait_for(lambda: self.owner_of_slot(slot).node_id == target.node_id, "the slot did not move")
+
+    def owner_of_slot(self, slot: int) -> Node:
+        """The master that serves ``slot`` now (AssertionError: none does)."""
+        for node in self.masters():
+            if any(low <= slot <= high for low, high in node.slots):
+                return node
+        raise AssertionError(f"no master serves slot {slot}")
+
+    def wait_for(self, done: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if done():
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"{what} within {timeout}s")
+
+    def cleanup(self) -> None:
+        for server in self.servers:
+            server.cleanup()
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,46 @@
+"""The cluster fixture itself (cogworker.testing.cluster): 3 masters each with a replica,
+the slot of a key as Redis computes it, a slot moved to another master, a killed master
+replaced by its replica."""
+
+from __future__ import annotations
+
+from cluster_util import cluster  # noqa: F401 (fixture)
+
+from cogworker.testing.cluster import key_slot
+
+
+def test_three_masters_three_replicas(cluster):  # noqa: F811
+    masters, replicas = cluster.masters(), cluster.replicas()
+    assert len(masters) == 3 and len(replicas) == 3
+    assert sum(high - low + 1 for node in masters for low, high in node.slots) == 16384
+    assert {replica.master_id for replica in replicas} == {master.node_id for master in masters}
+
+
+def test_key_slot_matches_redis(cluster):  # noqa: F811
+    client = cluster.owner("x").server.client()
+    for key in ("x", "{cogworker}:queue:a", "a{b}c", "{}x", "{x", "}{a}"):
+        assert key_slot(key) == client.execute_command("CLUSTER", "KEYSLOT", key)
+
+
+def test_a_slot_moves_with_its_keys(cluster):  # noqa: F811
+    key = "{fixture-move}:k"
+    owner = cluster.owner(key)
+    owner.server.client().set(key, "v")
+    target = next(node for node in cluster.masters() if node.node_id != owner.node_id)
+    cluster.move_slot(key_slot(key), target)
+    assert cluster.owner(key).node_id == target.node_id
+    assert target.server.client().get(key) == b"v"
+
+
+def test_a_killed_master_is_replaced_by_its_replica(cluster):  # noqa: F811
+    key = "{fixture-kill}:k"
+    owner = cluster.owner(key)
+    client = owner.server.client()
+    client.set(key, "v")
+    assert client.execute_command("WAIT", 1, 5000) == 1  # the replica holds it
+    replica = cluster.replica_of(owner)
+    killed = cluster.kill(owner.port)
+    promoted = cluster.wait_failover(owner)
+    assert promoted.port == replica.port and promoted.server.client().get(key) == b"v"
+    cluster.rejoin(killed)
+    assert len(cluster.masters()) == 3 and len(cluster.replicas()) == 3
