@@ -16,9 +16,8 @@ import functools
 import json
 from typing import Any
 
-from .. import store
 from ..config import Config
-from ..store import guard, lua
+from ..store import guard, lua, pipes
 
 HOUR = 3600
 # A first-try success for the done ring: jid, queue, class, attempt, started_at, ended_at,
@@ -65,21 +64,23 @@ def file_done(config: Config, done: list[Done], now: float) -> None:
     spans = lua.run(client, "done_room", [k.done_ring, k.done_fill],
                     [len(done), repr(now), bucket_size(config), config.status_max, keep_seconds(config),
                      k.done_prefix])
-    pipe = store.pipeline(client)
+    commands: list[tuple[Any, ...]] = []
     at, ttl = 0, done_ttl(config)
     for name, count in zip(spans[::2], spans[1::2], strict=True):
         part = done[at:at + int(count)]
         at += int(count)
-        pipe.hset(name, mapping={d[0]: _record(d) for d in part})
-        pipe.expire(name, ttl)
+        fields: list[str] = []
+        for d in part:
+            fields += (d[0], _record(d))
+        commands += [("HSET", name, *fields), ("EXPIRE", name, ttl)]
     gone: dict[int, list[str]] = {}
     for d in done:
         gone.setdefault(enq_spec(d[7]), []).append(d[0])
     for spec, jids in gone.items():
-        for hour in enq_buckets(spec):
-            pipe.hdel(k.enq(hour), *jids)
+        commands += [("HDEL", k.enq(hour), *jids) for hour in enq_buckets(spec)]
+    # One write, packed by hiredis (redis-py's pipeline packs each argument in Python).
     # Best-effort as the flush is: a key of the wrong type fails its own command only.
-    for reply in pipe.execute(raise_on_error=False):
+    for reply in pipes.send(client, *commands):
         if isinstance(reply, Exception):
             guard.handle("filing first-try successes", reply)
 
