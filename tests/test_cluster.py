@@ -309,27 +309,6 @@ def test_the_slot_moves_under_a_running_worker_nothing_lost_nothing_twice(cluste
     assert sum(1 for at in ends if at < moved_at) < 150 < len(ends)  # jobs enqueued before ran after the move
 
 
-def test_the_async_client_follows_its_slot_to_another_master(cluster, cluster_config, log):  # noqa: F811
-    """One event loop's client, its pooled connection open on the old master across the
-    move: the next enqueue gets MOVED, and is sent once more to the new master."""
-    from cogworker.client import aio
-    key = cluster_config.keys.queue("default")
-
-    async def scenario():
-        try:
-            await sentinel_app.logged.enqueue_async("before-move")
-            source = cluster.owner(key)
-            target = next(node for node in cluster.masters() if node.node_id != source.node_id)
-            cluster.move_slot(key_slot(key), target)
-            await sentinel_app.logged.enqueue_async("after-move")
-            return target
-        finally:
-            await aio.aclose()
-
-    target = asyncio.run(scenario())
-    assert cluster.owner(key).node_id == target.node_id and target.server.client().llen(key) == 2
-
-
 def _try_enqueue(tag):
     try:
         return sentinel_app.logged.enqueue(tag, 0.02)
