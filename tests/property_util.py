@@ -7,6 +7,8 @@ zombie's list is requeued."""
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -16,14 +18,29 @@ from cogworker.engine.fetch.fetcher import Fetcher
 from cogworker.errors import Fenced
 
 
-class Model:
-    """The jobs' states (``queued`` first) and the settlement each one's last run filed."""
+class Model(ABC):
+    """The jobs' states (``queued`` first) and the settlement each one's last run filed;
+    a test's model says what each event does (``act``) and what must hold after it (``check``)."""
 
     def __init__(self, config: Any, n: int) -> None:
         self.config, self.r, self.n = config, config.redis(), n
         self.state = ["queued"] * n
         self.settled: dict[int, tuple[Fetcher, bytes, fate.Decision]] = {}
         self.step = 0
+
+    @abstractmethod
+    def act(self, i: int, kind: str) -> None: ...
+
+    @abstractmethod
+    def check(self) -> None: ...
+
+    def play(self, events: Iterable[tuple[int, str]], then: Iterable[tuple[int, str]] = ()) -> None:
+        """Checked first and after every event: ``events`` (each on job ``i % n``), ``then``,
+        and at last a success for every job (each still queued runs and succeeds)."""
+        self.check()
+        for i, kind in [*((i % self.n, kind) for i, kind in events), *then, *((i, "success") for i in range(self.n))]:
+            self.act(i, kind)
+            self.check()
 
     def fetch(self, i: int) -> tuple[Fetcher, bytes, dict]:
         self.step += 1
@@ -37,6 +54,17 @@ class Model:
         if kind == "replay" and i in self.settled:
             f, raw, decision = self.settled[i]
             assert settlement.apply(f, raw, decision) is False
+
+    def succeed(self, i: int, f: Fetcher, raw: bytes, payload: dict, kind: str, result: Any,
+                state: str) -> fate.Decision:
+        """The run returned ``result``: settled once (``kind`` "replay": its reply lost, sent
+        again at once and refused); the job is in ``state`` now."""
+        decision = fate.decide(self.config, payload, fate.Succeeded(0.0, result))
+        assert settlement.apply(f, raw, decision) is True
+        if kind == "replay":
+            assert settlement.apply(f, raw, decision) is False
+        self.state[i], self.settled[i] = state, (f, raw, decision)
+        return decision
 
     def fail(self, i: int, f: Fetcher, raw: bytes, payload: dict, kind: str, retries: int | None = None) -> None:
         """The run raised: filed for a retry (made due at once: back on its queue; ``retries``,

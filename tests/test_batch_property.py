@@ -59,12 +59,8 @@ class Batch(Model):
         if kind == "cancel_running":
             self.cancel_running(i, f, raw, payload)
         elif kind in ("success", "replay"):
-            decision = fate.decide(self.config, payload, fate.Succeeded(0.0, None))
+            decision = self.succeed(i, f, raw, payload, kind, None, "succeeded")
             assert isinstance(decision, fate.Complete)  # never an ack that rides on a fetch
-            assert settlement.apply(f, raw, decision) is True
-            if kind == "replay":  # its reply lost: sent again at once
-                assert settlement.apply(f, raw, decision) is False
-            self.state[i], self.settled[i] = "succeeded", (f, raw, decision)
         elif kind in ("retry", "dead"):
             self.fail(i, f, raw, payload, kind, retries=25)
         else:
@@ -119,13 +115,4 @@ class Batch(Model):
 @given(n=st.integers(1, 4), events=EVENTS)
 def test_a_batch_fires_each_callback_exactly_once_at_the_right_moment(config, n, events):
     config.redis().flushall()
-    batch = Batch(config, n)
-    batch.check()
-    for i, kind in events:
-        batch.act(i % n, kind)
-        batch.check()
-    batch.act(0, "close")
-    batch.check()
-    for i in range(n):  # then every job still queued succeeds
-        batch.act(i, "success")
-        batch.check()
+    Batch(config, n).play(events, then=[(0, "close")])
