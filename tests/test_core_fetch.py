@@ -143,26 +143,29 @@ def test_old_redis_refused_at_start(config, monkeypatch):
 # -- reconcile ---------------------------------------------------------------------------
 
 
+def listed_in(config, identity, tag, letter):
+    """A worker of ``identity`` (not running) and a job ``record(tag)`` on its in-progress
+    list as a fetch leaves one (its jid ``letter`` * 24); the raw entry."""
+    w = Worker([("default", None)], identity=identity, block_timeout=0)
+    raw = json.dumps(raw_payload("record", tag, jid=letter * 24)).encode()
+    config.redis().rpush(config.keys.in_progress(identity), raw)
+    return w, raw
+
+
 def test_stray_requeued_only_on_the_second_pass(config):
-    r = config.redis()
-    k = config.keys
-    w = Worker([("default", None)], identity="recon", block_timeout=0)
-    stray = json.dumps(raw_payload("record", "stray", jid="s" * 24))
-    r.rpush(k.in_progress("recon"), stray)
+    r, k = config.redis(), config.keys
+    w, stray = listed_in(config, "recon", "stray", "s")
     w.reconcile()
-    assert r.lrange(k.in_progress("recon"), 0, -1) == [stray.encode()]
+    assert r.lrange(k.in_progress("recon"), 0, -1) == [stray]
     w.reconcile()
     assert r.llen(k.in_progress("recon")) == 0
-    assert r.lrange(k.queue("default"), 0, -1) == [stray.encode()]
+    assert r.lrange(k.queue("default"), 0, -1) == [stray]
 
 
 def test_entry_seen_once_is_not_a_stray(config):
     """A job seen stray once, then running/gone, is not requeued by a later pass."""
-    r = config.redis()
-    k = config.keys
-    w = Worker([("default", None)], identity="recon2", block_timeout=0)
-    a = json.dumps(raw_payload("record", "a", jid="a" * 24)).encode()
-    r.rpush(k.in_progress("recon2"), a)
+    r, k = config.redis(), config.keys
+    w, a = listed_in(config, "recon2", "a", "a")
     w.reconcile()
     w.current = Work(a, "default")  # now it is running
     w.reconcile()
@@ -176,11 +179,8 @@ def test_entry_seen_once_is_not_a_stray(config):
 
 
 def test_pending_ack_is_settled_by_reconcile_not_rerun(config):
-    r = config.redis()
-    k = config.keys
-    w = Worker([("default", None)], identity="recon3", block_timeout=0)
-    done = json.dumps(raw_payload("record", "done", jid="d" * 24)).encode()
-    r.rpush(k.in_progress("recon3"), done)
+    r, k = config.redis(), config.keys
+    w, done = listed_in(config, "recon3", "done", "d")
     w.pending.add(done, fate.ACK)
     for _ in range(3):
         w.reconcile()

@@ -53,12 +53,18 @@ def test_term_with_job_longer_than_timeout_requeues_within_bound(own_config, mas
     assert json.loads(own_config.redis().lrange(own_config.keys.queue("default"), 0, -1)[0])["class"] == "apps.pf.slow"
 
 
-def test_second_term_stops_now_with_the_same_requeueing(own_config, masters):
-    m = masters(procs=2, args=["--timeout", "20"])
+def two_running(own_config, masters, timeout, jobs):
+    """A master of 2 children (``--timeout``), both running one of the two ``slow`` jobs."""
+    m = masters(procs=2, args=["--timeout", str(timeout)])
     m.wait_children()
-    pf.slow.enqueue("long1", 30)
-    pf.slow.enqueue("long2", 30)
+    for tag, seconds in jobs:
+        pf.slow.enqueue(tag, seconds)
     wait_for(lambda: len(lrange(own_config, "test:started")) == 2, what="both started")
+    return m
+
+
+def test_second_term_stops_now_with_the_same_requeueing(own_config, masters):
+    m = two_running(own_config, masters, 20, [("long1", 30), ("long2", 30)])
     t0 = time.time()
     m.signal(signal.SIGTERM)
     time.sleep(0.3)
@@ -73,11 +79,7 @@ def test_second_term_stops_now_with_the_same_requeueing(own_config, masters):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_to_whole_group_same_outcome(own_config, masters, sig):
-    m = masters(procs=2, args=["--timeout", "3"])
-    m.wait_children()
-    pf.slow.enqueue("short", 1)
-    pf.slow.enqueue("long", 30)
-    wait_for(lambda: len(lrange(own_config, "test:started")) == 2, what="both started")
+    m = two_running(own_config, masters, 3, [("short", 1), ("long", 30)])
     t0 = time.time()
     m.signal_group(sig)  # as Heroku does: every process of the dyno at once
     assert m.wait_exit(15) == 0
