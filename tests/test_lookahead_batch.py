@@ -24,7 +24,7 @@ from cogworker.engine.fetch.fetcher import Fetcher
 from cogworker.engine.lookahead import Depth
 from cogworker.errors import Fenced
 from cogworker.prefork.siblings import Siblings
-from cogworker.prefork.slots import CLEAR, TAKEN, Slots
+from cogworker.prefork.slots import CLEAR, MAX_ACKS, TAKEN, Slots
 from cogworker.store import lua
 
 OWNER, TAKER = "host:1:owner", "host:2:taker"
@@ -285,3 +285,21 @@ def test_the_slot_lists_32_held_acks():
     jids = [f"{i:032x}" for i in range(32)]  # cogworker's jids: 32 hex digits
     w.acks(jids)
     assert slots.read(0).acks == tuple(jids)
+
+
+def test_held_acks_appended_one_by_one_list_as_the_whole_list_would():
+    slots = Slots(1)
+    slots.reset(0)
+    w = slots.writer(0)
+    w.begin(OWNER)
+    jids = [f"{i:032x}" for i in range(MAX_ACKS + 2)]
+    for n, jid in enumerate(jids, 1):
+        w.ack_held(jid)
+        assert slots.read(0).acks == tuple(jids[:min(n, MAX_ACKS)])  # the first MAX_ACKS, as acks() keeps
+    w.ahead(1, "x")
+    w.came_back()  # the acks rode on the fetch: cleared, and the next batch's list starts over
+    w.ack_held("b0")
+    w.ack_held(None)
+    assert slots.read(0).acks == ("b0", "")
+    w.acks([])
+    assert slots.read(0).acks == ()

@@ -58,6 +58,7 @@ MAX_ACKS = 32  # a batch's acks due (up to K - 1) and riding (up to K), K <= Dep
 _BATCH = struct.Struct("=QQ")  # started (of the look-ahead fetch's jobs), how many acks follow
 _BATCH_OFFSET = 448
 _ACKS = struct.Struct("=" + "64s" * MAX_ACKS)
+_JID = struct.Struct("=64s")  # one of them
 _ACKS_OFFSET = _BATCH_OFFSET + _BATCH.size
 SIZE = 2560  # a multiple of 64: each slot on its own cache lines, seq aligned
 assert _SEQ.size + _BODY.size <= _COUNTS_OFFSET and _COUNTS_OFFSET + _COUNTS.size <= _BATCH_OFFSET
@@ -272,6 +273,18 @@ class SlotWriter:
         _ACKS.pack_into(self.mm, self.offset + _ACKS_OFFSET, *(_jid(j) for j in jids),
                         *([b""] * (MAX_ACKS - len(jids))))
         _BATCH.pack_into(self.mm, self.offset + _BATCH_OFFSET, self.started, len(jids))
+        self._end()
+
+    def ack_held(self, jid: str | None) -> None:
+        """One more finished job of the batch whose ack is due: ``acks`` with it appended.
+        Written alone (the entries before it are in place), not the whole list again: a
+        batch of K would rewrite K^2/2 jids (docs/architecture.md#batch)."""
+        count = self._acks_count()
+        if count >= MAX_ACKS:
+            return  # as ``acks``: the first MAX_ACKS are listed
+        self._begin()
+        _JID.pack_into(self.mm, self.offset + _ACKS_OFFSET + count * _JID.size, _jid(jid))
+        _BATCH.pack_into(self.mm, self.offset + _BATCH_OFFSET, self.started, count + 1)
         self._end()
 
     def _acks_count(self) -> int:
