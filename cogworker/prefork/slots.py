@@ -111,6 +111,7 @@ class Slots:
         # MAP_SHARED | MAP_ANONYMOUS: survives fork, shared
         self.mm = mmap.mmap(-1, self._cancel_at + count * _CANCEL.size)
         self.lock_file = tempfile.TemporaryFile()  # unlinked: only the inherited descriptor reaches it
+        self._lock_fd = self.lock_file.fileno()  # open while self.lock_file is; asked twice per job
 
     def reset(self, index: int) -> None:
         _SEQ.pack_into(self.mm, index * SIZE, 0)
@@ -187,10 +188,10 @@ class Slots:
     # -- the per-child lock and "taken" flag (look-ahead hand-over) ------------------------
 
     def lock(self, index: int) -> None:
-        fcntl.lockf(self.lock_file.fileno(), fcntl.LOCK_EX, 1, index)
+        fcntl.lockf(self._lock_fd, fcntl.LOCK_EX, 1, index)
 
     def unlock(self, index: int) -> None:
-        fcntl.lockf(self.lock_file.fileno(), fcntl.LOCK_UN, 1, index)
+        fcntl.lockf(self._lock_fd, fcntl.LOCK_UN, 1, index)
 
     def taken(self, index: int) -> int:
         """CLEAR, TRYING or TAKEN (read and written under that child's lock)."""
