@@ -275,7 +275,9 @@ def to_epoch(when: datetime | float | int) -> float:
 
 _decoder = json.JSONDecoder()  # json.loads's own decoder, with its defaults
 _decode = _decoder.decode
-_scan = _decoder.scan_once  # what decode runs, minus its whitespace regexes and two Python frames
+# What decode runs, minus its whitespace regexes and two Python frames (an instance
+# attribute, made by JSONDecoder.__init__, that typeshed doesn't declare).
+_scan: Callable[[str, int], tuple[Any, int]] = vars(_decoder)["scan_once"]
 
 
 def _object(text: str) -> Any:
