@@ -24,7 +24,7 @@ from cogworker.engine.fetch.fetcher import Fetcher
 from cogworker.engine.lookahead import Depth
 from cogworker.errors import Fenced
 from cogworker.prefork.siblings import Siblings
-from cogworker.prefork.slots import CLEAR, MAX_ACKS, TAKEN, Slots
+from cogworker.prefork.slots import CLEAR, MAX_ACKS, RUNNING, TAKEN, Slots
 from cogworker.store import lua
 
 OWNER, TAKER = "host:1:owner", "host:2:taker"
@@ -303,3 +303,24 @@ def test_held_acks_appended_one_by_one_list_as_the_whole_list_would():
     assert slots.read(0).acks == ("b0", "")
     w.acks([])
     assert slots.read(0).acks == ()
+
+
+def test_a_new_writer_of_a_slot_carries_over_what_the_slot_holds():
+    """What a writer keeps of its slot (the ahead fields, the acks' count) is read from
+    the slot when it is made, as the sequence number and the counters are."""
+    slots = Slots(1)
+    slots.reset(0)
+    first = slots.writer(0)
+    first.begin(OWNER)
+    first.acks(["a"])
+    first.ahead(3, "c")
+    second = slots.writer(0)
+    second.begin(OWNER)
+    second.write(RUNNING, "j1")
+    second.ack_held("b")
+    state = slots.read(0)
+    assert (state.state, state.jid, state.ack_jid, state.ahead, state.acks) == (RUNNING, "j1", "c", 3, ("a", "b"))
+    second.ahead(4, "d")
+    second.write(RUNNING, "j2")
+    state = slots.read(0)
+    assert (state.jid, state.ack_jid, state.ahead, state.acks) == ("j2", "d", 4, ("a", "b"))
