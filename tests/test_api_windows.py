@@ -14,17 +14,19 @@ from cogworker import api
 from cogworker.lifecycle import stats
 
 
-def record(config, runs: list[tuple[str, bool, float, float]]) -> None:
-    """(class, ok, ms, seconds ago) runs, through a buffer and one flush, as a worker does."""
+def record(config, runs: list[tuple[str, bool, float, float]]) -> float:
+    """(class, ok, ms, seconds ago) runs, through a buffer and one flush, as a worker does;
+    returns the time they were counted back from."""
     buffer = stats.StatsBuffer()
     now = time.time()
     for job_class, ok, ms, ago in runs:
         buffer.record(job_class, ok, ms, now=now - ago)
     stats.flush(config, buffer.take())
+    return now
 
 
 def test_each_window_counts_what_ran_within_it(config):
-    record(config, [("a.job", True, 5.0, 10)] * 4 + [("a.job", False, 5.0, 10)]
+    now = record(config, [("a.job", True, 5.0, 10)] * 4 + [("a.job", False, 5.0, 10)]
            + [("a.job", True, 5.0, 3 * 3600)] * 3 + [("a.job", True, 5.0, 20 * 3600)] * 2
            + [("a.job", True, 5.0, 50 * 3600)] + [("a.job", True, 5.0, 80 * 3600)] * 7
            + [("b.job", True, 1.0, 6 * 3600)])
@@ -36,7 +38,11 @@ def test_each_window_counts_what_ran_within_it(config):
     assert runs["72h"] == {"a.job": (10, 1), "b.job": (1, 0)}  # 80 h ago: outside every window
     one = api.window_metrics("1h")
     assert len(one.window.starts) == 60 and one.window.step == 60
-    assert one.processed["a.job"][-1] == 4 and one.failed["a.job"][-1] == 1 and sum(one.processed["a.job"]) == 4
+    # 10 s ago is this minute, or the one before in a minute's first 10 s: its column, by its start.
+    column = one.window.starts.index(int((now - 10) // 60) * 60)
+    assert column >= len(one.window.starts) - 2
+    assert one.processed["a.job"][column] == 4 and one.failed["a.job"][column] == 1
+    assert sum(one.processed["a.job"]) == 4
     day = api.window_metrics("24h")
     assert len(day.window.starts) == 24 and day.window.step == 3600
     assert day.window.starts[-1] == int(time.time() // 3600) * 3600  # the current hour last
