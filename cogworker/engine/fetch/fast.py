@@ -5,24 +5,10 @@ send it and what the reply means."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from ... import store
-
-# Pushed on the list just before the fast fetch's LMOVE and removed by its script in the
-# same MULTI: where the script finds it says whether the LMOVE moved a job.
-MARK = b"\x00cogworker:fetch-mark"
-
-
-@dataclass(frozen=True)
-class Fast:
-    """A fast fetch sent: how many commands were queued in its MULTI, and its script's
-    keys and arguments (to run it again after NOSCRIPT)."""
-
-    queued: int
-    keys: list[Any]
-    args: list[Any]
+from .work import MARK, Fast
 
 
 def commands(sha: str, keys: list[Any], args: list[Any], ack: bytes | None,
