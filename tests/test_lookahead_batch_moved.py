@@ -38,6 +38,11 @@ def listed(config):
     return config.redis().lrange(config.keys.in_progress(OWNER), 0, -1)
 
 
+def marks(config):
+    """Marks left on the list (a batch's is MARK:<number>)."""
+    return [raw for raw in listed(config) if raw.startswith(MARK)]
+
+
 def queued(config, queue="a"):
     """Oldest (next to fetch) first."""
     return list(reversed(config.redis().lrange(config.keys.queue(queue), 0, -1)))
@@ -161,7 +166,7 @@ def test_a_queue_key_of_the_wrong_type_is_reported_and_skipped(config, caplog):
     works = batch(f, 2, 4)  # every queue named
     assert jids(works) == ["b1", "b2", "b3"]
     assert "holds the wrong type" in caplog.text
-    assert MARK not in listed(config)
+    assert marks(config) == []
     r.delete(k.queue("a"))
     push(config, "a", "a3")
     r.set(k.queue("b"), "not a list")  # the guess is b now, of the wrong type: nothing moved
@@ -172,7 +177,7 @@ def test_a_queue_key_of_the_wrong_type_is_reported_and_skipped(config, caplog):
     push(config, "b", "b6", "b7")
     r.set(k.queue("a"), "not a list")  # before the guess, and it exists: b's moves go back
     assert jids(batch(f, 5, 4)) == ["b6", "b7"]  # a skipped, b's in order all the same
-    assert MARK not in listed(config) and queued(config, "b") == []
+    assert marks(config) == [] and queued(config, "b") == []
 
 
 def test_the_batch_survives_a_script_flush(config):
@@ -192,3 +197,25 @@ def test_with_the_lease_run_out_the_batch_is_fetch_batch_lua(config):
     f.confirmed_at = float("-inf")
     assert jids(batch(f, 1, 2, moved=False)) == ["a1", "a2"]
     assert jids(batch(f, 2, 2, acks=[(job("a1"), "a1")])) == ["a3"]  # vouched for: the MULTI again
+
+
+def test_a_stray_mark_under_the_fetch_is_not_mistaken_for_its_own(config):
+    """A mark some earlier fetch left (its script never ran): this fetch finds its own."""
+    r, k = config.redis(), config.keys
+    push(config, "a", "a1", "a2", "a3", "a4")
+    f = fetcher(config)
+    r.lpush(k.in_progress(OWNER), MARK + b":7", MARK)
+    assert jids(batch(f, 8, 3)) == ["a1", "a2", "a3"]
+    assert listed(config) == [job("a3"), job("a2"), job("a1"), MARK, MARK + b":7"]
+    assert r.hget(k.ahead, OWNER) == b"8:3:0"
+
+
+def test_a_reconcile_drops_a_stray_batch_mark(config):
+    from cogworker.engine.loop import Worker
+    r, k = config.redis(), config.keys
+    w = Worker([("default", None)], config=config, block_timeout=0)
+    r.lpush(k.in_progress(w.identity), MARK + b":3")
+    w.reconcile()
+    w.reconcile()  # a stray is handled when seen twice
+    assert r.llen(k.in_progress(w.identity)) == 0
+    assert r.llen(k.queue("default")) == 0  # not requeued as a job

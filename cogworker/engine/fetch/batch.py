@@ -38,21 +38,25 @@ def works(reply: list[Any], order: list[str]) -> tuple[list[Work], list[Any], st
 def moved_commands(fetcher: InProgressList, sha: str, order: list[str], number: int, k: int,
                    acks: list[Ack], guess: int, since: str = "") -> tuple[Fast, list[tuple[Any, ...]]]:
     """The MULTI: a plain LREM per ack and one DEL of their orphan counters, the mark, k
-    plain LMOVEs from ``guess`` (its position in ``order``), then fetch_batch_moved.lua.
+    plain moves from ``guess`` (its position in ``order``), then fetch_batch_moved.lua.
     The LREMs come before the script's fence check: sent only while the lease holds, when
     nobody can have fenced this identity (docs/architecture.md#lease), as the fast fetch."""
     keys = fetcher.keys
     lst = fetcher.in_progress
     queues = [keys.queue(q) for q in order]
     script_keys = [lst, fetcher.fence_key, keys.last_beat, *queues]
+    # This fetch's own mark: the script finds it from the tail (under it, in the usual case,
+    # only the job still running), never mistaking a stray older mark for it.
+    mark = MARK + b":%d" % number
     args = [k, keys.ahead, fetcher.identity, number, fetcher.beat_as, keys.paused, keys.queue_prefix,
-            MARK, guess + 4, since]
+            mark, guess + 4, since]
     sent: list[tuple[Any, ...]] = [("MULTI",)]
     sent += [("LREM", lst, "-1", raw) for raw, _ in acks]  # an acked job is near the tail
     if acks:
         sent.append(("DEL", *(keys.orphanings(jid or jid_of(raw)) for raw, jid in acks)))
-    move = ("LMOVE", queues[guess], lst, "RIGHT", "LEFT")
-    sent += [("LPUSH", lst, MARK), *([move] * k), ("EVALSHA", sha, len(script_keys), *script_keys, *args),
+    # RPOPLPUSH is LMOVE RIGHT LEFT in two arguments fewer, which Redis parses per job.
+    move = ("RPOPLPUSH", queues[guess], lst)
+    sent += [("LPUSH", lst, mark), *([move] * k), ("EVALSHA", sha, len(script_keys), *script_keys, *args),
              ("EXEC",)]
     return Fast(len(sent) - 2, script_keys, args), sent
 

@@ -325,9 +325,9 @@ class Fetcher(InProgressList):
             self.fenced = True
             raise
 
-    def drop_mark(self) -> None:
-        """A mark left on the list (a fast fetch whose script never ran): not a job."""
-        self.client.execute_command("LREM", self.in_progress, 0, MARK)
+    def drop_mark(self, mark: bytes = MARK) -> None:
+        """A mark left on the list (a MULTI fetch whose script never ran): not a job."""
+        self.client.execute_command("LREM", self.in_progress, 0, mark)
 
     def close(self) -> None:
         if self._ahead_conn is not None:

@@ -9,8 +9,9 @@ from typing import Any, NamedTuple
 from ...core.inprogress import jid_of
 from ...store import replication
 
-# Pushed on the list just before a MULTI fetch's LMOVEs and removed by its script in the
-# same MULTI: where the script finds it says how many jobs the LMOVEs moved.
+# Pushed on the list just before a MULTI fetch's moves and removed by its script in the
+# same MULTI: where the script finds it says how many jobs they moved. A batch's is
+# MARK:<fetch number>, its own (engine/fetch/batch.py).
 MARK = b"\x00cogworker:fetch-mark"
 
 

@@ -4,10 +4,10 @@
 -- The batch fetch while the lease holds (docs/architecture.md#batch): this script runs
 -- last in one MULTI after
 --   LREM <list> -1 <ack>   (one per ack riding; then one DEL of their orphan counters)
---   LPUSH <list> <mark>
---   LMOVE <guessed queue> <list> RIGHT LEFT   (k of them)
+--   LPUSH <list> <mark>                       (this fetch's: MARK:<number>)
+--   RPOPLPUSH <guessed queue> <list>          (k of them: LMOVE RIGHT LEFT)
 -- so that no payload enters Lua (fetch_moved.lua's way, for k jobs). Where it finds the
--- mark says how many the LMOVEs moved (those above it). It checks everything
+-- mark says how many they moved (those above it). It checks everything
 -- fetch_batch.lua checks and moves them back, in order, when they must not stand; it
 -- takes what is still missing as fetch_batch.lua does (only then do payloads enter Lua).
 -- KEYS[1] = in-progress list, KEYS[2] = this identity's fence, KEYS[3] = last_beat,
@@ -18,15 +18,17 @@
 -- queue's index in KEYS, ARGV[10] = since (fetch.lua's ARGV[9]; absent = "").
 -- Returns {n, queue indexes, jobs, unreadable queues with Redis's error, the wake ID the
 -- worker learns empty queues at or "", the paused names, 1 if stale else 0}: the first n
--- LMOVE replies are jobs that stand (from the guessed queue), then those it took itself,
+-- moves' replies are jobs that stand (from the guessed queue), then those it took itself,
 -- newer; records "<number>:<total>:0" in the look-ahead records (or deletes the record).
 local list = KEYS[1]
 local k = tonumber(ARGV[1])
 local guess = tonumber(ARGV[9])
+-- The mark is this fetch's own (its number in it): looked for from the tail, where it
+-- is near (only the job still running is under it, usually), not past the k moved.
 -- pcall: a list of the wrong type took no mark and no job (take_batch reports it).
-local n = redis.pcall("LPOS", list, ARGV[8], "MAXLEN", k + 1)
+local n = redis.pcall("LPOS", list, ARGV[8], "RANK", "-1")
 if type(n) ~= "number" then n = nil end
-if n then redis.call("LREM", list, 1, ARGV[8]) end
+if n then redis.call("LREM", list, "-1", ARGV[8]) end
 n = n or 0
 local function undo()
   -- Back to the fetch end of their queue, newest first, as if never moved (the jobs
