@@ -67,6 +67,9 @@ class Keys:
         # when it finished): the index the count and age bounds trim by, successes and
         # failures apart (docs/architecture.md#retention).
         self.done_ring = f"{ns}:done_ring"  # the done: buckets' names, newest first
+        # Addition: bucket name -> records reserved in it (done_room.lua), so that racing
+        # flushes never fill a bucket past its size; an entry goes with its bucket.
+        self.done_fill = f"{ns}:done_fill"
         self.retained_succeeded = f"{ns}:retained:succeeded"
         self.retained_failed = f"{ns}:retained:failed"
         self.throughput_prefix = f"{ns}:throughput:"
@@ -184,7 +187,7 @@ class Keys:
 
     def done(self, hour: int, seq: int) -> str:
         """A bucket of first-try successes filed in the UTC hour starting at ``hour``, the
-        ``seq``-th of the done ring (a hash; named by status_flush.lua)."""
+        ``seq``-th of the done ring (a hash; named by done_room.lua)."""
         return f"{self.done_prefix}{hour}:{seq}"
 
     def throughput(self, minute: int) -> str:

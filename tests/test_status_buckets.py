@@ -16,7 +16,7 @@ import cogworker
 from cogworker import api
 from cogworker.client import status as status_enqueue
 from cogworker.fleet.poller import Poller
-from cogworker.lifecycle import history
+from cogworker.lifecycle import donering, history
 
 
 @pytest.fixture
@@ -118,7 +118,7 @@ def test_hour_rollover_and_a_reader_across_buckets(config):
     [bucket] = r.lrange(config.keys.done_ring, 0, -1)
     assert r.hexists(bucket, "roll")
     assert history.hour_of(t1) == history.hour_of(t0) + 3600
-    assert 0 < r.ttl(bucket) <= history.done_ttl(config)
+    assert 0 < r.ttl(bucket) <= donering.done_ttl(config)
     r.hset(key, mapping=fields)  # (deleted as it finished: put back for the reader's sake)
     assert api.status("roll", now=t1 + 1).state == "succeeded"  # the newest of its records
     later = api.status("roll", now=t1 + 20 * 3600)  # 20 hours on: read across 21 buckets

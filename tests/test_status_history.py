@@ -163,7 +163,8 @@ def test_a_raising_status_write_never_changes_a_fate(config, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("status store broken")
 
-    monkeypatch.setattr(history, "_run", broken)  # the one script call every write goes through
+    monkeypatch.setattr(history, "_run", broken)  # the script call of every status row and entry
+    monkeypatch.setattr(history, "file_done", broken)  # and the first-try successes' filing
     r = config.redis()
     r.set(config.keys.status("wrongtype"), "x")  # and a key of the wrong type, for the real script below
     ok = core_jobs.record.enqueue("ok")

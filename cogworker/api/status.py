@@ -16,7 +16,8 @@ from typing import Any
 from .. import store
 from ..boundedjson import loads as json_loads
 from ..config import Config, as_text, get_config
-from ..lifecycle.history import HOUR, hour_of, keep_seconds
+from ..lifecycle.donering import keep_seconds
+from ..lifecycle.history import HOUR, hour_of
 
 STATES = ("queued", "scheduled", "running", "retrying", "succeeded", "dead", "cancelled")
 # What a job with no record reads as: its status and history were trimmed by retention

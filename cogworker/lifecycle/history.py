@@ -34,7 +34,6 @@ oldest of the ``retained:`` zsets with their keys.
 
 from __future__ import annotations
 
-import functools
 import json
 import threading
 import time
@@ -44,9 +43,9 @@ from typing import Any
 from ..config import Config, get_config
 from ..core import hooks
 from ..store import guard, lua
+from .donering import HOUR, Done, enq_spec, file_done, keep_seconds
 
 FLUSH_INTERVAL = 1.0
-HOUR = 3600
 
 # Every status write sets all of these fields (empty when one doesn't apply), so a write
 # never needs a DEL first; updated_at travels on its own (the script compares it).
@@ -57,9 +56,6 @@ StatusWrite = tuple[str, float, int, dict[str, Any]]  # jid, updated_at, ttl, fi
 # entry are built at flush time, off the job loop).
 Pending = tuple["hooks.JobEvent", float]
 PendingEntry = tuple["hooks.JobEvent", str, "float | None", float]  # event, outcome, started_at, ended_at
-# A first-try success for the done ring: jid, queue, class, attempt, started_at, ended_at,
-# identity, enqueued_at (which names its enq:<hour> field, deleted as it is done).
-Done = tuple[str, str, str, int, "float | None", float, "str | None", Any]
 # The clock of the writes (the retained zsets' scores and the age bound): tests set it.
 clock = time.time
 
@@ -69,28 +65,11 @@ def hour_of(t: float) -> int:
     return int(t // HOUR) * HOUR
 
 
-def done_ttl(config: Config) -> int:
-    """A ``done:`` record serves as status and history entry: kept as long as the longer."""
-    return max(config.status_ttl, config.history_ttl) + HOUR
-
 
 def enq_ttl(config: Config) -> int:
     return config.status_ttl + HOUR
 
 
-def keep_seconds(config: Config) -> int:
-    """How long a finished job's status and history are retained at most (the age bound)."""
-    return max(config.status_ttl, config.history_ttl)
-
-
-def enq_spec(enqueued_at: Any) -> int:
-    """Which ``enq:`` bucket holds the job's field, for status_flush.lua: its push's hour, a
-    moment after its ``enqueued_at`` (the payload is built first), so in the last minute of
-    an hour that one and the next (minus the hour); 0 when unknown."""
-    if type(enqueued_at) is not float and (type(enqueued_at) is not int):
-        return 0
-    hour = int(enqueued_at // HOUR) * HOUR
-    return hour if enqueued_at - hour <= HOUR - 60 else -hour
 
 
 class Buffer:
@@ -194,40 +173,26 @@ def _write_pending(config: Config, status: list[Pending], entries: list[PendingE
     ended = "" if config.status else "\n".join(
         f"{1 if went == 'succeeded' else 2}\t{event.payload['jid']}"
         for event, *_ in entries if (went := _state(event)) in ("succeeded", "dead"))
+    at = clock()
+    if done:
+        file_done(config, done, at)
     _run(config, rows, [(event.payload["jid"], json.dumps(_entry(event, outcome, started_at, now)))
-                        for event, outcome, started_at, now in entries], _buckets(done or []), gone, ended)
-
-
-def _buckets(done: list[Done]) -> dict[int, str]:
-    """The ``done:`` records by enq spec (the bucket their ``enq:`` fields go from), each
-    group one argument of lines ``jid<TAB>record`` (split by the script, which files them
-    in the done ring's head bucket: one argument, not two per job; neither a jid nor a
-    JSON record holds a newline or a tab)."""
-    found: dict[int, list[str]] = {}
-    for jid, queue, job_class, attempt, started_at, ended_at, identity, enqueued_at in done:
-        found.setdefault(enq_spec(enqueued_at), []).append(
-            f"{jid}\t[{_js(queue)},{_js(job_class)},{attempt},{'null' if started_at is None else repr(started_at)},"
-            f"{ended_at!r},{_js(identity)}]")
-    return {spec: "\n".join(lines) for spec, lines in found.items()}
-
-
-@functools.lru_cache(maxsize=256)
-def _js(text: str | None) -> str:
-    """A JSON string (or null); queues, classes and identities repeat: cached."""
-    return json.dumps(text)
+                        for event, outcome, started_at, now in entries], bool(done), gone, ended, at)
 
 
 StatusRow = tuple[str, int, float, bool, list[Any]]  # jid, ttl, updated_at, compare, FIELDS' values
 
 
-def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]],
-         done: dict[int, str] | None = None, gone: dict[int, list[str]] | None = None, ended: str = "") -> None:
+def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]], done: bool = False,
+         gone: dict[int, list[str]] | None = None, ended: str = "", now: float | None = None) -> None:
+    """status_flush.lua: the status rows, the history entries and the retained zsets' trim
+    (run after first-try successes too, ``done``, so that the age bound keeps trimming)."""
     keys: list[str] = []
     k = config.keys
     args: list[Any] = [len(rows) if config.status else 0, config.history_max, config.history_ttl,
-                       len(entries), done_ttl(config), repr(clock()), config.status_max, config.status_max_failed,
-                       keep_seconds(config), k.status_prefix, k.history_prefix, k.done_prefix, k.enq_prefix,
-                       len(gone or ()), bucket_size(config)]
+                       len(entries), repr(clock() if now is None else now), config.status_max,
+                       config.status_max_failed, keep_seconds(config), k.status_prefix, k.history_prefix,
+                       k.enq_prefix, len(gone or ())]
     if config.status:
         for jid, ttl, updated_at, compare, values in rows:
             keys.append(config.keys.status(jid))
@@ -235,21 +200,13 @@ def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]],
     for jid, entry in entries:  # already only the attempts-log ones when history is off
         keys.append(config.keys.history(jid))
         args.append(entry)
-    args.append(len(done or ()))
-    for spec, lines in (done or {}).items():
-        args += [spec, lines]
     for spec, jids in (gone or {}).items():
         args += [spec, "\n".join(jids)]
     args.append(ended)
     if len(keys) or done or gone:
-        keys += [k.done_ring, k.retained_succeeded, k.retained_failed]
+        keys += [k.retained_succeeded, k.retained_failed]
         lua.run(config.redis(), "status_flush", keys, args)
 
-
-def bucket_size(config: Config) -> int:
-    """Successes per ``done:`` bucket: a tenth of ``status_max``, so that the ring keeps
-    between ``status_max`` and 1.1 x ``status_max`` of them."""
-    return max(1, config.status_max // 10)
 
 
 def status_fields(payload: dict[str, Any], state: str, queue: str | None, now: float,

@@ -1,29 +1,27 @@
 -- Writes the job statuses and history entries a process buffered, in one call, and trims
--- what is retained of finished jobs (docs/architecture.md#retention).
--- KEYS: n status hashes, then one history list per entry (m of them), then the done ring
--- (a list of done: bucket names, newest first), then the two retained zsets (the finished
--- jobs with keys of their own, successes and failures apart: jid -> when it finished).
--- ARGV: n, history_max, history_ttl, m, done_ttl, now, status_max, status_max_failed,
--- keep (seconds), the status:, history:, done: and enq: key prefixes, g (enq groups of
--- the status rows), bucket size; per status: ttl, updated_at, compare (1/0), then the values of
--- FIELDS below in order; then one JSON entry per history key; then the first-try
--- successes: their number of groups, then per group its enq spec and one argument of
--- lines "jid<TAB>record" (docs/architecture.md#status-buckets); then per enq group of the
--- status rows its spec and the jids (newline-separated); then, with status off, the
--- finished jobs of the history entries (lines "1|2<TAB>jid"). An enq spec names the enq:<hour>
--- bucket whose fields of these jobs go (they finished, so they are no longer queued): the
--- hour, or minus the hour for that hour and the next, or 0 for none.
+-- what is retained of the finished jobs with keys of their own (docs/architecture.md#retention).
+-- The first-try successes don't come here: they go to the done ring with plain commands
+-- (done_room.lua reserves their room), so their records never enter Lua.
+-- KEYS: n status hashes, then one history list per entry (m of them), then the two
+-- retained zsets (the finished jobs with keys of their own, successes and failures apart:
+-- jid -> when it finished).
+-- ARGV: n, history_max, history_ttl, m, now, status_max, status_max_failed, keep (seconds),
+-- the status:, history: and enq: key prefixes, g (enq groups of the status rows); per
+-- status: ttl, updated_at, compare (1/0), then the values of FIELDS below in order; then
+-- one JSON entry per history key; then per enq group of the status rows its spec and the
+-- jids (newline-separated); then, with status off, the finished jobs of the history
+-- entries (lines "1|2<TAB>jid"). An enq spec names the enq:<hour> bucket whose fields of
+-- these jobs go (they finished, so they are no longer queued): the hour, or minus the
+-- hour for that hour and the next, or 0 for none.
 -- Every status write sets every field (empty when it doesn't apply): no DEL needed.
 -- compare=1: a status older than the one stored (another process's write landed first) is
 -- skipped; the caller sends 0 only for a success filed by the worker that ran the job.
 -- History: LTRIM only once the list is longer than history_max; its TTL is set again to
 -- history_ttl on every entry (so it lasts history_ttl after the job's last execution).
--- Retention, amortised (no scan, no call of its own): first-try successes fill the done
--- bucket at the ring's head, done:<hour>:<seq>, a new one once it holds `bucket size` or
--- the hour changed; the oldest is dropped whole, one DEL, once the newer ones hold
--- status_max successes or it is older than `keep` + 1 h. A status row that says succeeded or dead adds its job to a zset; each
--- zset then sheds, oldest first, what is older than `keep` and what is over its count, at
--- most as many as this call added plus SLACK, deleting their status: and history: keys.
+-- Retention, amortised (no scan, no call of its own): a status row that says succeeded or
+-- dead adds its job to a zset; each zset then sheds, oldest first, what is older than
+-- `keep` and what is over its count, at most as many as this call added plus SLACK,
+-- deleting their status: and history: keys.
 -- Best-effort throughout: a key of the wrong type skips that key, never the rest.
 local FIELDS = {'state', 'attempt', 'queue', 'class', 'identity', 'started_at', 'at', 'error_class', 'reason'}
 local nf = #FIELDS
@@ -31,19 +29,15 @@ local n = tonumber(ARGV[1])
 local cap = tonumber(ARGV[2])
 local history_ttl = tonumber(ARGV[3])
 local m = tonumber(ARGV[4])
-local done_ttl = tonumber(ARGV[5])
-local now = ARGV[6]
-local maxes = {tonumber(ARGV[7]), tonumber(ARGV[8])}
-local keep = tonumber(ARGV[9])
-local status_prefix, history_prefix, done_prefix, enq_prefix = ARGV[10], ARGV[11], ARGV[12], ARGV[13]
-local g = tonumber(ARGV[14])
-local bucket_size = tonumber(ARGV[15])
-local ring = KEYS[n + m + 1]
-local retained = {KEYS[n + m + 2], KEYS[n + m + 3]}
+local now = ARGV[5]
+local maxes = {tonumber(ARGV[6]), tonumber(ARGV[7])}
+local keep = tonumber(ARGV[8])
+local status_prefix, history_prefix, enq_prefix = ARGV[9], ARGV[10], ARGV[11]
+local g = tonumber(ARGV[12])
+local retained = {KEYS[n + m + 1], KEYS[n + m + 2]}
 local added = {{}, {}}  -- per zset: score, member, ...
 local CHUNK = 1000  -- values per variadic command: unpack has a stack limit
 local SLACK = 50     -- trimmed per call beyond what it added: a lowered bound catches up
-local HOUR = 3600
 
 local function chunked(command, key, values)
   local ok = true
@@ -67,7 +61,7 @@ local function finished(which, jid)
   list[#list + 1] = jid
 end
 
-local i = 16
+local i = 13
 local args = {'updated_at', false}
 for j = 1, nf do args[2 * j + 1] = FIELDS[j] end
 for k = 1, n do
@@ -103,67 +97,11 @@ for k = n + 1, n + m do
   end
   i = i + 1
 end
--- The done ring: its head bucket while it has room and is of this hour, else a new one.
-local hour = math.floor(t / HOUR) * HOUR
-local head = redis.pcall('LINDEX', ring, 0)
-if type(head) ~= 'string' then head = nil end
-local room = 0
-local function open_bucket()
-  local seq = head and tonumber(string.match(head, ':(%d+)$')) or 0
-  head = done_prefix .. string.format('%d', hour) .. ':' .. (seq + 1)
-  redis.pcall('LPUSH', ring, head)
-  room = bucket_size
-end
-if head then
-  local h = tonumber(string.match(head, ':(%d+):%d+$'))
-  local size = redis.pcall('HLEN', head)
-  if h == hour and type(size) == 'number' then room = bucket_size - size end
-end
-local values = {}
-local function fill()
-  if #values > 0 and chunked('HSET', head, values) then redis.pcall('EXPIRE', head, done_ttl) end
-  values = {}
-end
+local HOUR = 3600
 local function unqueue(spec, jids)  -- finished jobs are no longer queued: their enq: field goes
   if spec == 0 or #jids == 0 then return end
   chunked('HDEL', enq_prefix .. string.format('%d', math.abs(spec)), jids)
   if spec < 0 then chunked('HDEL', enq_prefix .. string.format('%d', -spec + HOUR), jids) end
-end
-local groups = tonumber(ARGV[i])
-i = i + 1
-for _ = 1, groups do
-  local jids = {}
-  for jid, record in string.gmatch(ARGV[i + 1], '([^\t\n]+)\t([^\n]+)') do
-    if room <= 0 then
-      fill()
-      open_bucket()
-    end
-    values[#values + 1] = jid
-    values[#values + 1] = record
-    jids[#jids + 1] = jid
-    room = room - 1
-  end
-  unqueue(tonumber(ARGV[i]) or 0, jids)
-  i = i + 2
-end
-fill()
--- Drops the oldest buckets, whole, a few a call: while the others still hold status_max
--- successes, or once one is older than keep + 1 h (its TTL would take it anyway).
-local names = redis.pcall('LRANGE', ring, 0, -1)
-if type(names) == 'table' then
-  local sizes, total = {}, 0
-  for j = 1, #names do
-    local size = redis.pcall('HLEN', names[j])
-    sizes[j] = type(size) == 'number' and size or 0
-    total = total + sizes[j]
-  end
-  for j = #names, math.max(2, #names - 7), -1 do
-    local h = tonumber(string.match(names[j], ':(%d+):%d+$')) or 0
-    if total - sizes[j] < maxes[1] and h + HOUR > t - keep then break end
-    redis.pcall('RPOP', ring)
-    redis.pcall('DEL', names[j])
-    total = total - sizes[j]
-  end
 end
 for _ = 1, g do
   local jids = {}

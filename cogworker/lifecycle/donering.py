@@ -1,0 +1,97 @@
+"""The done ring: where a worker files its first-try successes, the common path's status
+and history (docs/architecture.md#status-buckets, #retention).
+
+Each success is one field of a ``done:<hour>:<seq>`` bucket: jid -> ``[queue, class,
+attempt, started_at, ended_at, identity]``. A flush files them in two round trips, once a
+second, never on a job's path: ``done_room.lua`` reserves their room in the ring (and drops
+its oldest buckets), then one pipeline of plain commands writes the records and deletes
+the jobs' ``enq:`` fields. The records never enter Lua: there each cost about three times
+its ``HSET`` (bench/README.md, the status flush). A process dying between the two loses
+that second's records, as a lost flush always did; the room it reserved stays empty.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+from ..config import Config
+from ..store import guard, lua, pipes
+
+HOUR = 3600
+# A first-try success for the done ring: jid, queue, class, attempt, started_at, ended_at,
+# identity, enqueued_at (which names its enq:<hour> field, deleted as it is done).
+Done = tuple[str, str, str, int, "float | None", float, "str | None", Any]
+
+
+def done_ttl(config: Config) -> int:
+    """A ``done:`` record serves as status and history entry: kept as long as the longer."""
+    return max(config.status_ttl, config.history_ttl) + HOUR
+
+
+def keep_seconds(config: Config) -> int:
+    """How long a finished job's status and history are retained at most (the age bound)."""
+    return max(config.status_ttl, config.history_ttl)
+
+
+def bucket_size(config: Config) -> int:
+    """Successes per ``done:`` bucket: a tenth of ``status_max``, so that the ring keeps
+    between ``status_max`` and 1.1 x ``status_max`` of them."""
+    return max(1, config.status_max // 10)
+
+
+def enq_spec(enqueued_at: Any) -> int:
+    """Which ``enq:`` bucket holds the job's field: its push's hour, a moment after its
+    ``enqueued_at`` (the payload is built first), so in the last minute of an hour that one
+    and the next (minus the hour); 0 when unknown."""
+    if type(enqueued_at) is not float and (type(enqueued_at) is not int):
+        return 0
+    hour = int(enqueued_at // HOUR) * HOUR
+    return hour if enqueued_at - hour <= HOUR - 60 else -hour
+
+
+def enq_buckets(spec: int) -> tuple[int, ...]:
+    """The hours whose ``enq:`` buckets a spec names."""
+    return () if spec == 0 else (spec,) if spec > 0 else (-spec, -spec + HOUR)
+
+
+def file_done(config: Config, done: list[Done], now: float) -> None:
+    """Files ``done`` (in their order) in the ring's buckets and drops their ``enq:`` fields."""
+    if not done:
+        return
+    client, k = config.redis(), config.keys
+    spans = lua.run(client, "done_room", [k.done_ring, k.done_fill],
+                    [len(done), repr(now), bucket_size(config), config.status_max, keep_seconds(config),
+                     k.done_prefix])
+    commands: list[tuple[Any, ...]] = []
+    at, ttl = 0, done_ttl(config)
+    for name, count in zip(spans[::2], spans[1::2], strict=True):
+        part = done[at:at + int(count)]
+        at += int(count)
+        fields: list[str] = []
+        for d in part:
+            fields += (d[0], _record(d))
+        commands += [("HSET", name, *fields), ("EXPIRE", name, ttl)]
+    gone: dict[int, list[str]] = {}
+    for d in done:
+        gone.setdefault(enq_spec(d[7]), []).append(d[0])
+    for spec, jids in gone.items():
+        commands += [("HDEL", k.enq(hour), *jids) for hour in enq_buckets(spec)]
+    # One write, packed by hiredis (redis-py's pipeline packs each argument in Python).
+    # Best-effort as the flush is: a key of the wrong type fails its own command only.
+    for reply in pipes.send(client, *commands):
+        if isinstance(reply, Exception):
+            guard.handle("filing first-try successes", reply)
+
+
+def _record(done: Done) -> str:
+    _, queue, job_class, attempt, started_at, ended_at, identity, _ = done
+    return (f"[{_js(queue)},{_js(job_class)},{attempt},{'null' if started_at is None else repr(started_at)},"
+            f"{ended_at!r},{_js(identity)}]")
+
+
+@functools.lru_cache(maxsize=256)
+def _js(text: str | None) -> str:
+    """A JSON string (or null); queues, classes and identities repeat: cached."""
+    return json.dumps(text)
