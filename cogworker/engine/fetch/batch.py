@@ -10,6 +10,7 @@ from typing import Any
 
 from ...config import as_text
 from ...core.inprogress import InProgressList, jid_of
+from ...store import wire
 from .work import MARK, Fast, Work
 
 Ack = tuple[bytes, "str | None"]  # a finished job, and its jid when known
@@ -35,8 +36,8 @@ def works(reply: list[Any], order: list[str]) -> tuple[list[Work], list[Any], st
             as_text(newest), [as_text(name) for name in paused], bool(int(stale)))
 
 
-def moved_commands(fetcher: InProgressList, sha: str, order: list[str], number: int, k: int,
-                   acks: list[Ack], guess: int, since: str = "") -> tuple[Fast, list[tuple[Any, ...]]]:
+def moved_commands(fetcher: InProgressList, sha: str, order: list[str], number: int, k: int, acks: list[Ack],
+                   guess: int, since: str = "") -> tuple[Fast, list[tuple[Any, ...] | bytes]]:
     """The MULTI: a plain LREM per ack and one DEL of their orphan counters, the mark, k
     plain moves from ``guess`` (its position in ``order``), then fetch_batch_moved.lua.
     The LREMs come before the script's fence check: sent only while the lease holds, when
@@ -50,15 +51,15 @@ def moved_commands(fetcher: InProgressList, sha: str, order: list[str], number: 
     mark = MARK + b":%d" % number
     args = [k, keys.ahead, fetcher.identity, number, fetcher.beat_as, keys.paused, keys.queue_prefix,
             mark, guess + 4, since]
-    sent: list[tuple[Any, ...]] = [("MULTI",)]
+    sent: list[tuple[Any, ...] | bytes] = [("MULTI",)]
     sent += [("LREM", lst, "-1", raw) for raw, _ in acks]  # an acked job is near the tail
     if acks:
         sent.append(("DEL", *(keys.orphanings(jid or jid_of(raw)) for raw, jid in acks)))
-    # RPOPLPUSH is LMOVE RIGHT LEFT in two arguments fewer, which Redis parses per job.
-    move = ("RPOPLPUSH", queues[guess], lst)
-    sent += [("LPUSH", lst, mark), *([move] * k), ("EVALSHA", sha, len(script_keys), *script_keys, *args),
-             ("EXEC",)]
-    return Fast(len(sent) - 2, script_keys, args), sent
+    # RPOPLPUSH is LMOVE RIGHT LEFT in two arguments fewer, which Redis parses per job;
+    # packed once for all k.
+    moves = wire.pack(("RPOPLPUSH", queues[guess], lst)) * k
+    sent += [("LPUSH", lst, mark), moves, ("EVALSHA", sha, len(script_keys), *script_keys, *args), ("EXEC",)]
+    return Fast(len(sent) - 2 + k - 1, script_keys, args), sent
 
 
 def moved_works(replies: list[Any], reply: list[Any], fast: Fast,

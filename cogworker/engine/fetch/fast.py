@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ... import store
+from ...store import wire
 from .work import MARK, Fast
 
 
@@ -31,13 +32,8 @@ def commands(sha: str, keys: list[Any], args: list[Any], ack: bytes | None,
 def replies(conn: Any, fast: Fast) -> list[Any]:
     """A fast fetch's replies: MULTI's, one per queued command, then EXEC's. A command
     refused as it was queued (OOM, READONLY) made EXEC discard everything: raised."""
-    refused: store.ResponseError | None = None
-    for _ in range(fast.queued + 1):
-        try:
-            conn.read_response()
-        except store.ResponseError as exc:
-            refused = refused or exc
-    try:
-        return list(conn.read_response())
-    except store.ResponseError as exc:
-        raise (refused or exc) from None
+    got = wire.replies(conn, fast.queued + 2)
+    refused = next((r for r in got[:-1] if isinstance(r, store.ResponseError)), None)
+    if isinstance(got[-1], store.ResponseError):
+        raise refused or got[-1]
+    return list(got[-1])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ... import store
@@ -150,16 +150,15 @@ class Fetcher(InProgressList):
         if k > 1 or older:
             acks = [*older, *([(ack, ack_jid)] if ack is not None else [])]
             if self.lease_left() > 0:  # the acks' LREMs may go ahead of the fence check
-                fast, commands = batchfetch.moved_commands(
+                fast, multi = batchfetch.moved_commands(
                     self, lua.script(self.client, "fetch_batch_moved").sha, order, number, k, acks,
                     self._guess(order), since)
-                need = self._send(conn, commands)
+                need = self._send(conn, multi)
                 return Ahead(conn, order, ack, sent, fast, tuple(raw for raw, _ in acks), True, since, k, need)
             if not self._batch_sha:  # loaded here: no plain call of it loads it (after a flush too)
                 self._batch_sha = lua.script(self.client, "fetch_batch").sha
                 self.client.script_load(lua.source("fetch_batch"))
-            commands = [batchfetch.command(self, self._batch_sha, order, number, k, acks, since)]
-            need = self._send(conn, commands)
+            need = self._send(conn, [batchfetch.command(self, self._batch_sha, order, number, k, acks, since)])
             return Ahead(conn, order, ack, sent, None, tuple(raw for raw, _ in acks), True, since, k, need)
         if self._fast_allowed(ack):
             fast, commands = self._fast_commands(order, since, ack, ack_jid, "",
@@ -173,7 +172,7 @@ class Fetcher(InProgressList):
         need = self._send(conn, commands)
         return Ahead(conn, order, ack, sent, fast, since=since, need=need)
 
-    def _send(self, conn: Any, commands: list[tuple[Any, ...]]) -> replication.Need | None:
+    def _send(self, conn: Any, commands: Sequence[tuple[Any, ...] | bytes]) -> replication.Need | None:
         need = replication.need_of(self.client)
         if need is not None:  # wait_replicas: the fetch's move is replicated before its job starts
             commands = [*commands, need.command()]
