@@ -23,13 +23,12 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
+from bench.checkout import app_dir
 from bench.drain import drain_rate
 from bench.redis_server import RedisServer
 
@@ -46,13 +45,7 @@ APP = textwrap.dedent('''
 ''')
 
 
-def app_path() -> str:
-    path = Path(tempfile.mkdtemp(prefix="cogbench-batch-"))
-    (path / "batch_app.py").write_text(APP)
-    return str(path)
-
-
-APP_PATH = app_path()
+APP_PATH = app_dir("batch_app", APP)
 
 
 @contextlib.contextmanager

@@ -21,7 +21,6 @@ Run from the repository root: `.venv/bin/python -m bench.compare_commits /work/w
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import statistics
@@ -30,7 +29,8 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from bench.drain import checkout_prefork, drain_rate
+from bench.checkout import app_dir, old_new_parser, run_child
+from bench.drain import checkout_drain_rate
 from bench.redis_server import RedisServer
 
 # Run by each checkout's own interpreter (cwd = the checkout): stdlib + that cogworker only.
@@ -75,23 +75,11 @@ APP = textwrap.dedent('''
 ''')
 
 
-def app_dir() -> str:
-    path = Path(tempfile.mkdtemp(prefix="cogbench-cmp-"))
-    (path / "cmp_app.py").write_text(APP)
-    return str(path)
-
-
-APP_PATH = app_dir()
+APP_PATH = app_dir("cmp_app", APP)
 
 
 def child(checkout: str, mode: str, url: str, n: int, prefix: list[str] | None = None) -> str:
-    python = str(Path(checkout, ".venv", "bin", "python"))
-    cmd = [*(prefix or []), python, "-c", CHILD, mode, url, str(n), APP_PATH]
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run(cmd, cwd=checkout, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"{checkout} {mode} failed:\n{done.stderr[-3000:]}")
-    return done.stdout
+    return run_child(checkout, CHILD, [mode, url, str(n), APP_PATH], mode, prefix or ())
 
 
 def redis_cpu(r) -> float:  # type: ignore[no-untyped-def]
@@ -162,24 +150,14 @@ def enqueue_single(checkout: str, n: int) -> float:
 
 def prefork2(checkout: str, n: int) -> float:
     """bench.core's prefork figure: steady state, from 5% done to the queue drained."""
-    import redis
-
     with RedisServer() as server:
         child(checkout, "enqueue", server.url, n)
-        r = redis.Redis.from_url(server.url)
-        try:
-            with checkout_prefork(checkout, server.url, "cmp_app", APP_PATH):
-                return drain_rate(r, "cogworker:queue:default", n)
-        finally:
-            r.close()
+        return checkout_drain_rate(checkout, server.url, "cmp_app", APP_PATH, n)
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m bench.compare_commits", description=__doc__.splitlines()[0])
-    ap.add_argument("old")
-    ap.add_argument("new")
-    ap.add_argument("--reps", type=int, default=5, help="alternating wall-clock runs of each (0: none)")
-    ap.add_argument("--jobs", type=int, default=10_000, help="jobs per wall-clock run")
+    ap = old_new_parser("python -m bench.compare_commits", __doc__, 10_000,
+                        reps_help="alternating wall-clock runs of each (0: none)", jobs_help="jobs per wall-clock run")
     ap.add_argument("--ir-jobs", default="500,2500", help="the two sizes for instructions/job ('' to skip)")
     ap.add_argument("--status", choices=("on", "off", "default"), default="default")
     ap.add_argument("--only", default="single,prefork2,enqueue", help="wall-clock figures to take")

@@ -22,12 +22,12 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 import time
 from pathlib import Path
 
+from bench.checkout import app_dir
 from bench.drain import drain_rate
 from bench.redis_server import RedisServer, redis_version
 
@@ -54,12 +54,6 @@ APP = textwrap.dedent('''
         get_config().redis().rpush("bench:slow", f"{token} {os.getpid()} {time.time()!r}")
         time.sleep(seconds)
 ''')
-
-
-def app_dir() -> str:
-    path = Path(tempfile.mkdtemp(prefix="cogbench-core-"))
-    (path / "core_app.py").write_text(APP)
-    return str(path)
 
 
 class Env:
@@ -296,7 +290,7 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
-APP_PATH = app_dir()
+APP_PATH = app_dir("core_app", APP)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -46,3 +46,16 @@ def checkout_prefork(checkout: str, url: str, app: str, app_path: str, procs: in
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(30)
+
+
+def checkout_drain_rate(checkout: str, url: str, app: str, app_path: str, n: int) -> float:
+    """Jobs/s over the steady window of ``checkout``'s prefork worker (2 children) draining
+    the ``n`` jobs already on the default queue at ``url``."""
+    import redis
+
+    r = redis.Redis.from_url(url)
+    try:
+        with checkout_prefork(checkout, url, app, app_path):
+            return drain_rate(r, "cogworker:queue:default", n)
+    finally:
+        r.close()

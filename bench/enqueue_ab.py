@@ -20,12 +20,12 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import textwrap
 from pathlib import Path
 
+from bench.checkout import run_child
 from bench.redis_server import RedisServer
 
 CHILD = textwrap.dedent('''
@@ -75,13 +75,7 @@ CHILD = textwrap.dedent('''
 
 
 def child(checkout: str, url: str, argv: list[str], prefix: list[str] | None = None) -> str:
-    python = str(Path(checkout, ".venv", "bin", "python"))
-    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "BENCH_REDIS_URL": url}
-    done = subprocess.run([*(prefix or []), python, "-c", CHILD, *argv], cwd=checkout, env=env,
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"{checkout} {argv} failed:\n{done.stderr[-3000:]}")
-    return done.stdout
+    return run_child(checkout, CHILD, argv, str(argv), prefix or (), env={"BENCH_REDIS_URL": url})
 
 
 def instructions(checkout: str, mode: str) -> float:

@@ -24,16 +24,15 @@ first on `sys.path`):
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import statistics
-import subprocess
 import tempfile
 import textwrap
 from pathlib import Path
 
-from bench.drain import checkout_prefork, drain_rate
+from bench.checkout import app_dir, old_new_parser, run_child
+from bench.drain import checkout_drain_rate
 from bench.redis_server import RedisServer
 
 CHILD = textwrap.dedent('''
@@ -69,23 +68,11 @@ APP = textwrap.dedent('''
 ''')
 
 
-def app_dir() -> str:
-    path = Path(tempfile.mkdtemp(prefix="cogbench-limits-"))
-    (path / "limits_app.py").write_text(APP)
-    return str(path)
-
-
-APP_PATH = app_dir()
+APP_PATH = app_dir("limits_app", APP)
 
 
 def child(checkout: str, mode: str, kind: str, url: str, n: int, prefix: tuple[str, ...] = ()) -> str:
-    python = str(Path(checkout, ".venv", "bin", "python"))
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run([*prefix, python, "-c", CHILD, mode, kind, url, str(n), APP_PATH], cwd=checkout, env=env,
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"{checkout} {mode} {kind} failed:\n{done.stderr[-3000:]}")
-    return done.stdout
+    return run_child(checkout, CHILD, [mode, kind, url, str(n), APP_PATH], f"{mode} {kind}", prefix)
 
 
 def single(checkout: str, kind: str, n: int) -> tuple[float, dict[str, float]]:
@@ -118,24 +105,13 @@ def instructions(checkout: str, kind: str, n: int) -> int:
 
 def prefork2(checkout: str, kind: str, n: int) -> float:
     """Steady state, as bench.core: from 5% done to the queue drained."""
-    import redis
-
     with RedisServer() as server:
         child(checkout, "enqueue", kind, server.url, n)
-        r = redis.Redis.from_url(server.url)
-        try:
-            with checkout_prefork(checkout, server.url, "limits_app", APP_PATH):
-                return drain_rate(r, "cogworker:queue:default", n)
-        finally:
-            r.close()
+        return checkout_drain_rate(checkout, server.url, "limits_app", APP_PATH, n)
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m bench.limits_cost", description=__doc__.splitlines()[0])
-    ap.add_argument("old")
-    ap.add_argument("new")
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--jobs", type=int, default=10_000)
+    ap = old_new_parser("python -m bench.limits_cost", __doc__, 10_000)
     ap.add_argument("--ir", default="", help="N1,N2: instructions per job under callgrind ('': skipped)")
     args = ap.parse_args(argv)
     rows = [("OLD", args.old, "unlimited"), ("NEW", args.new, "unlimited"), ("NEW", args.new, "limited")]

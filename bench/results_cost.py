@@ -17,13 +17,12 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
+from bench.checkout import app_dir
 from bench.drain import drain_rate
 from bench.redis_server import RedisServer
 
@@ -47,13 +46,7 @@ APP = textwrap.dedent('''
 ''')
 
 
-def app_path() -> str:
-    path = Path(tempfile.mkdtemp(prefix="cogbench-results-"))
-    (path / "results_app.py").write_text(APP)
-    return str(path)
-
-
-APP_PATH = app_path()
+APP_PATH = app_dir("results_app", APP)
 
 
 class Env:

@@ -13,10 +13,10 @@ figure, the medians and NEW/OLD. Run from the repository root:
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
+from bench.checkout import old_new_parser
 from bench.compare_commits import APP_PATH, child, redis_cpu
 from bench.drain import checkout_prefork, wait_drained, wait_steady
 from bench.redis_server import RedisServer
@@ -49,11 +49,7 @@ def prefork2(checkout: str, n: int) -> tuple[float, float, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m bench.retention_cost", description=__doc__.splitlines()[0])
-    ap.add_argument("old")
-    ap.add_argument("new")
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--jobs", type=int, default=50_000)
+    ap = old_new_parser("python -m bench.retention_cost", __doc__, 50_000)
     args = ap.parse_args(argv)
     sides = {"old": args.old, "new": args.new}
     figures: dict[str, list[tuple[float, float, float]]] = {s: [] for s in sides}

@@ -146,34 +146,21 @@ def run_sequential(results, workload, systems, plan, reps, points):
                         lambda fn=fn, system=system: fn(system))
 
 
-def main(args):
-    # Stop cleanly (every fleet and redis-server killed) on TERM and on Ctrl-C, even when
-    # launched in the background with SIGINT ignored.
-    signal.signal(signal.SIGTERM, _interrupt)
-    signal.signal(signal.SIGINT, _interrupt)
-    started = time.time()
-    mode = "quick" if args.quick else "full"
-    plan = dict(PLANS[mode])
-    reps = args.reps or plan["reps"]
-    out_dir = env.BENCH / "results"
-    log_dir = out_dir / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    for old in log_dir.glob("*.log"):  # this run's worker logs only
-        old.unlink()
-
+def cogworker_python():
+    """The interpreter that runs cogworker's side (and why none can, if none): the one
+    BENCH_COGWORKER_PYTHON names, the launcher's, or the project's .venv, made if missing."""
     launcher = os.environ.get("BENCH_LAUNCHER", sys.executable)
     candidates = [os.environ.get("BENCH_COGWORKER_PYTHON"), launcher, str(env.PROJECT_PYTHON)]
     cog_python, cog_error = env.find_cogworker_python(candidates)
     if cog_python is None and not os.environ.get("BENCH_COGWORKER_PYTHON"):
         env.ensure_project_venv()  # a fresh clone: no manual step
         cog_python, cog_error = env.find_cogworker_python(candidates)
-    systems, notes = select_systems(args.systems, cog_python, cog_error)
-    ctx = Context(cog_python, log_dir)
-    for n in notes:
-        say(f"bench: {n}")
+    return cog_python, cog_error
 
-    iterations, job_seconds = calibrate_cpu(plan["cpu_ms"])
-    meta = {
+
+def run_meta(args, mode, reps, plan, notes, cog_python, iterations, job_seconds):
+    """What the run's report says about the run itself: when, where, with what versions."""
+    return {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "mode": mode, "reps": reps, "cpu_count": os.cpu_count(),
         "workloads": list(args.workloads), "partial": set(args.workloads) != set(RUNNERS),
@@ -190,21 +177,53 @@ def main(args):
         "notes": notes,
         "loadavg_start": os.getloadavg()[0],
     }
+
+
+def run_workloads(ctx, results, systems, workloads_run, plan, reps, iterations, job_seconds):
+    """Each workload in turn over the systems it applies to; the seconds each took."""
+    seconds = {}
+    for workload in workloads_run:
+        chosen = [s for s in systems if s.name not in SKIP.get(workload, set())]
+        say(f"\n== {workload}")
+        t = time.monotonic()
+        RUNNERS[workload](ctx, results, chosen, plan, reps, iterations, job_seconds)
+        ctx.prefill.clear()
+        seconds[workload] = round(time.monotonic() - t, 1)
+        say(f"   ({workload}: {seconds[workload]:.0f} s)")
+    return seconds
+
+
+def main(args):
+    # Stop cleanly (every fleet and redis-server killed) on TERM and on Ctrl-C, even when
+    # launched in the background with SIGINT ignored.
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
+    started = time.time()
+    mode = "quick" if args.quick else "full"
+    plan = dict(PLANS[mode])
+    reps = args.reps or plan["reps"]
+    out_dir = env.BENCH / "results"
+    log_dir = out_dir / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    for old in log_dir.glob("*.log"):  # this run's worker logs only
+        old.unlink()
+
+    cog_python, cog_error = cogworker_python()
+    systems, notes = select_systems(args.systems, cog_python, cog_error)
+    ctx = Context(cog_python, log_dir)
+    for n in notes:
+        say(f"bench: {n}")
+
+    iterations, job_seconds = calibrate_cpu(plan["cpu_ms"])
+    meta = run_meta(args, mode, reps, plan, notes, cog_python, iterations, job_seconds)
     say(f"bench: {mode} run, {reps} rep(s), {len(systems)} systems, {os.cpu_count()} CPUs, "
         f"redis-server {meta['redis_server']}; load average {meta['loadavg_start']:.2f}; "
         f"CPU job = {iterations} iterations = {job_seconds * 1000:.1f} ms")
 
     results = Results()
     try:
-        meta["workload_seconds"] = {}
-        for workload in args.workloads:
-            chosen = [s for s in systems if s.name not in SKIP.get(workload, set())]
-            say(f"\n== {workload}")
-            t = time.monotonic()
-            RUNNERS[workload](ctx, results, chosen, plan, reps, iterations, job_seconds)
-            ctx.prefill.clear()
-            meta["workload_seconds"][workload] = round(time.monotonic() - t, 1)
-            say(f"   ({workload}: {meta['workload_seconds'][workload]:.0f} s)")
+        meta["workload_seconds"] = run_workloads(ctx, results, systems, args.workloads, plan, reps, iterations,
+                                                 job_seconds)
     finally:
         fleet.stop_all()
         redis_server.stop_all()

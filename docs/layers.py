@@ -1,6 +1,7 @@
 """Draws docs/layers.png: cogworker's packages, in the layers of pyproject.toml's import
-contract, with an arrow for every package that imports another (imports inside functions
-included), read from the code itself. Needs Graphviz's `dot` and `tred`:
+contract, each box listing its package's modules, with an arrow for every package that
+imports another (imports inside functions included), read from the code itself. Needs
+Graphviz's `dot` and `tred`:
 
     python3 docs/layers.py        # writes docs/layers.dot and docs/layers.png
 """
@@ -67,14 +68,41 @@ def layers() -> list[list[str]]:
     return [[p.strip() for p in line.replace(":", "|").split("|")] for line in top["layers"]]
 
 
+def members() -> dict[str, list[str]]:
+    """Each package's modules by their names inside it (``fetch.fetcher``), its ``__init__`` left out."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for name in modules():
+        parts = name.split(".")
+        if len(parts) > 2:
+            out[parts[1]].append(".".join(parts[2:]))
+    return {package: sorted(names) for package, names in out.items()}
+
+
+def label(package: str, names: list[str], width: int = 34) -> str:
+    """The package's name over its modules, wrapped to ``width`` characters a line (an
+    HTML-like label: dot sizes the box to it)."""
+    if not names:
+        return f'"{package}"'
+    lines: list[str] = []
+    for name in names:
+        if lines and len(lines[-1]) + 3 + len(name) <= width:
+            lines[-1] += " · " + name
+        else:
+            lines.append(name)
+    small = "<br/>".join(lines)
+    return f'<<b>{package}</b><br/><font point-size="9" color="#555555">{small}</font>>'
+
+
 def dot() -> str:
-    graph = edges()
+    graph, inside = edges(), members()
     lines = ["digraph layers {", '  rankdir=TB; nodesep=0.35; ranksep=0.45;',
              '  node [shape=box, style="rounded,filled", fillcolor="#eef3fb", color="#4a6fa5",'
              ' fontname="Helvetica", fontsize=12];', '  edge [color="#8a9bb5", arrowsize=0.6];']
     for rank in [*layers(), ["redis-py"]]:
         names = " ".join(f'"{n}"' for n in rank)
         lines.append(f"  {{ rank=same; {names} }}")
+    for package in sorted(inside):
+        lines.append(f'  "{package}" [label={label(package, inside[package])}];')
     lines.append('  "store" [fillcolor="#fbe9d0", color="#b5762a"];')
     lines.append('  "redis-py" [shape=ellipse, fillcolor="#f6f6f6", color="#999999"];')
     for a in sorted(graph):

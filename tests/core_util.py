@@ -82,3 +82,16 @@ def run_worker_until(predicate: Callable[[], Any], timeout: float = 10.0, **kwar
     whether it held. The worker is stopped and joined either way."""
     with RunningWorker(**kwargs):
         return wait_for(predicate, timeout)
+
+
+def raw_payload(name: str, *args: Any, **extra: Any) -> dict[str, Any]:
+    """A payload of ``apps.core_jobs.{name}`` as Redis holds one (``extra`` overrides)."""
+    base = {"class": f"apps.core_jobs.{name}", "args": list(args), "kwargs": {}, "jid": extra.pop("jid", "j" * 24),
+            "queue": "default", "retry": 3, "created_at": time.time(), "enqueued_at": time.time()}
+    base.update(extra)
+    return base
+
+
+def push_raw(config: Any, payload: dict[str, Any]) -> None:
+    """``payload`` pushed onto its queue as it is (no client in between)."""
+    config.redis().lpush(config.keys.queue(payload.get("queue", "default")), json.dumps(payload))

@@ -1,13 +1,19 @@
-"""Helpers for the Sentinel tests: a deployment fixture (skipped, with the reason, only
-when no sentinel binary is on PATH) and the run log of apps.sentinel_app."""
+"""Helpers for the Sentinel tests (and the cluster tests, which run the same app): a
+deployment fixture (skipped, with the reason, only when no sentinel binary is on PATH), the
+run log of apps.sentinel_app, an enqueue that a failover may refuse, an async enqueue on a
+loop of its own, a /metrics scrape that may not answer yet, and a master's clean stop."""
 
 from __future__ import annotations
 
+import signal
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from apps import sentinel_app
+from metrics_util import scrape
 
 import cogworker
 from cogworker.testing.sentinel import Sentinels, sentinel_command
@@ -41,3 +47,39 @@ def runs(log: Path) -> tuple[Counter[str], Counter[str]]:
             event, tag = line.split()[:2]
             (started if event == "start" else ended)[tag] += 1
     return started, ended
+
+
+def try_enqueue(tag: str, *args: Any) -> Any:
+    """``logged.enqueue(tag, *args)``, or None while Redis refuses it (a failover)."""
+    try:
+        return sentinel_app.logged.enqueue(tag, *args)
+    except cogworker.store.ConnectionError:
+        return None
+
+
+async def enqueue_async(tag: str) -> Any:
+    """``logged.enqueue_async(tag)`` on this loop, its async client closed after."""
+    from cogworker.client import aio
+    try:
+        return await sentinel_app.logged.enqueue_async(tag)
+    finally:
+        await aio.aclose()
+
+
+def scraped(port: int) -> Any:
+    """What /metrics on ``port`` says, or None while nothing answers there."""
+    try:
+        return scrape(port)
+    except OSError:
+        return None
+
+
+def finish(master: Any) -> str:
+    """Stops ``master`` (TERM, then whatever is left) and returns its log."""
+    try:
+        if master.alive():
+            master.signal(signal.SIGTERM)
+            master.wait_exit()
+        return master.output()
+    finally:
+        master.stop()

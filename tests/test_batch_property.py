@@ -9,28 +9,28 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from apps import batchjobs as bj
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_util import Model
 
 import cogworker
 from cogworker import api
 from cogworker.core import fate, settlement
 from cogworker.core.batchscope import BatchScope
 from cogworker.engine.fetch.fetcher import Fetcher
-from cogworker.errors import Fenced
 
 KINDS = ["success", "retry", "dead", "orphan", "zombie", "replay", "cancel", "cancel_running", "close", "revive"]
 EVENTS = st.lists(st.tuples(st.integers(0, 3), st.sampled_from(KINDS)), min_size=1, max_size=30)
 FINAL = ("succeeded", "dead", "cancelled")
 
 
-class Batch:
-    """The batch under test (its callbacks pushed onto queue "cb"), and its model."""
+class Batch(Model):
+    """The batch under test (its callbacks pushed onto queue "cb"), and its model (states:
+    queued | succeeded | dead | cancelled)."""
 
     def __init__(self, config, n: int) -> None:
-        self.config, self.r, self.n = config, config.redis(), n
+        super().__init__(config, n)
         cb = bj.callback.options(queue="cb")
         self.batch = cogworker.batch(on_success=cb.s("success"), on_complete=cb.s("complete"),
                                      on_death=cb.s("death"))
@@ -39,16 +39,6 @@ class Batch:
             for i in range(n):  # one queue per job, so each event acts on the job it names
                 bj.work.options(queue=f"m{i}").enqueue(f"j{i}")
         self.open = True
-        self.state = ["queued"] * n  # queued | succeeded | dead | cancelled
-        self.settled: dict[int, tuple[Fetcher, bytes, fate.Decision]] = {}
-        self.step = 0
-
-    def fetch(self, i: int) -> tuple[Fetcher, bytes, dict]:
-        self.step += 1
-        f = Fetcher(self.config, f"prop:{self.step}", [(f"m{i}", None)], block_timeout=0)
-        work = f.fetch()
-        assert work is not None, (i, self.state)
-        return f, work.raw, json.loads(work.raw)
 
     def act(self, i: int, kind: str) -> None:
         if kind == "close":
@@ -59,9 +49,7 @@ class Batch:
             self.revive(i)
             return
         if self.state[i] != "queued":
-            if kind == "replay" and i in self.settled:  # a settlement sent again, long after
-                f, raw, decision = self.settled[i]
-                assert settlement.apply(f, raw, decision) is False
+            self.replay(i, kind)
             return
         if kind == "cancel":
             assert api.cancel(self.payload_jid(i))
@@ -71,29 +59,12 @@ class Batch:
         if kind == "cancel_running":
             self.cancel_running(i, f, raw, payload)
         elif kind in ("success", "replay"):
-            decision = fate.decide(self.config, payload, fate.Succeeded(0.0, None))
+            decision = self.succeed(i, f, raw, payload, kind, None, "succeeded")
             assert isinstance(decision, fate.Complete)  # never an ack that rides on a fetch
-            assert settlement.apply(f, raw, decision) is True
-            if kind == "replay":  # its reply lost: sent again at once
-                assert settlement.apply(f, raw, decision) is False
-            self.state[i], self.settled[i] = "succeeded", (f, raw, decision)
         elif kind in ("retry", "dead"):
-            payload["retry"] = 0 if kind == "dead" else 25
-            decision = fate.decide(self.config, payload, fate.Raised(ValueError(f"no {i}")))
-            assert settlement.apply(f, raw, decision) is True
-            assert settlement.apply(f, raw, decision) is False  # a replayed filing
-            if kind == "retry":  # due: the poller puts it back on its queue
-                for entry in self.r.zrange(self.config.keys.retry, 0, -1):
-                    self.r.zrem(self.config.keys.retry, entry)
-                    self.r.lpush(self.config.keys.queue(f"m{i}"), entry)
-            else:
-                self.state[i], self.settled[i] = "dead", (f, raw, decision)
-        else:  # its process died (orphan) or froze and was declared dead (zombie): requeued
-            f.requeue_all(mode="reclaim")
-            if kind == "zombie":  # it wakes and tries to settle the run it had finished
-                decision = fate.decide(self.config, payload, fate.Succeeded(0.0, None))
-                with pytest.raises(Fenced):
-                    settlement.apply(f, raw, decision)
+            self.fail(i, f, raw, payload, kind, retries=25)
+        else:
+            self.lose(f, raw, payload, kind, None)
 
     def cancel_running(self, i: int, f: Fetcher, raw: bytes, payload: dict) -> None:
         """Cancelled while it runs, then it ends (told, or done anyway)."""
@@ -144,13 +115,4 @@ class Batch:
 @given(n=st.integers(1, 4), events=EVENTS)
 def test_a_batch_fires_each_callback_exactly_once_at_the_right_moment(config, n, events):
     config.redis().flushall()
-    batch = Batch(config, n)
-    batch.check()
-    for i, kind in events:
-        batch.act(i % n, kind)
-        batch.check()
-    batch.act(0, "close")
-    batch.check()
-    for i in range(n):  # then every job still queued succeeds
-        batch.act(i, "success")
-        batch.check()
+    Batch(config, n).play(events, then=[(0, "close")])

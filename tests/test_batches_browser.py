@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import pytest
 from apps.pf_log import events
-from prefork_harness import Master, wait_for
-from redis_server import RedisServer, free_port
-from web_harness import CHROMIUM_ARGS, ServerThread, chromium_path, screenshot_dir
+from prefork_harness import wait_for
+from web_harness import browser_page, chromium_path, screenshot_dir, served
 
 import cogworker
 from cogworker import api
@@ -92,31 +91,16 @@ def check_done(page, server, b, config, shots):
 
 def test_the_batches_pages_show_counts_progress_and_link_to_jobs_and_callbacks(tmp_path):
     from apps import batch_faces as bf
-    from playwright.sync_api import sync_playwright
 
-    from cogworker.web import create_app
-
-    redis = RedisServer().start()
-    config = cogworker.Config(redis_url=redis.url)
-    cogworker.config._config = None
-    cogworker.configure(redis_url=redis.url)
     log, go = tmp_path / "runs.log", tmp_path / "go"
-    master = Master(redis.url, module="apps.batch_faces", procs=2, env={"PF_LOG": str(log)})
-    server = ServerThread(create_app(config=config), free_port()).start()
     shots = screenshot_dir(tmp_path / "shots")
-    try:
-        master.wait_children()
+    with served("apps.batch_faces", log) as (config, server):
         b, done, dead, slow = make_batch(bf, go)
         wait_for(lambda: (i := api.batch(b.bid, config)) and (i.succeeded, i.failed, i.pending) == (6, 2, 1), 30,
                  what="six succeeded, two dead, one running")
         wait_for(lambda: (p := api.progress(slow, config)) is not None and p.fraction == 0.5, 20,
                  what="the running job's progress")
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1280, "height": 720})
-            response = page.goto(server.url + "/batches")
-            assert response is not None and response.status == 200
-            assert page.inner_text("nav a.here") == "Batches"
+        with browser_page(server.url + "/batches", "Batches") as page:
             check_list(page, b, shots)
             check_batch_page(page, done, dead, slow)
             check_running_job(page, server, b, slow)
@@ -125,8 +109,3 @@ def test_the_batches_pages_show_counts_progress_and_link_to_jobs_and_callbacks(t
             wait_for(lambda: sorted(e[1] for e in events(str(log)) if e[0] == "cb") == ["complete", "death"], 30,
                      what="on_complete and on_death ran, on_success not")
             check_done(page, server, b, config, shots)
-            browser.close()
-    finally:
-        server.stop()
-        master.stop()
-        redis.cleanup()

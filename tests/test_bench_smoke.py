@@ -82,10 +82,10 @@ def test_targets_judge_75_percent_against_bare_batch8_and_show_the_ceiling() -> 
     assert share["measured"].startswith("75% (8,000") and share["met"] == "yes"  # 6000/8000, not 6000/12000
 
 
-def test_the_true_noop_workload_and_the_redis_columns_run_on_tiny_counts(tmp_path) -> None:
-    """The true no-op workload (cogworker and a bare row), and the enqueue run's Redis
-    columns, on a few hundred jobs, each in its own private redis-server; then the tables and
-    targets they feed. Every interpreter is this one (the project's venv has redis and psutil)."""
+def _tiny_runs(tmp_path) -> dict:
+    """The true no-op workload (cogworker, bare-batch8) and the enqueue run (cogworker,
+    bare-2rt) on a few hundred jobs, each in its own private redis-server, in a child
+    interpreter (this one): their figures by row."""
     code = """
 import json, sys
 from pathlib import Path
@@ -113,15 +113,12 @@ print(json.dumps(out))
     assert p.returncode == 0, p.stderr[-2000:]
     import json
 
-    out = json.loads(p.stdout.strip().splitlines()[-1])
-    for name in ("cogworker", "bare-batch8"):
-        r = out[name]
-        assert r["n"] == 400 and not r["capped"] and r["overall"] > 0, r
-        assert r["redis_us"] > 0 and r["redis_cmds"] >= 1, r  # every job is at least its fetch's LMOVE
-    enq = out["enqueue-cogworker"]
-    assert enq["single"] > 0 and enq["single_redis_us"] > 0 and enq["single_redis_cmds"] >= 1, enq
-    assert enq["bulk"] > 0 and enq["bulk_redis_us"] > 0, enq
+    return json.loads(p.stdout.strip().splitlines()[-1])
 
+
+def _report_of(out: dict) -> dict:
+    """The report built from those figures, with a peer row (dramatiq-p16) made up to
+    weigh the targets against."""
     from bench import report
     from bench.systems import all_systems
 
@@ -135,7 +132,25 @@ print(json.dumps(out))
             "redis_server": "7", "peers": {"python": "3"}, "loadavg_start": 0.0, "workloads": [],
             "plan": {"payload": 100, "tn_n": 400, "enq_single": 50, "enq_bulk": 300, "rec_bound": 150.0,
                      "rec_job": 1.0, "rec_trials": 1}}
-    doc = report.build(meta, systems, data)
+    return report.build(meta, systems, data)
+
+
+def test_the_true_noop_workload_and_the_redis_columns_run_on_tiny_counts(tmp_path) -> None:
+    """The true no-op workload (cogworker and a bare row), and the enqueue run's Redis
+    columns, on a few hundred jobs, each in its own private redis-server; then the tables and
+    targets they feed. Every interpreter is this one (the project's venv has redis and psutil)."""
+    out = _tiny_runs(tmp_path)
+    for name in ("cogworker", "bare-batch8"):
+        r = out[name]
+        assert r["n"] == 400 and not r["capped"] and r["overall"] > 0, r
+        assert r["redis_us"] > 0 and r["redis_cmds"] >= 1, r  # every job is at least its fetch's LMOVE
+    enq = out["enqueue-cogworker"]
+    assert enq["single"] > 0 and enq["single_redis_us"] > 0 and enq["single_redis_cmds"] >= 1, enq
+    assert enq["bulk"] > 0 and enq["bulk_redis_us"] > 0, enq
+
+    from bench import report
+
+    doc = _report_of(out)
     text = report.markdown(doc)
     assert "### True no-op" in text and "Redis CPU µs/job" in text and "### Projection" in text, text
     rows = {t["target"]: t for t in doc["targets"]}

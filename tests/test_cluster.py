@@ -20,10 +20,9 @@ import urllib.request
 import pytest
 from apps import sentinel_app
 from cluster_util import cluster, cluster_config, cluster_ns  # noqa: F401 (fixtures)
-from metrics_util import scrape
 from prefork_harness import TESTS, Master, wait_for
 from redis_server import free_port
-from sentinel_util import runs
+from sentinel_util import enqueue_async, finish, runs, scraped, try_enqueue
 
 import cogworker
 from cogworker import api
@@ -43,16 +42,6 @@ def log(tmp_path):
 def start(cluster, config, log, procs=1, args=()):  # noqa: F811
     return Master(cluster.url, module="apps.cluster_app", procs=procs,
                   args=["--namespace", config.namespace, *args], env={"COGWORKER_TEST_LOG": str(log)})
-
-
-def finish(master):
-    try:
-        if master.alive():
-            master.signal(signal.SIGTERM)
-            master.wait_exit()
-        return master.output()
-    finally:
-        master.stop()
 
 
 def test_cluster_mode_is_detected_and_the_namespace_is_one_hash_tag(cluster, cluster_config, caplog):  # noqa: F811
@@ -81,7 +70,7 @@ def test_every_face_works_on_the_cluster(cluster, cluster_config, log):  # noqa:
     from apps import cluster_app
     url, ns = cluster.url, cluster_config.namespace
     sentinel_app.logged.enqueue("sync")
-    asyncio.run(_enqueue_async("async"))
+    asyncio.run(enqueue_async("async"))
     cluster_app.logged.enqueue_many([("bulk-1",), ("bulk-2",)])
     cluster_app.blob.enqueue("big", "x" * 200_000)
     owner = cluster.owner(cluster_config.keys.queue("default"))
@@ -92,7 +81,7 @@ def test_every_face_works_on_the_cluster(cluster, cluster_config, log):  # noqa:
     try:
         wait_for(lambda: all(runs(log)[1][tag] == 1 for tag in ("sync", "async", "bulk-1", "bulk-2", "big:200000")),
                  60, 0.05, "every job ran")
-        wait_for(lambda: any(name == "cogworker_jobs_total" for name, _ in _scraped(port) or {}), 60, 0.2,
+        wait_for(lambda: any(name == "cogworker_jobs_total" for name, _ in scraped(port) or {}), 60, 0.2,
                  "/metrics counting the jobs")
         # Results, a chord (a group's callback) and the blocking waits for them (BLPOP).
         assert cogworker.result(cluster_app.add.enqueue(2, 3), timeout=30) == 5
@@ -116,21 +105,6 @@ def test_every_face_works_on_the_cluster(cluster, cluster_config, log):  # noqa:
     assert found and all(key_slot(key) == key_slot(ns) for key in found)
     assert all(node.node_id == owner.node_id for node in cluster.masters()
                if any(True for _ in node.server.client().scan_iter(match=f"{ns}:*")))
-
-
-async def _enqueue_async(tag):
-    from cogworker.client import aio
-    try:
-        return await sentinel_app.logged.enqueue_async(tag)
-    finally:
-        await aio.aclose()
-
-
-def _scraped(port):
-    try:
-        return scrape(port)
-    except OSError:
-        return None
 
 
 def _cli_and_web_work(url, ns):
@@ -184,13 +158,23 @@ def test_retries_scheduled_dead_unique_and_pause(cluster, cluster_config, log): 
         finish(master)
 
 
-def test_a_killed_childs_job_runs_again(cluster, cluster_config, log):  # noqa: F811
+def _running_slow(cluster, config, log, tag, seconds):  # noqa: F811
+    """A master of one child on queue slowq, returned once its ``sleepy(tag, seconds)`` started."""
     from apps import cluster_app
-    master = start(cluster, cluster_config, log, args=["-q", "slowq"])
+    master = start(cluster, config, log, args=["-q", "slowq"])
     try:
         master.wait_children(1, timeout=60)
-        cluster_app.sleepy.enqueue("victim", 3.0)
-        wait_for(lambda: runs(log)[0]["victim"] == 1, 30, 0.05, "the job started")
+        cluster_app.sleepy.enqueue(tag, seconds)
+        wait_for(lambda: runs(log)[0][tag] == 1, 30, 0.05, "the job started")
+    except BaseException:
+        master.stop()
+        raise
+    return master
+
+
+def test_a_killed_childs_job_runs_again(cluster, cluster_config, log):  # noqa: F811
+    master = _running_slow(cluster, cluster_config, log, "victim", 3.0)
+    try:
         for pid in master.child_pids():
             os.kill(pid, signal.SIGKILL)
         wait_for(lambda: runs(log)[1]["victim"] == 1, 60, 0.1, "the job ran again, to its end")
@@ -200,12 +184,8 @@ def test_a_killed_childs_job_runs_again(cluster, cluster_config, log):  # noqa: 
 
 
 def test_a_dead_hosts_jobs_are_recovered_once(cluster, cluster_config, log):  # noqa: F811
-    from apps import cluster_app
-    first = start(cluster, cluster_config, log, args=["-q", "slowq"])
+    first = _running_slow(cluster, cluster_config, log, "orphan", 1.0)
     try:
-        first.wait_children(1, timeout=60)
-        cluster_app.sleepy.enqueue("orphan", 1.0)
-        wait_for(lambda: runs(log)[0]["orphan"] == 1, 30, 0.05, "the job started")
         first.signal_group(signal.SIGKILL)  # the whole host: master and children
         second = start(cluster, cluster_config, log, args=["-q", "slowq"])
         try:
@@ -297,7 +277,7 @@ def test_the_slot_moves_under_a_running_worker_nothing_lost_nothing_twice(cluste
         cluster.move_slot(slot, target, batch=5)
         moved_at = time.time()
         for tag in tags[150:]:
-            wait_for(lambda tag=tag: _try_enqueue(tag), 30, 0.05, "an enqueue after the move")
+            wait_for(lambda tag=tag: try_enqueue(tag, 0.02), 30, 0.05, "an enqueue after the move")
         wait_for(lambda: len(runs(log)[1]) == len(tags), 90, 0.2, "every job ran")
         assert cluster.owner_of_slot(slot).node_id == target.node_id
     finally:
@@ -307,34 +287,6 @@ def test_the_slot_moves_under_a_running_worker_nothing_lost_nothing_twice(cluste
     assert set(ended) == set(tags) and max(ended.values()) == 1 and max(started.values()) == 1, output[-3000:]
     ends = [float(line.split()[3]) for line in log.read_text().splitlines() if line.startswith("end m")]
     assert sum(1 for at in ends if at < moved_at) < 150 < len(ends)  # jobs enqueued before ran after the move
-
-
-def test_the_async_client_follows_its_slot_to_another_master(cluster, cluster_config, log):  # noqa: F811
-    """One event loop's client, its pooled connection open on the old master across the
-    move: the next enqueue gets MOVED, and is sent once more to the new master."""
-    from cogworker.client import aio
-    key = cluster_config.keys.queue("default")
-
-    async def scenario():
-        try:
-            await sentinel_app.logged.enqueue_async("before-move")
-            source = cluster.owner(key)
-            target = next(node for node in cluster.masters() if node.node_id != source.node_id)
-            cluster.move_slot(key_slot(key), target)
-            await sentinel_app.logged.enqueue_async("after-move")
-            return target
-        finally:
-            await aio.aclose()
-
-    target = asyncio.run(scenario())
-    assert cluster.owner(key).node_id == target.node_id and target.server.client().llen(key) == 2
-
-
-def _try_enqueue(tag):
-    try:
-        return sentinel_app.logged.enqueue(tag, 0.02)
-    except cogworker.store.ConnectionError:
-        return None
 
 
 def test_a_failover_of_the_namespaces_master_is_ridden_out(cluster, cluster_config, log):  # noqa: F811
@@ -356,7 +308,7 @@ def test_a_failover_of_the_namespaces_master_is_ridden_out(cluster, cluster_conf
         cluster.wait_failover(owner)
         tags = [f"after-{i}" for i in range(5)]
         for tag in tags:
-            wait_for(lambda tag=tag: _try_enqueue(tag), 30, 0.1, "an enqueue after the failover")
+            wait_for(lambda tag=tag: try_enqueue(tag, 0.02), 30, 0.1, "an enqueue after the failover")
         wait_for(lambda: all(runs(log)[1][t] >= 1 for t in backlog + tags), 90, 0.1,
                  "the worker followed the new master and ran everything")
         assert master.alive()

@@ -112,6 +112,28 @@ def test_every_reader_survives_any_entry(raw):
     readers(raw)
 
 
+def _decoded(text: str) -> tuple[Any, ...]:
+    try:
+        return ("value", json.JSONDecoder().decode(text))
+    except ValueError as exc:  # JSONDecodeError's message and position
+        return ("error", type(exc), str(exc))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(st.text(), JSON, max_size=4).map(json.dumps), st.text(max_size=8),
+       st.sampled_from(["", " ", "\n", "x", "{}", "\"", "]"]))
+def test_the_payload_scanner_answers_as_the_decoder_does(text, cut, tail):
+    """``payload._object`` (the scanner alone when it reads the whole text): what
+    ``JSONDecoder.decode`` returns or raises, for objects, cut short or followed by more."""
+    for candidate in (text + tail, text[:len(text) // 2] + cut, "{" + cut):
+        if candidate.startswith("{"):
+            try:
+                got: tuple[Any, ...] = ("value", payload._object(candidate))
+            except ValueError as exc:
+                got = ("error", type(exc), str(exc))
+            assert got == _decoded(candidate)
+
+
 @settings(max_examples=200, deadline=None)
 @given(JSON, st.integers(0, 150))
 def test_enqueue_accepts_exactly_what_a_worker_reads(value, levels):

@@ -24,6 +24,21 @@ def start(masters, log, procs, **kwargs):
     return masters(module="apps.fence_app", procs=procs, env={"FENCE_LOG": str(log)}, **kwargs)
 
 
+def freeze(kill, master, masters, log):
+    """``master`` SIGSTOPped (``kill``: os.kill, it alone; os.killpg, its whole group) for
+    STALL seconds, a third master started 2 s before its end; when the freeze began, and
+    the third master."""
+    frozen_at = time.time()
+    kill(master.pid, signal.SIGSTOP)
+    try:
+        time.sleep(STALL - 2)
+        third = start(masters, log, 1)
+        time.sleep(frozen_at + STALL - time.time())
+    finally:
+        kill(master.pid, signal.SIGCONT)
+    return frozen_at, third
+
+
 def no_death_declared(*ms):
     for m in ms:
         out = m.output()
@@ -65,14 +80,7 @@ def test_frozen_master_its_working_children_run_nothing_twice(own_config, master
     tags = [f"m{i}" for i in range(800)]
     fence_app.work.enqueue_many([(t, 0.02) for t in tags])
     wait_for(lambda: ended(log) > 50, 30, what="some progress")
-    frozen_at = time.time()
-    os.kill(m1.pid, signal.SIGSTOP)
-    try:
-        time.sleep(STALL - 2)
-        m3 = start(masters, log, 1)
-        time.sleep(frozen_at + STALL - time.time())
-    finally:
-        os.kill(m1.pid, signal.SIGCONT)
+    frozen_at, m3 = freeze(os.kill, m1, masters, log)
     worked = {r.pid for rs in read_runs(log).values() for r in rs if r.start > frozen_at + 1}
     assert worked & m1.child_pids(), "the frozen master's children kept working"
     wait_for(lambda: not check(log, [*tags, "long"]).lost, 60, interval=0.5, what="every job ended")
@@ -95,14 +103,7 @@ def test_frozen_host_its_jobs_recovered_once_and_it_settles_nothing_after(own_co
     fence_app.work.enqueue_many([(t, 0.4) for t in tags])
     wait_for(lambda: ended(log) > 6, 30, what="some progress")
     frozen = m1.child_pids()
-    frozen_at = time.time()
-    os.killpg(m1.pid, signal.SIGSTOP)
-    try:
-        time.sleep(STALL - 2)
-        m3 = start(masters, log, 1)
-        time.sleep(frozen_at + STALL - time.time())
-    finally:
-        os.killpg(m1.pid, signal.SIGCONT)
+    frozen_at, m3 = freeze(os.killpg, m1, masters, log)
     wait_for(lambda: not (m1.child_pids() & frozen), 10, what="the frozen children leave")
     wait_for(lambda: not check(log, tags).lost, 60, interval=0.5, what="every job ended")
     report = check(log, tags)

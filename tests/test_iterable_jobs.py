@@ -58,30 +58,8 @@ def test_a_plain_call_runs_every_item_and_enqueue_checks_the_arguments(config):
     assert iter_jobs.steps.iterable.every == 5
 
 
-def test_quiet_stops_it_at_a_yield_and_every_face_shows_its_cursor(config, tmp_path):
-    from apps import iter_jobs
-
-    iter_jobs.RAN.clear()
-    iter_jobs.GATE.clear()
-    iter_jobs.REACHED.clear()
-    jid = iter_jobs.steps.enqueue(40, hold_at=12)
-    r = config.redis()
-    with RunningWorker() as worker:
-        assert iter_jobs.REACHED.wait(10)
-        saved = {k.decode(): v.decode() for k, v in r.hgetall(config.keys.checkpoint(jid)).items()}
-        assert saved["done"] == "10" and saved["cursor"] == "9" and saved["state"] == "running"
-        worker.quiet()
-        iter_jobs.GATE.set()
-        assert wait_for(lambda: r.llen(config.keys.queue("default")) == 1)
-    assert iter_jobs.RAN == list(range(13))
-    payload = json.loads(r.lrange(config.keys.queue("default"), 0, -1)[0])
-    assert (payload["iter_cursor"], payload["iter_done"]) == (12, 13)
-    assert wait_for(lambda: (api.status(jid) or api.JobStatus(jid, "?", 0, 0, None)).items_done == 13)
-    status = api.status(jid)
-    assert status.state == "queued" and status.cursor == 12
-    assert [a.outcome for a in api.history(jid)] == ["suspended"]
-
-    # the CLI, as text and as JSON
+def _cli_shows_the_cursor(config, jid):
+    """``cogworker job``, as text and as JSON: 13 items done, the cursor at 12."""
     env = {**os.environ, "PYTHONPATH": os.path.dirname(__file__)}
     args = [sys.executable, "-m", "cogworker", "job", jid, "--redis-url", config.redis_url]
     text = subprocess.run(args, capture_output=True, text=True, env=env, timeout=30)
@@ -90,7 +68,9 @@ def test_quiet_stops_it_at_a_yield_and_every_face_shows_its_cursor(config, tmp_p
     data = json.loads(subprocess.run([*args, "--json"], capture_output=True, text=True, env=env, timeout=30).stdout)
     assert data["status"]["items_done"] == 13 and data["status"]["cursor"] == 12
 
-    # the web UI's job page over HTTP
+
+def _web_shows_the_cursor(config, jid, tmp_path):
+    """The web UI's job page, over HTTP and in a real browser (skipped without one)."""
     pytest.importorskip("starlette")
     from starlette.testclient import TestClient
 
@@ -121,6 +101,33 @@ def test_quiet_stops_it_at_a_yield_and_every_face_shows_its_cursor(config, tmp_p
             browser.close()
     finally:
         server.stop()
+
+
+def test_quiet_stops_it_at_a_yield_and_every_face_shows_its_cursor(config, tmp_path):
+    from apps import iter_jobs
+
+    iter_jobs.RAN.clear()
+    iter_jobs.GATE.clear()
+    iter_jobs.REACHED.clear()
+    jid = iter_jobs.steps.enqueue(40, hold_at=12)
+    r = config.redis()
+    with RunningWorker() as worker:
+        assert iter_jobs.REACHED.wait(10)
+        saved = {k.decode(): v.decode() for k, v in r.hgetall(config.keys.checkpoint(jid)).items()}
+        assert saved["done"] == "10" and saved["cursor"] == "9" and saved["state"] == "running"
+        worker.quiet()
+        iter_jobs.GATE.set()
+        assert wait_for(lambda: r.llen(config.keys.queue("default")) == 1)
+    assert iter_jobs.RAN == list(range(13))
+    payload = json.loads(r.lrange(config.keys.queue("default"), 0, -1)[0])
+    assert (payload["iter_cursor"], payload["iter_done"]) == (12, 13)
+    assert wait_for(lambda: (api.status(jid) or api.JobStatus(jid, "?", 0, 0, None)).items_done == 13)
+    status = api.status(jid)
+    assert status.state == "queued" and status.cursor == 12
+    assert [a.outcome for a in api.history(jid)] == ["suspended"]
+
+    _cli_shows_the_cursor(config, jid)
+    _web_shows_the_cursor(config, jid, tmp_path)
 
     # Resumed by the next worker from its cursor, to its end.
     iter_jobs.RAN.clear()

@@ -10,11 +10,9 @@ import subprocess
 import sys
 
 import pytest
-from prefork_harness import TESTS, Master, wait_for
-from redis_server import RedisServer, free_port
-from web_harness import CHROMIUM_ARGS, ServerThread, chromium_path, screenshot_dir
+from prefork_harness import TESTS, wait_for
+from web_harness import browser_page, chromium_path, screenshot_dir, served
 
-import cogworker
 from cogworker import api
 from cogworker.client.enqueue import push_many
 from cogworker.client.jobs import JobOptions, build_payload
@@ -28,49 +26,40 @@ def payload(job, *args):
     return build_payload(f"apps.limited.{job}", args, {}, JobOptions())
 
 
+def solo(config):
+    return next((x for x in api.limiters(config) if x.name == "solo"), None)
+
+
+def check_api(config):
+    """Solo held once with two parked, the window full: as the API counts them."""
+    wait_for(lambda: (s := solo(config)) is not None and s.in_use == 1 and s.waiting == 2, 30,
+             what="solo held once, two parked")
+    wait_for(lambda: any(x.name == "w" and x.over >= 5 for x in api.limiters(config)), 30,
+             what="the window full")
+    by_name = {x.name: x for x in api.limiters(config)}
+    assert by_name["solo"].kind == "concurrency" and by_name["solo"].limit == 1 and by_name["solo"].over >= 2
+    assert by_name["w"].kind == "window" and by_name["w"].limit == 20 and by_name["w"].per == 2.0
+    assert api.deferrals(config) >= by_name["solo"].over + by_name["w"].over - 1
+
+
+def check_cli(url):
+    cli = subprocess.run([sys.executable, "-m", "cogworker", "limits", "--json", "--redis-url", url],
+                         capture_output=True, text=True, timeout=30, cwd=str(TESTS))
+    assert cli.returncode == 0, cli.stderr
+    rows = {x["name"]: x for x in json.loads(cli.stdout)["limiters"]}
+    assert rows["solo"]["in_use"] == 1 and rows["solo"]["waiting"] == 2 and rows["w"]["kind"] == "window"
+    text = subprocess.run([sys.executable, "-m", "cogworker", "limits", "--redis-url", url],
+                          capture_output=True, text=True, timeout=30, cwd=str(TESTS)).stdout
+    assert "LIMITER" in text and "1 at once" in text and "20 per 2.0s" in text
+
+
 def test_the_limits_page_api_and_cli_show_each_limiter(tmp_path):
-    from playwright.sync_api import sync_playwright
-
-    from cogworker.web import create_app
-
-    redis = RedisServer().start()
-    config = cogworker.Config(redis_url=redis.url)
-    cogworker.config._config = None
-    cogworker.configure(redis_url=redis.url)
-    master = Master(redis.url, module="apps.limited", procs=2, env={"PF_LOG": str(tmp_path / "runs.log")})
-    server = ServerThread(create_app(config=config), free_port()).start()
-    try:
-        master.wait_children()
+    with served("apps.limited", tmp_path / "runs.log") as (config, server):
         push_many([payload("solo", "holder", 120.0), payload("solo", "parked1"), payload("solo", "parked2")]
                   + [payload("windowed", f"w{i}") for i in range(25)])
-
-        def solo():
-            return next((x for x in api.limiters(config) if x.name == "solo"), None)
-
-        wait_for(lambda: (s := solo()) is not None and s.in_use == 1 and s.waiting == 2, 30,
-                 what="solo held once, two parked")
-        wait_for(lambda: any(x.name == "w" and x.over >= 5 for x in api.limiters(config)), 30,
-                 what="the window full")
-        by_name = {x.name: x for x in api.limiters(config)}
-        assert by_name["solo"].kind == "concurrency" and by_name["solo"].limit == 1 and by_name["solo"].over >= 2
-        assert by_name["w"].kind == "window" and by_name["w"].limit == 20 and by_name["w"].per == 2.0
-        assert api.deferrals(config) >= by_name["solo"].over + by_name["w"].over - 1
-
-        cli = subprocess.run([sys.executable, "-m", "cogworker", "limits", "--json", "--redis-url", redis.url],
-                             capture_output=True, text=True, timeout=30, cwd=str(TESTS))
-        assert cli.returncode == 0, cli.stderr
-        rows = {x["name"]: x for x in json.loads(cli.stdout)["limiters"]}
-        assert rows["solo"]["in_use"] == 1 and rows["solo"]["waiting"] == 2 and rows["w"]["kind"] == "window"
-        text = subprocess.run([sys.executable, "-m", "cogworker", "limits", "--redis-url", redis.url],
-                              capture_output=True, text=True, timeout=30, cwd=str(TESTS)).stdout
-        assert "LIMITER" in text and "1 at once" in text and "20 per 2.0s" in text
-
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1280, "height": 640})
-            response = page.goto(server.url + "/limits")
-            assert response is not None and response.status == 200
-            assert page.inner_text("nav a.here") == "Limits"
+        check_api(config)
+        check_cli(config.redis_url)
+        with browser_page(server.url + "/limits", "Limits", height=640) as page:
             table = [[c.inner_text() for c in row.query_selector_all("td")]
                      for row in page.query_selector_all("#limiters tbody tr")]
             cells = {row[0]: row for row in table}
@@ -79,8 +68,3 @@ def test_the_limits_page_api_and_cli_show_each_limiter(tmp_path):
             assert in_use.startswith("1") and "full" in in_use and int(over) >= 2
             assert cells["w"][1:3] == ["window", "20 per 2 s"]
             page.screenshot(path=str(screenshot_dir(tmp_path / "shots") / "web-limits.png"), full_page=True)
-            browser.close()
-    finally:
-        server.stop()
-        master.stop()
-        redis.cleanup()

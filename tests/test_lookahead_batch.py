@@ -25,7 +25,7 @@ from cogworker.engine.fetch.fetcher import Fetcher
 from cogworker.engine.lookahead import Depth
 from cogworker.errors import Fenced
 from cogworker.prefork.siblings import Siblings
-from cogworker.prefork.slots import CLEAR, TAKEN, Slots
+from cogworker.prefork.slots import CLEAR, MAX_ACKS, RUNNING, TAKEN, Slots
 from cogworker.store import lua
 
 OWNER, TAKER = "host:1:owner", "host:2:taker"
@@ -290,3 +290,42 @@ def test_the_slot_lists_32_held_acks():
     jids = [f"{i:032x}" for i in range(32)]  # cogworker's jids: 32 hex digits
     w.acks(jids)
     assert slots.read(0).acks == tuple(jids)
+
+
+def test_held_acks_appended_one_by_one_list_as_the_whole_list_would():
+    slots = Slots(1)
+    slots.reset(0)
+    w = slots.writer(0)
+    w.begin(OWNER)
+    jids = [f"{i:032x}" for i in range(MAX_ACKS + 2)]
+    for n, jid in enumerate(jids, 1):
+        w.ack_held(jid)
+        assert slots.read(0).acks == tuple(jids[:min(n, MAX_ACKS)])  # the first MAX_ACKS, as acks() keeps
+    w.ahead(1, "x")
+    w.came_back()  # the acks rode on the fetch: cleared, and the next batch's list starts over
+    w.ack_held("b0")
+    w.ack_held(None)
+    assert slots.read(0).acks == ("b0", "")
+    w.acks([])
+    assert slots.read(0).acks == ()
+
+
+def test_a_new_writer_of_a_slot_carries_over_what_the_slot_holds():
+    """What a writer keeps of its slot (the ahead fields, the acks' count) is read from
+    the slot when it is made, as the sequence number and the counters are."""
+    slots = Slots(1)
+    slots.reset(0)
+    first = slots.writer(0)
+    first.begin(OWNER)
+    first.acks(["a"])
+    first.ahead(3, "c")
+    second = slots.writer(0)
+    second.begin(OWNER)
+    second.write(RUNNING, "j1")
+    second.ack_held("b")
+    state = slots.read(0)
+    assert (state.state, state.jid, state.ack_jid, state.ahead, state.acks) == (RUNNING, "j1", "c", 3, ("a", "b"))
+    second.ahead(4, "d")
+    second.write(RUNNING, "j2")
+    state = slots.read(0)
+    assert (state.jid, state.ack_jid, state.ahead, state.acks) == ("j2", "d", 4, ("a", "b"))

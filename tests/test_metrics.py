@@ -46,6 +46,25 @@ def until(port, predicate, timeout=15.0, what="metrics"):
         raise AssertionError(f"{exc}; last scrape: {shown}") from None
 
 
+def _check_durations(s):
+    """The run-time histogram: one observation per run that ended in this host's processes
+    with a known run time (a hard-killed or SIGKILLed run has none), cumulative buckets."""
+    runs = {"ok": 3, "boom": 1, "flaky": 1, "soft": 1, "hang": 1}
+    for job_class, n in runs.items():
+        labels = {"queue": "default", "job_class": f"apps.obs_app.{job_class}"}
+        assert value(s, "cogworker_job_duration_seconds_count", **labels) == n
+        buckets = [value(s, "cogworker_job_duration_seconds_bucket", le=repr(b), **labels)
+                   for b in jobmetrics.BUCKETS]
+        assert buckets == sorted(buckets)  # cumulative
+        assert value(s, "cogworker_job_duration_seconds_bucket", le="+Inf", **labels) == n
+    soft = {"queue": "default", "job_class": "apps.obs_app.soft"}
+    assert value(s, "cogworker_job_duration_seconds_bucket", le="0.25", **soft) == 0
+    assert value(s, "cogworker_job_duration_seconds_bucket", le="0.5", **soft) == 1
+    assert 0.3 <= value(s, "cogworker_job_duration_seconds_sum", **soft) < 0.5
+    assert value(s, "cogworker_job_duration_seconds_count", queue="default",
+                 job_class="apps.obs_app.stubborn") is None
+
+
 def test_scrape_counts_every_outcome_exactly(own_config, masters):
     port = free_port()
     m = masters(procs=2, module="apps.obs_app", args=["--metrics-port", str(port)])
@@ -73,22 +92,7 @@ def test_scrape_counts_every_outcome_exactly(own_config, masters):
                for (name, labels), v in s.items() if name == "cogworker_jobs_total"}
     assert counted == {"ok/succeeded": 3, "boom/dead": 1, "flaky/retried": 1, "soft/timed_out": 1,
                        "stubborn/timed_out": 1, "hang/orphaned": 1, "hang/succeeded": 1}
-    # One observation per run that ended in this host's processes with a known run time
-    # (a hard-killed or SIGKILLed run has none).
-    runs = {"ok": 3, "boom": 1, "flaky": 1, "soft": 1, "hang": 1}
-    for job_class, n in runs.items():
-        labels = {"queue": "default", "job_class": f"apps.obs_app.{job_class}"}
-        assert value(s, "cogworker_job_duration_seconds_count", **labels) == n
-        buckets = [value(s, "cogworker_job_duration_seconds_bucket", le=repr(b), **labels)
-                   for b in jobmetrics.BUCKETS]
-        assert buckets == sorted(buckets)  # cumulative
-        assert value(s, "cogworker_job_duration_seconds_bucket", le="+Inf", **labels) == n
-    soft = {"queue": "default", "job_class": "apps.obs_app.soft"}
-    assert value(s, "cogworker_job_duration_seconds_bucket", le="0.25", **soft) == 0
-    assert value(s, "cogworker_job_duration_seconds_bucket", le="0.5", **soft) == 1
-    assert 0.3 <= value(s, "cogworker_job_duration_seconds_sum", **soft) < 0.5
-    assert value(s, "cogworker_job_duration_seconds_count", queue="default",
-                 job_class="apps.obs_app.stubborn") is None
+    _check_durations(s)
     assert value(s, "cogworker_child_exits_total", reason="crash") == 1
     assert value(s, "cogworker_orphans_requeued_total") >= 1
     assert value(s, "cogworker_queue_size", queue="default") == 0

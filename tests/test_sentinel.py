@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,10 +16,18 @@ import uuid
 import psutil
 import pytest
 from apps import sentinel_app
-from metrics_util import scrape
 from prefork_harness import TESTS, Master, wait_for
 from redis_server import free_port
-from sentinel_util import PASSWORD, runs, sentinel_config, sentinels  # noqa: F401 (fixtures)
+from sentinel_util import (  # noqa: F401 (fixtures)
+    PASSWORD,
+    enqueue_async,
+    finish,
+    runs,
+    scraped,
+    sentinel_config,
+    sentinels,
+    try_enqueue,
+)
 
 import cogworker
 from cogworker import api
@@ -73,7 +80,7 @@ def test_every_face_works_through_sentinel(sentinels, sentinel_config, tmp_path)
     env = {"COGWORKER_TEST_LOG": str(log)}
     os.environ["COGWORKER_TEST_LOG"] = str(log)  # for the enqueues' registry only: nothing runs here
     sentinel_app.logged.enqueue("sync")
-    asyncio.run(_enqueue_async("async"))
+    asyncio.run(enqueue_async("async"))
     # The data is on the master the sentinels name.
     assert sentinels.master.client().llen("cogworker:queue:default") == 2
     assert api.stats().enqueued == 2 and any(q.name == "default" for q in api.queues())
@@ -81,7 +88,7 @@ def test_every_face_works_through_sentinel(sentinels, sentinel_config, tmp_path)
     master = Master(url, module="apps.sentinel_app", procs=2, args=["--metrics-port", str(port)], env=env)
     try:
         wait_for(lambda: runs(log)[1]["sync"] == 1 and runs(log)[1]["async"] == 1, 60, 0.05, "both jobs ran")
-        wait_for(lambda: any(name == "cogworker_jobs_total" for name, _ in _scraped(port) or {}), 60, 0.2,
+        wait_for(lambda: any(name == "cogworker_jobs_total" for name, _ in scraped(port) or {}), 60, 0.2,
                  "/metrics counting the jobs")
         titles = _titles(master.pid)
         assert titles and not any(PASSWORD in t for t in titles)
@@ -102,21 +109,6 @@ def test_every_face_works_through_sentinel(sentinels, sentinel_config, tmp_path)
     assert PASSWORD not in output and "redis+sentinel://:***@" in output
 
 
-async def _enqueue_async(tag):
-    from cogworker.client import aio
-    try:
-        return await sentinel_app.logged.enqueue_async(tag)
-    finally:
-        await aio.aclose()
-
-
-def _scraped(port):
-    try:
-        return scrape(port)
-    except OSError:
-        return None
-
-
 def _titles(pid):
     found = []
     for proc in [psutil.Process(pid), *psutil.Process(pid).children()]:
@@ -125,17 +117,6 @@ def _titles(pid):
         except psutil.Error:
             pass
     return found
-
-
-def finish(master):
-    """Stops ``master`` (TERM, then whatever is left) and returns its log."""
-    try:
-        if master.alive():
-            master.signal(signal.SIGTERM)
-            master.wait_exit()
-        return master.output()
-    finally:
-        master.stop()
 
 
 def _cli_and_web_work(url):
@@ -164,7 +145,7 @@ def test_a_killed_master_is_replaced_under_a_running_prefork_worker(sentinels, s
         # Enqueue against the promoted replica (the client follows too), and the worker runs it.
         tags = [f"after-{i}" for i in range(5)]
         for tag in tags:
-            wait_for(lambda tag=tag: _try_enqueue(tag), 30, 0.1, "an enqueue after the failover")
+            wait_for(lambda tag=tag: try_enqueue(tag), 30, 0.1, "an enqueue after the failover")
         wait_for(lambda: all(runs(log)[1][t] >= 1 for t in tags), 60, 0.1, "the worker followed the new master")
         assert master.proc.poll() is None
     finally:
@@ -178,13 +159,6 @@ def _logged_master(group, tmp_path, procs):
     log = tmp_path / "runs.log"
     os.environ["COGWORKER_TEST_LOG"] = str(log)
     return log, Master(group.url(), module="apps.sentinel_app", procs=procs, env={"COGWORKER_TEST_LOG": str(log)})
-
-
-def _try_enqueue(tag):
-    try:
-        return sentinel_app.logged.enqueue(tag)
-    except cogworker.store.ConnectionError:
-        return None
 
 
 def test_a_demoted_master_answers_readonly_and_every_process_follows(sentinels, sentinel_config, tmp_path):  # noqa: F811
@@ -203,7 +177,7 @@ def test_a_demoted_master_answers_readonly_and_every_process_follows(sentinels, 
     master = Master(sentinels.url(), module="apps.sentinel_app", procs=1, env={"COGWORKER_TEST_LOG": str(log)})
     try:
         tag = uuid.uuid4().hex
-        wait_for(lambda: _try_enqueue(tag), 30, 0.1, "an enqueue after the demotion")
+        wait_for(lambda: try_enqueue(tag), 30, 0.1, "an enqueue after the demotion")
         wait_for(lambda: runs(log)[1][tag] == 1, 60, 0.05, "the job ran on the promoted master")
         assert sentinels.master.client().llen("cogworker:queue:default") == 0
     finally:
@@ -222,7 +196,7 @@ def test_a_worker_moves_off_a_master_demoted_under_it(sentinels, sentinel_config
                  "the demotion")
         deadline = time.monotonic() + 60
         tag = "second"
-        wait_for(lambda: _try_enqueue(tag), 30, 0.1, "an enqueue on the new master")
+        wait_for(lambda: try_enqueue(tag), 30, 0.1, "an enqueue on the new master")
         wait_for(lambda: runs(log)[1][tag] == 1, deadline - time.monotonic(), 0.05, "the worker followed")
         assert master.proc.poll() is None
     finally:

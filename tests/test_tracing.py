@@ -101,6 +101,19 @@ def test_a_failure_is_recorded_and_its_retry_links_back(config: cogworker.Config
     assert retried.parent.span_id == failed.parent.span_id  # both runs are children of the one enqueue
 
 
+def _check_the_periodic_run(worker_spans: list[dict[str, Any]], by_jid: dict[str, list[dict[str, Any]]],
+                            master_pid: int, children: Any) -> None:
+    """The periodic entry: its enqueue made by the master's ticker, with the entry and slot;
+    the run, in a child, is the child of that enqueue."""
+    ran = next(s for s in worker_spans
+               if s["kind"] == "SpanKind.CONSUMER" and "cogworker.periodic.name" in s["attributes"])
+    (ticked,) = [s for s in by_jid[ran["attributes"]["messaging.message.id"]] if s["kind"] == "SpanKind.PRODUCER"]
+    assert ticked["attributes"]["cogworker.periodic.name"] == "otel-every-second"
+    assert isinstance(ticked["attributes"]["cogworker.periodic.slot"], int)
+    assert ran["parent_id"] == ticked["context"]["span_id"]
+    assert ticked["pid"] == master_pid and ran["pid"] in children  # the master's ticker, a child's run
+
+
 def test_a_real_prefork_worker_exports_linked_spans(masters: Any, own_config: cogworker.Config,
                                                     exporter: InMemorySpanExporter, tmp_path: Path) -> None:
     from apps import otel_app
@@ -141,15 +154,7 @@ def test_a_real_prefork_worker_exports_linked_spans(masters: Any, own_config: co
     assert first["attributes"]["cogworker.job.outcome"] == "failed" and first["status"]["status_code"] == "ERROR"
     assert [link["context"]["span_id"] for link in second["links"]] == [first["context"]["span_id"]]
     assert second["context"]["trace_id"] == first["context"]["trace_id"]
-    # The periodic entry: its enqueue made by the master's ticker, with the entry and slot;
-    # the run is the child of that enqueue.
-    ran = next(s for s in worker_spans
-               if s["kind"] == "SpanKind.CONSUMER" and "cogworker.periodic.name" in s["attributes"])
-    (ticked,) = [s for s in by_jid[ran["attributes"]["messaging.message.id"]] if s["kind"] == "SpanKind.PRODUCER"]
-    assert ticked["attributes"]["cogworker.periodic.name"] == "otel-every-second"
-    assert isinstance(ticked["attributes"]["cogworker.periodic.slot"], int)
-    assert ran["parent_id"] == ticked["context"]["span_id"]
-    assert ticked["pid"] == master.pid and ran["pid"] in children  # the master's ticker, a child's run
+    _check_the_periodic_run(worker_spans, by_jid, master.pid, children)
     assert run["pid"] in children and first["pid"] in children
     (tmp_path / "trace.json").write_text(json.dumps(worker_spans, indent=1))
     if os.environ.get("COGWORKER_SHOW_TRACE"):

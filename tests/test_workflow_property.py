@@ -11,67 +11,35 @@ import pytest
 from apps import wf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_util import Model
 
 import cogworker
-from cogworker.core import fate, settlement
-from cogworker.engine.fetch.fetcher import Fetcher
-from cogworker.errors import Fenced
 
 KINDS = ["success", "retry", "dead", "orphan", "zombie", "replay"]
 EVENTS = st.lists(st.tuples(st.integers(0, 3), st.sampled_from(KINDS)), min_size=1, max_size=30)
 
 
-class Chord:
-    """The chord under test, and the model it is checked against."""
+class Chord(Model):
+    """The chord under test, and the model it is checked against (states: queued | done | dead)."""
 
     def __init__(self, config, n: int) -> None:
-        self.config, self.r, self.n = config, config.redis(), n
+        super().__init__(config, n)
         # One queue per member, so each event acts on the member it names.
         members = [wf.add.options(queue=f"m{i}").s(i, i) for i in range(n)]
         self.chord = cogworker.chord(cogworker.group(members), wf.total.options(queue="cb").s())
         self.id = self.chord.enqueue()
-        self.state = ["queued"] * n  # queued | done | dead
-        self.settled: dict[int, tuple[Fetcher, bytes, fate.Decision]] = {}
-        self.step = 0
-
-    def fetch(self, i: int) -> tuple[Fetcher, bytes, dict]:
-        self.step += 1
-        f = Fetcher(self.config, f"prop:{self.step}", [(f"m{i}", None)], block_timeout=0)
-        work = f.fetch()
-        assert work is not None, (i, self.state)
-        return f, work.raw, json.loads(work.raw)
 
     def act(self, i: int, kind: str) -> None:
         if self.state[i] != "queued":
-            if kind == "replay" and i in self.settled:  # a settlement sent again, long after
-                f, raw, decision = self.settled[i]
-                assert settlement.apply(f, raw, decision) is False
+            self.replay(i, kind)
             return
         f, raw, payload = self.fetch(i)
         if kind in ("success", "replay"):
-            decision = fate.decide(self.config, payload, fate.Succeeded(0.0, payload["args"][0] * 2))
-            assert settlement.apply(f, raw, decision) is True
-            if kind == "replay":  # its reply lost: sent again at once
-                assert settlement.apply(f, raw, decision) is False
-            self.state[i], self.settled[i] = "done", (f, raw, decision)
+            self.succeed(i, f, raw, payload, kind, payload["args"][0] * 2, "done")
         elif kind in ("retry", "dead"):
-            if kind == "dead":
-                payload["retry"] = 0
-            decision = fate.decide(self.config, payload, fate.Raised(ValueError(f"no {i}")))
-            assert settlement.apply(f, raw, decision) is True
-            assert settlement.apply(f, raw, decision) is False  # a replayed filing
-            if kind == "retry":  # due: the poller puts it back on its queue
-                for entry in self.r.zrange(self.config.keys.retry, 0, -1):
-                    self.r.zrem(self.config.keys.retry, entry)
-                    self.r.lpush(self.config.keys.queue(f"m{i}"), entry)
-            else:
-                self.state[i], self.settled[i] = "dead", (f, raw, decision)
-        else:  # its process died (orphan) or froze and was declared dead (zombie): requeued
-            f.requeue_all(mode="reclaim")
-            if kind == "zombie":  # it wakes and tries to settle the run it had finished
-                decision = fate.decide(self.config, payload, fate.Succeeded(0.0, 0))
-                with pytest.raises(Fenced):
-                    settlement.apply(f, raw, decision)
+            self.fail(i, f, raw, payload, kind)
+        else:
+            self.lose(f, raw, payload, kind, 0)
 
     def check(self) -> None:
         fired = self.r.lrange(self.config.keys.queue("cb"), 0, -1)
@@ -94,11 +62,4 @@ class Chord:
 @given(n=st.integers(1, 4), events=EVENTS)
 def test_a_chord_fires_exactly_once_at_the_right_moment(config, n, events):
     config.redis().flushall()
-    chord = Chord(config, n)
-    chord.check()
-    for i, kind in events:
-        chord.act(i % n, kind)
-        chord.check()
-    for i in range(n):  # then every member still queued succeeds
-        chord.act(i, "success")
-        chord.check()
+    Chord(config, n).play(events)

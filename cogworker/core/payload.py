@@ -273,7 +273,21 @@ def to_epoch(when: datetime | float | int) -> float:
     raise TypeError(f"enqueue_at takes a datetime or epoch seconds, got {type(when).__name__}")
 
 
-_decode = json.JSONDecoder().decode  # json.loads's own decoder, with its defaults
+_decoder = json.JSONDecoder()  # json.loads's own decoder, with its defaults
+_decode = _decoder.decode
+# What decode runs, minus its whitespace regexes and two Python frames (an instance
+# attribute, made by JSONDecoder.__init__, that typeshed doesn't declare).
+_scan: Callable[[str, int], tuple[Any, int]] = vars(_decoder)["scan_once"]
+
+
+def _object(text: str) -> Any:
+    """``_decode(text)`` for text starting with "{": the scanner alone when it reads the
+    whole text; else (trailing whitespace, extra data, an error) the decoder's own answer."""
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        end = -1
+    return value if end == len(text) else _decode(text)
 
 
 def parse_payload(raw: bytes) -> tuple[dict[str, Any] | None, str]:
@@ -283,7 +297,7 @@ def parse_payload(raw: bytes) -> tuple[dict[str, Any] | None, str]:
         if raw[:1] == b"{" and raw[1:2] != b"\x00":
             # What json.loads does with these bytes (UTF-8 detected, surrogatepass), minus
             # its encoding detection in Python: a payload is parsed per job.
-            payload = _decode(raw.decode("utf-8", "surrogatepass"))
+            payload = _object(raw.decode("utf-8", "surrogatepass"))
         else:
             payload = json.loads(raw)
     except UnicodeDecodeError:

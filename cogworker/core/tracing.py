@@ -45,7 +45,11 @@ _tracers: dict[int, Tracer] = {}
 def active(config: Config | None = None) -> bool:
     """Whether to trace now: the package, ``Config.tracing``, and a real tracer provider
     set by the app (the API's default proxy and no-op providers record nothing)."""
-    if not ON or not (config or get_config()).tracing:
+    if not ON:
+        return False
+    if _set is None and not _NAMED_IN_ENV and getattr(trace, "_TRACER_PROVIDER", False) is None:
+        return False  # no provider set yet (``_provider``'s first test): no config read, asked per job
+    if not (config or get_config()).tracing:
         return False
     return _provider() is not None
 

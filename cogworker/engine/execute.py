@@ -24,7 +24,14 @@ from ..errors import JobTimeout
 from ..lifecycle import history
 from . import eventloop as aio
 
-_thread_kind = threading.local()
+
+class _ThreadKind(threading.local):
+    # A class default, not getattr(local, "pool", False): a missing attribute of a
+    # threading.local raises (and formats) an AttributeError inside, ~4k instructions per job.
+    pool = False
+
+
+_thread_kind = _ThreadKind()
 
 
 def in_job_pool() -> None:
@@ -61,7 +68,7 @@ def execute(config: Config, identity: str, queue: str, payload: dict[str, Any],
                      extra={"event": "job_started", "jid": payload["jid"], "job_class": name, "queue": queue})
     started = time.perf_counter()
     kept: list[Any] | None = [] if "wf" in payload else None  # its value matters only to a workflow
-    running, current_token = current.begin(config, payload, queue, solo=not getattr(_thread_kind, "pool", False))
+    running, current_token = current.begin(config, payload, queue, solo=not _thread_kind.pool)
     try:
         if host is not None and getattr(job, "iterable", None) is not None:
             context = iteration.Context(host, payload)
@@ -160,7 +167,7 @@ def _run(job: Any, payload: dict[str, Any], queue: str, resolution_error: BaseEx
     timeout = payload.get("timeout")
     timer: SoftTimeout | None = None
     if isinstance(timeout, (int, float)) and timeout > 0:
-        timer = ThreadTimeout(timeout) if getattr(_thread_kind, "pool", False) else SoftTimeout(timeout)
+        timer = ThreadTimeout(timeout) if _thread_kind.pool else SoftTimeout(timeout)
 
     def perform() -> Any:
         if resolution_error is not None:

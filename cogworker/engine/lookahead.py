@@ -201,9 +201,10 @@ class LookAhead(Plain):
         w = self.worker
         if w.ack_due is None:
             return
-        self.acks.append((w.ack_due, w.ack_due_jid or jid_of(w.ack_due)))
+        jid = w.ack_due_jid or jid_of(w.ack_due)
+        self.acks.append((w.ack_due, jid))
         w.ack_due = None
-        w.reporter.acks_held([jid or "" for _, jid in self.acks])
+        w.reporter.ack_held(jid)  # the slot lists the acks before it already
 
     def _flush_acks(self) -> None:
         """Held acks with no batch fetch to ride on: written one by one (rare: a sibling

@@ -76,6 +76,10 @@ class Reporter:
     def acks_held(self, jids: list[str]) -> None:
         """Finished jobs whose acks wait for the next fetch (besides the last one's)."""
 
+    def ack_held(self, jid: str | None) -> None:
+        """One more finished job whose ack waits for the next fetch: ``acks_held`` with
+        the list so far and ``jid`` appended."""
+
     def waiting(self, fetcher: Fetcher) -> Work | None:
         """Every queue is empty: a job taken over from a sibling, or None (then the loop
         blocks on the queues)."""

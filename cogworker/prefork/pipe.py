@@ -119,6 +119,9 @@ class PipeReporter(Reporter):
     def acks_held(self, jids: list[str]) -> None:
         self.slot.acks(jids)
 
+    def ack_held(self, jid: str | None) -> None:
+        self.slot.ack_held(jid)
+
     def waiting(self, fetcher: Fetcher) -> Work | None:
         self.slot.write(WAITING)
         return self.siblings.take(fetcher) if self.siblings is not None else None

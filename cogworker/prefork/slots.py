@@ -58,6 +58,7 @@ MAX_ACKS = 32  # a batch's acks due (up to K - 1) and riding (up to K), K <= Dep
 _BATCH = struct.Struct("=QQ")  # started (of the look-ahead fetch's jobs), how many acks follow
 _BATCH_OFFSET = 448
 _ACKS = struct.Struct("=" + "64s" * MAX_ACKS)
+_JID = struct.Struct("=64s")  # one of them
 _ACKS_OFFSET = _BATCH_OFFSET + _BATCH.size
 SIZE = 2560  # a multiple of 64: each slot on its own cache lines, seq aligned
 assert _SEQ.size + _BODY.size <= _COUNTS_OFFSET and _COUNTS_OFFSET + _COUNTS.size <= _BATCH_OFFSET
@@ -110,6 +111,7 @@ class Slots:
         # MAP_SHARED | MAP_ANONYMOUS: survives fork, shared
         self.mm = mmap.mmap(-1, self._cancel_at + count * _CANCEL.size)
         self.lock_file = tempfile.TemporaryFile()  # unlinked: only the inherited descriptor reaches it
+        self._lock_fd = self.lock_file.fileno()  # open while self.lock_file is; asked twice per job
 
     def reset(self, index: int) -> None:
         _SEQ.pack_into(self.mm, index * SIZE, 0)
@@ -186,10 +188,10 @@ class Slots:
     # -- the per-child lock and "taken" flag (look-ahead hand-over) ------------------------
 
     def lock(self, index: int) -> None:
-        fcntl.lockf(self.lock_file.fileno(), fcntl.LOCK_EX, 1, index)
+        fcntl.lockf(self._lock_fd, fcntl.LOCK_EX, 1, index)
 
     def unlock(self, index: int) -> None:
-        fcntl.lockf(self.lock_file.fileno(), fcntl.LOCK_UN, 1, index)
+        fcntl.lockf(self._lock_fd, fcntl.LOCK_UN, 1, index)
 
     def taken(self, index: int) -> int:
         """CLEAR, TRYING or TAKEN (read and written under that child's lock)."""
@@ -212,6 +214,13 @@ class SlotWriter:
         self.ahead_number = 0  # the look-ahead fetch out (as written by ``ahead``)
         self.started = 0  # how many of its jobs were started (as written by ``ahead``/``start_one``)
         self.processed, self.failed = _COUNTS.unpack_from(self.mm, self.offset + _COUNTS_OFFSET)
+        # Mirrors of what only this writer writes (per job, kept here rather than read back):
+        # the acks listed, and the ack_jid and ahead fields ``write`` carries over.
+        self.acks_count = int(_BATCH.unpack_from(self.mm, self.offset + _BATCH_OFFSET)[1])
+        self._ahead_fields: tuple[bytes, int] = _AHEAD.unpack_from(self.mm, self.offset + _AHEAD_OFFSET)
+        # The sequence number as one 8-byte item (the slot is 8-aligned): cheaper than a pack_into.
+        self._seqs = memoryview(self.mm).cast("Q")
+        self._seq_at = self.offset // _SEQ.size
 
     def begin(self, identity: str) -> None:
         self.identity = identity.encode()[:96]
@@ -221,7 +230,7 @@ class SlotWriter:
               job_class: str = "", queue: str = "") -> None:
         """A job starts (RUNNING), or the child has none (IDLE, WAITING); keeps ``ahead``
         and ``ack_jid``."""
-        ack_jid, ahead = _AHEAD.unpack_from(self.mm, self.offset + _AHEAD_OFFSET)
+        ack_jid, ahead = self._ahead_fields
         self._begin()
         _BODY.pack_into(self.mm, self.offset + _SEQ.size, state, _jid(jid), ack_jid, ahead, deadline or 0.0,
                         started_at, job_class.encode()[:120], queue.encode()[:48], self.identity)
@@ -246,15 +255,16 @@ class SlotWriter:
         self.ahead_number = number
         self.started = 0
         self._begin()
-        _AHEAD.pack_into(self.mm, self.offset + _AHEAD_OFFSET, _jid(ack_jid) if number else b"", number)
-        _BATCH.pack_into(self.mm, self.offset + _BATCH_OFFSET, 0, self._acks_count())
+        self._set_ahead(_jid(ack_jid) if number else b"", number)
+        _BATCH.pack_into(self.mm, self.offset + _BATCH_OFFSET, 0, self.acks_count)
         self._end()
 
     def came_back(self) -> None:
         """The look-ahead fetch's reply was read: the acks riding on it are settled
         (landed, or owed: the pipe said so); its jobs not started stay under ``ahead``."""
         self._begin()
-        _AHEAD.pack_into(self.mm, self.offset + _AHEAD_OFFSET, b"", self.ahead_number)
+        self._set_ahead(b"", self.ahead_number)
+        self.acks_count = 0
         _BATCH.pack_into(self.mm, self.offset + _BATCH_OFFSET, self.started, 0)
         self._end()
 
@@ -262,7 +272,7 @@ class SlotWriter:
         """One more of the look-ahead fetch's jobs claimed (the caller holds our lock)."""
         self.started += 1
         self._begin()
-        _BATCH.pack_into(self.mm, self.offset + _BATCH_OFFSET, self.started, self._acks_count())
+        _BATCH.pack_into(self.mm, self.offset + _BATCH_OFFSET, self.started, self.acks_count)
         self._end()
 
     def acks(self, jids: list[str]) -> None:
@@ -271,16 +281,31 @@ class SlotWriter:
         self._begin()
         _ACKS.pack_into(self.mm, self.offset + _ACKS_OFFSET, *(_jid(j) for j in jids),
                         *([b""] * (MAX_ACKS - len(jids))))
+        self.acks_count = len(jids)
         _BATCH.pack_into(self.mm, self.offset + _BATCH_OFFSET, self.started, len(jids))
         self._end()
 
-    def _acks_count(self) -> int:
-        return int(_BATCH.unpack_from(self.mm, self.offset + _BATCH_OFFSET)[1])
+    def ack_held(self, jid: str | None) -> None:
+        """One more finished job of the batch whose ack is due: ``acks`` with it appended.
+        Written alone (the entries before it are in place), not the whole list again: a
+        batch of K would rewrite K^2/2 jids (docs/architecture.md#batch)."""
+        count = self.acks_count
+        if count >= MAX_ACKS:
+            return  # as ``acks``: the first MAX_ACKS are listed
+        self._begin()
+        _JID.pack_into(self.mm, self.offset + _ACKS_OFFSET + count * _JID.size, _jid(jid))
+        self.acks_count = count + 1
+        _BATCH.pack_into(self.mm, self.offset + _BATCH_OFFSET, self.started, count + 1)
+        self._end()
+
+    def _set_ahead(self, ack_jid: bytes, number: int) -> None:
+        _AHEAD.pack_into(self.mm, self.offset + _AHEAD_OFFSET, ack_jid, number)
+        self._ahead_fields = (ack_jid, number)
 
     def _begin(self) -> None:
         self.seq += 1
-        _SEQ.pack_into(self.mm, self.offset, self.seq)  # odd: being written
+        self._seqs[self._seq_at] = self.seq  # odd: being written
 
     def _end(self) -> None:
         self.seq += 1
-        _SEQ.pack_into(self.mm, self.offset, self.seq)
+        self._seqs[self._seq_at] = self.seq

@@ -20,10 +20,16 @@ Redis. What a cluster says back:
 - ``ASK`` and ``TRYAGAIN`` (the slot is being moved, key by key): an outage until the move
   ends (store/errors.py). A script names keys on both sides of a move in general, and
   Redis refuses those with TRYAGAIN anyway, so following ASK per key would gain nothing.
+
+The redis-py cluster client that reads the slot map holds connections of its own to the
+nodes it asked: closing our client (``close()``/``aclose()``: its pool) closes it too. The
+async client reads the slot map in a thread (``asyncio.to_thread``), so a node slow to
+answer blocks no event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from functools import cache
@@ -125,8 +131,18 @@ class Locator:
         return RedisCluster.from_url(self.url, **{k: v for k, v in self.options.items() if k in keep})
 
     def close(self) -> None:
-        if self._cluster is not None:
-            self._cluster.close()
+        """Closes the cluster client's connections to the nodes (a later ``address`` opens
+        a new one: a closed redis-py pool may be used again, and so may this)."""
+        with self._lock:
+            cluster, self._cluster = self._cluster, None
+        if cluster is None:
+            return
+        # A cluster client made from a URL gives each node's client a pool of its own that
+        # the node's close() leaves open (redis-py 8): each pool is disconnected here.
+        for node in cluster.get_nodes():
+            if node.redis_connection is not None:
+                node.redis_connection.connection_pool.disconnect()
+        cluster.close()
 
 
 def _moved(locator: Locator, exc: BaseException) -> SlotMoved:
@@ -164,8 +180,8 @@ def _sync_class(base: Any) -> type:
 def _async_class(base: Any) -> type:
     async def _connect(self: Any) -> Any:
         # The slot map is read with the sync client, only when a connection opens (a
-        # failover or a reshard): a short block of the loop, at most the socket timeout.
-        self.host, self.port = self.locator.address()
+        # failover or a reshard), in a thread: the loop goes on meanwhile.
+        self.host, self.port = await asyncio.to_thread(self.locator.address)
         try:
             return await base._connect(self)
         except OSError:
@@ -199,10 +215,40 @@ def _follow_once() -> Any:
     return Retry(NoBackoff(), 1, supported_errors=(SlotMoved,))
 
 
+class _SyncPool(redis.ConnectionPool):
+    """A pool whose ``close`` closes its locator's cluster client too."""
+
+    locator: Locator
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.locator.close()
+
+
+@cache
+def _async_pool() -> type[redis.asyncio.ConnectionPool]:
+    import redis.asyncio
+
+    class _AsyncPool(redis.asyncio.ConnectionPool):
+        locator: Locator
+
+        async def aclose(self) -> None:
+            try:
+                await super().aclose()
+            finally:  # in a thread: it waits for the lock a slot map read may hold
+                await asyncio.to_thread(self.locator.close)
+
+    return _AsyncPool
+
+
 def client(url: str, options: dict[str, Any], namespace: str) -> redis.Redis:
     """A client of the master serving ``namespace``'s slot, following it as it moves."""
-    made = redis.Redis.from_url(url, **{**options, "retry": _follow_once()})
-    _attach(made.connection_pool, _sync_class, url, options, namespace)
+    pool = _SyncPool.from_url(url, **{**options, "retry": _follow_once()})
+    _attach(pool, _sync_class, url, options, namespace)
+    made = redis.Redis(connection_pool=pool)
+    made.auto_close_connection_pool = True  # as from_url's: closing the client closes its pool
     return made
 
 
@@ -211,14 +257,18 @@ def client_async(url: str, options: dict[str, Any], namespace: str) -> redis.asy
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
 
-    made = redis.asyncio.Redis.from_url(url, **{**options, "retry": Retry(NoBackoff(), 1, (SlotMoved,))})
-    _attach(made.connection_pool, _async_class, url, options, namespace)
+    pool = _async_pool().from_url(url, **{**options, "retry": Retry(NoBackoff(), 1, (SlotMoved,))})
+    _attach(pool, _async_class, url, options, namespace)
+    made = redis.asyncio.Redis(connection_pool=pool)
+    made.auto_close_connection_pool = True
     return made
 
 
 def _attach(pool: Any, kind: Any, url: str, options: dict[str, Any], namespace: str) -> None:
     """Every connection the pool makes from now on asks the pool's locator where to go
-    (a class per pool: the locator rides on it, redis-py's keywords stay its own)."""
+    (a class per pool: the locator rides on it, redis-py's keywords stay its own); the
+    pool closes the locator with itself."""
     locator = Locator(url, options, _slot_of(tagged(namespace)))
     base = kind(pool.connection_class)
     pool.connection_class = type(base.__name__, (base,), {"locator": locator})
+    pool.locator = locator

@@ -1,6 +1,7 @@
 """Jobs for the batch faces' tests (the Batches page, `cogworker batches`/`batch`,
-/metrics): plain work, a job that dies, one that reports its progress and holds at 50 %
-until the file named by its argument exists, and a callback. Logged to $PF_LOG (apps.pf_log)."""
+/metrics): plain work, a job that dies (apps.batchjobs' own), one that reports its progress
+and holds at 50 % until the file named by its argument exists, and a callback. Logged to
+$PF_LOG (apps.pf_log)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import time
 
 import cogworker
+from apps.batchjobs import doomed as doomed  # the batch tests' dying job: one definition
 from apps.pf_log import log
 
 cogworker.configure(heartbeat_interval=0.3)
@@ -18,13 +20,6 @@ def work(tag):
     log("start", tag)
     log("end", tag)
     return tag
-
-
-@cogworker.job(retry=0)
-def doomed(tag):
-    log("start", tag)
-    log("end", tag)
-    raise ValueError(f"doomed {tag}")
 
 
 @cogworker.job
