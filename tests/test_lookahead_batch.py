@@ -2,7 +2,8 @@
 real ``Fetcher``/``Siblings``/``Slots`` objects on a private redis-server:
 
 - every job a batch fetch takes sits on the fetching identity's own list, and the acks
-  riding on it (several) are written in the same script, behind the fence;
+  riding on it (several) are written in the same step, behind the fence once the lease
+  ran out (while it holds, by plain commands: tests/test_lookahead_batch_moved.py);
 - an idle sibling takes any of the K not started (newest first, one per take); the
   owner's claim keeps exactly the ones nobody took;
 - the master's return sends every job not started back, in queue order;
@@ -100,6 +101,9 @@ def test_a_fenced_identitys_batch_fetch_is_refused_acks_included(own_config):
     push(own_config, "a", "b", "c")
     f = Fetcher(own_config, OWNER, [("default", None)])
     batch(f, 1, 2)
+    # Fenced once its lease ran out (only then can anyone declare it dead): fetch_batch.lua,
+    # the acks behind its fence check (tests/test_lookahead_batch_moved.py: with the lease).
+    f.confirmed_at = float("-inf")
     own_config.redis().set(own_config.keys.fenced(OWNER), 1)
     with pytest.raises(Fenced):
         batch(f, 2, 4, acks=[(job("a"), "a")])
@@ -252,6 +256,7 @@ def test_a_fenced_identitys_batch_of_32_is_refused_its_31_acks_included(own_conf
     push(own_config, *(f"j{i:02d}" for i in range(40)))
     f = Fetcher(own_config, OWNER, [("default", None)])
     batch(f, 1, 32)
+    f.confirmed_at = float("-inf")  # the lease ran out: fetch_batch.lua, as above
     own_config.redis().set(own_config.keys.fenced(OWNER), 1)
     with pytest.raises(Fenced):
         batch(f, 2, 32, acks=[(job(f"j{i:02d}"), f"j{i:02d}") for i in range(31)])

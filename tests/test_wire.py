@@ -64,3 +64,40 @@ def test_fast_fetches_ack_large_jobs_sent_from_their_own_bytes(config):
     assert [w.raw for w in got] == jobs[:5]
     assert r.lrange(f.in_progress, 0, -1) == [jobs[5]] and r.llen(k.queue("a")) == 0
     f.close()
+
+
+def _exchange(conn, commands):
+    conn.send_packed_command(wire.packed(conn, commands))
+    return wire.replies(conn, len(commands))
+
+
+def test_replies_read_in_a_loop_are_read_responses_with_errors_as_values(config):
+    """hiredis's reader in a loop: the same replies as read_response, an error reply as its
+    exception (not raised), a large reply that takes several reads whole."""
+    pool = config.redis().connection_pool
+    conn = pool.get_connection()
+    try:
+        big = [("SET", "wire:k", BIG), ("GET", "wire:k")] * 20
+        got = _exchange(conn, [("SET", "wire:k", b"s"), ("MULTI",), ("INCR", "wire:n"), ("LPUSH", "wire:k", b"x"),
+                               ("EXEC",), *big, ("WRONG",)])
+        assert got[:4] == [b"OK", b"OK", b"QUEUED", b"QUEUED"]
+        assert got[4][0] == 1 and isinstance(got[4][1], wire.ResponseError)  # inside EXEC: WRONGTYPE
+        assert got[5:-1] == [b"OK", BIG] * 20
+        assert isinstance(got[-1], wire.ResponseError) and "unknown command" in str(got[-1])
+        assert _exchange(conn, [("PING",)]) == [b"PONG"]  # nothing left unread
+    finally:
+        pool.release(conn)
+
+
+def test_replies_through_read_response_for_another_parser(config):
+    import redis
+    from redis._parsers import _RESP2Parser
+
+    r = redis.Redis.from_url(config.redis_url, parser_class=_RESP2Parser, protocol=2)
+    conn = r.connection_pool.get_connection()
+    try:
+        got = _exchange(conn, [("SET", "wire:k", b"v"), ("LPUSH", "wire:k", b"x"), ("GET", "wire:k")])
+        assert got[0] == b"OK" and isinstance(got[1], wire.ResponseError) and got[2] == b"v"
+    finally:
+        r.connection_pool.release(conn)
+        r.close()

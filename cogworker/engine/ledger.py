@@ -259,8 +259,8 @@ class Settling(ABC):
         self.settle_pending(set(listed))
         strays = {raw for raw in listed if raw not in running and raw not in self.pending}
         for raw in strays & self._strays:
-            if raw == MARK:  # a fast fetch's mark its script never removed (NOSCRIPT, then Redis away)
-                self.fetcher.drop_mark()
+            if raw.startswith(MARK):  # a fetch's mark its script never removed (NOSCRIPT, then Redis away)
+                self.fetcher.drop_mark(raw)
                 continue
             if self.fetcher.give_back(raw):
                 logger.warning("requeued stray in-progress job jid=%s", jid_of(raw))

@@ -5,24 +5,11 @@ send it and what the reply means."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from ... import store
-
-# Pushed on the list just before the fast fetch's LMOVE and removed by its script in the
-# same MULTI: where the script finds it says whether the LMOVE moved a job.
-MARK = b"\x00cogworker:fetch-mark"
-
-
-@dataclass(frozen=True)
-class Fast:
-    """A fast fetch sent: how many commands were queued in its MULTI, and its script's
-    keys and arguments (to run it again after NOSCRIPT)."""
-
-    queued: int
-    keys: list[Any]
-    args: list[Any]
+from ...store import wire
+from .work import MARK, Fast
 
 
 def commands(sha: str, keys: list[Any], args: list[Any], ack: bytes | None,
@@ -45,13 +32,8 @@ def commands(sha: str, keys: list[Any], args: list[Any], ack: bytes | None,
 def replies(conn: Any, fast: Fast) -> list[Any]:
     """A fast fetch's replies: MULTI's, one per queued command, then EXEC's. A command
     refused as it was queued (OOM, READONLY) made EXEC discard everything: raised."""
-    refused: store.ResponseError | None = None
-    for _ in range(fast.queued + 1):
-        try:
-            conn.read_response()
-        except store.ResponseError as exc:
-            refused = refused or exc
-    try:
-        return list(conn.read_response())
-    except store.ResponseError as exc:
-        raise (refused or exc) from None
+    got = wire.replies(conn, fast.queued + 2)
+    refused = next((r for r in got[:-1] if isinstance(r, store.ResponseError)), None)
+    if isinstance(got[-1], store.ResponseError):
+        raise refused or got[-1]
+    return list(got[-1])

@@ -6,8 +6,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ... import store
@@ -20,9 +19,8 @@ from ...store import lua, replication, wire
 from ...store.wakewait import WakeWait
 from . import batch as batchfetch
 from . import fast as fastfetch
-from .fast import MARK, Fast
 from .idle import EmptyQueues
-from .work import Work
+from .work import MARK, Ahead, Fast, Work
 
 MIN_REDIS_VERSION = (6, 2)
 # The fast fetch pays off for large jobs only (no payload enters Lua, where Redis hashes
@@ -34,24 +32,6 @@ FAST_MIN_BYTES = 4096
 def large(raw: bytes | None) -> bool:
     """A job big enough that its next fetch goes alone, by the fast fetch (no batch)."""
     return raw is not None and len(raw) >= FAST_MIN_BYTES
-
-
-@dataclass
-class Ahead:
-    """A fetch sent before the running job ends (look-ahead): its reply waits in the
-    socket until the job is done, so the next job starts without a round trip. The
-    connection is held out of the pool meanwhile (the job may use the client too)."""
-
-    conn: Any
-    order: list[str]
-    ack: bytes | None  # the previous job's ack, riding along: unknown whether it landed until read
-    sent_at: float = 0.0  # clock() when sent: a reply proves this identity was alive then
-    fast: Fast | None = None  # sent as a fast fetch
-    acks: tuple[bytes, ...] = ()  # a batch fetch (fetch_batch.lua): every ack riding on it
-    batch: bool = False
-    since: str = ""  # the known-empty queues' wake ID it was sent with (EmptyQueues.plan)
-    k: int = 1  # jobs asked for
-    need: replication.Need | None = None  # wait_replicas: a WAIT was sent after the fetch
 
 
 def check_redis_version(client: store.Client) -> None:
@@ -169,11 +149,16 @@ class Fetcher(InProgressList):
         fast = None
         if k > 1 or older:
             acks = [*older, *([(ack, ack_jid)] if ack is not None else [])]
+            if self.lease_left() > 0:  # the acks' LREMs may go ahead of the fence check
+                fast, multi = batchfetch.moved_commands(
+                    self, lua.script(self.client, "fetch_batch_moved").sha, order, number, k, acks,
+                    self._guess(order), since)
+                need = self._send(conn, multi)
+                return Ahead(conn, order, ack, sent, fast, tuple(raw for raw, _ in acks), True, since, k, need)
             if not self._batch_sha:  # loaded here: no plain call of it loads it (after a flush too)
                 self._batch_sha = lua.script(self.client, "fetch_batch").sha
                 self.client.script_load(lua.source("fetch_batch"))
-            commands = [batchfetch.command(self, self._batch_sha, order, number, k, acks, since)]
-            need = self._send(conn, commands)
+            need = self._send(conn, [batchfetch.command(self, self._batch_sha, order, number, k, acks, since)])
             return Ahead(conn, order, ack, sent, None, tuple(raw for raw, _ in acks), True, since, k, need)
         if self._fast_allowed(ack):
             fast, commands = self._fast_commands(order, since, ack, ack_jid, "",
@@ -187,7 +172,7 @@ class Fetcher(InProgressList):
         need = self._send(conn, commands)
         return Ahead(conn, order, ack, sent, fast, since=since, need=need)
 
-    def _send(self, conn: Any, commands: list[tuple[Any, ...]]) -> replication.Need | None:
+    def _send(self, conn: Any, commands: Sequence[tuple[Any, ...] | bytes]) -> replication.Need | None:
         need = replication.need_of(self.client)
         if need is not None:  # wait_replicas: the fetch's move is replicated before its job starts
             commands = [*commands, need.command()]
@@ -203,16 +188,24 @@ class Fetcher(InProgressList):
         if not ahead.batch:
             work = self.read_ahead(ahead)
             return [work] if work is not None else []
-        try:
-            reply = replication.read_then_wait(ahead.conn, ahead.need, ahead.conn.read_response)
-        except store.NoScriptError:
-            self._batch_sha = ""  # loaded again before the next one
-            raise
-        except store.ResponseError as exc:
-            self._raise_fenced(exc)
-            raise
-        self.vouch(ahead.sent_at)
-        works, bad, newest, paused, stale = batchfetch.works(reply, ahead.order)
+        if ahead.fast is not None:
+            fast = ahead.fast
+            replies = replication.read_then_wait(ahead.conn, ahead.need,
+                                                 lambda: fastfetch.replies(ahead.conn, fast))
+            reply = self._checked(replies[-1], "fetch_batch_moved", fast)
+            self.vouch(ahead.sent_at)
+            works, bad, newest, paused, stale = batchfetch.moved_works(replies, reply, fast, ahead.order, ahead.k)
+        else:
+            try:
+                reply = replication.read_then_wait(ahead.conn, ahead.need, ahead.conn.read_response)
+            except store.NoScriptError:
+                self._batch_sha = ""  # loaded again before the next one
+                raise
+            except store.ResponseError as exc:
+                self._raise_fenced(exc)
+                raise
+            self.vouch(ahead.sent_at)
+            works, bad, newest, paused, stale = batchfetch.works(reply, ahead.order)
         if bad:
             self._bad_keys(bad, fetched=bool(works))
         index = ahead.order.index(works[-1].queue) if works else len(ahead.order)
@@ -239,9 +232,13 @@ class Fetcher(InProgressList):
         self.vouch(ahead.sent_at)
         return self._work_of(reply, ahead.order, ahead.since)[0]
 
+    def _guess(self, order: list[str]) -> int:
+        """The first queue of ``order`` that gave the last job it was asked for."""
+        return next((i for i, q in enumerate(order) if q in self._busy), 0)
+
     def _fast_commands(self, order: list[str], since: str, ack: bytes | None, ack_jid: str | None, wake: str,
                        ahead: tuple[Any, ...]) -> tuple[Fast, list[tuple[Any, ...]]]:
-        guess = next((i for i, q in enumerate(order) if q in self._busy), 0)
+        guess = self._guess(order)
         keys = [self.in_progress, self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"),
                 self.fence_key, self.keys.last_beat, *(self._queue_keys[q] for q in order)]
         args = [wake, *ahead, self.beat_as, self.keys.paused, self.keys.queue_prefix]
@@ -286,17 +283,22 @@ class Fetcher(InProgressList):
     def _settle_fast(self, replies: list[Any], fast: Fast, order: list[str], since: str,
                      sent: float) -> tuple[Work | None, Any, bool]:
         """The script's reply decides; the job is the LMOVE's reply when the move stood."""
-        reply = replies[-1]
+        reply = self._checked(replies[-1], "fetch_moved", fast)
+        self.vouch(sent)
+        work, stale = self._work_of(reply, order, since, moved=replies[-2])
+        return work, reply[2], stale
+
+    def _checked(self, reply: Any, name: str, fast: Fast) -> Any:
+        """A MULTI's script reply (``name``: the script), or its error raised."""
         if isinstance(reply, store.ResponseError):
             if not isinstance(reply, store.NoScriptError) and not str(reply).startswith("NOSCRIPT"):
                 self._raise_fenced(reply)
                 raise reply
             # Scripts flushed: the plain commands ran, the script did not. It runs now on
-            # what they left (nothing else touches this list's head meanwhile), and loads.
-            reply = self._run("fetch_moved", fast.keys, fast.args)
-        self.vouch(sent)
-        work, stale = self._work_of(reply, order, since, moved=replies[-2])
-        return work, reply[2], stale
+            # what they left (nothing else touches this list's head meanwhile: a take or a
+            # return needs the `ahead` record, which only the script writes), and loads.
+            reply = self._run(name, fast.keys, fast.args)
+        return reply
 
     def _work_of(self, reply: list[Any], order: list[str], since: str,
                  moved: Any = None) -> tuple[Work | None, bool]:
@@ -322,9 +324,9 @@ class Fetcher(InProgressList):
             self.fenced = True
             raise
 
-    def drop_mark(self) -> None:
-        """A mark left on the list (a fast fetch whose script never ran): not a job."""
-        self.client.execute_command("LREM", self.in_progress, 0, MARK)
+    def drop_mark(self, mark: bytes = MARK) -> None:
+        """A mark left on the list (a MULTI fetch whose script never ran): not a job."""
+        self.client.execute_command("LREM", self.in_progress, 0, mark)
 
     def close(self) -> None:
         if self._ahead_conn is not None:

@@ -1,10 +1,10 @@
 --! include _fence
 --! include _queues
+--! include _take_batch
 -- A look-ahead fetch of up to k jobs in one round trip, with every due ack riding on it
--- (docs/architecture.md#batch). The queue choice is fetch.lua's (_queues.lua), called
--- once per job: an empty queue stays empty for the rest of this script (it is atomic),
--- so each call starts at the queue the last job came from, and the k jobs are the k
--- first a strict fetch would take one by one.
+-- (docs/architecture.md#batch), each queue in order until it runs dry (_take_batch.lua).
+-- Sent when the lease has run out; while it holds, the batch is plain commands in a MULTI
+-- and fetch_batch_moved.lua, so that no payload enters Lua.
 -- KEYS[1] = in-progress list, KEYS[2] = this identity's fence, KEYS[3] = last_beat,
 -- KEYS[4..3+m] = the orphan counters of the m acks, KEYS[4+m..] = queues in order.
 -- ARGV[1] = m, ARGV[2] = k, ARGV[3] = the look-ahead records, ARGV[4] = this identity,
@@ -36,35 +36,8 @@ local paused, names = paused_keys(ARGV[7], ARGV[8], since)
 local first = 4 + m
 local k = tonumber(ARGV[2])
 local indexes, jobs, bad = {}, {}, {}
-local at = first
-while #jobs < k do
-  local i, job = take_first(KEYS[1], at, paused, bad)
-  if not i then break end
-  table.insert(indexes, i - first + 1)
-  table.insert(jobs, job)
-  at = i
-  -- The rest from that queue in one pop and one push, in the order k LMOVEs would leave
-  -- them: a call from Lua costs Redis more than the list work of one job (K = 32).
-  if #jobs < k then
-    local got = redis.pcall("LMPOP", 1, KEYS[i], "RIGHT", "COUNT", k - #jobs)
-    if type(got) == "table" and not got["err"] then
-      local more = got[2]
-      local pushed = redis.pcall("LPUSH", KEYS[1], unpack(more))
-      if type(pushed) == "table" and pushed["err"] then
-        local back = {}  -- newest first, so that the oldest is at the fetch end again
-        for b = #more, 1, -1 do table.insert(back, more[b]) end
-        redis.call("RPUSH", KEYS[i], unpack(back))
-        table.insert(bad, KEYS[i])
-        table.insert(bad, pushed["err"])
-        break
-      end
-      for _, more_job in ipairs(more) do
-        table.insert(indexes, i - first + 1)
-        table.insert(jobs, more_job)
-      end
-    end
-  end
-end
+local at = take_batch(KEYS[1], first, k, paused, bad, indexes, jobs)
+for j = 1, #indexes do indexes[j] = indexes[j] - first + 1 end
 if #jobs > 0 then
   redis.call("HSET", ARGV[3], ARGV[4], ARGV[5] .. ":" .. #jobs .. ":0")
 else
