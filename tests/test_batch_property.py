@@ -39,13 +39,14 @@ class Batch(Model):
             for i in range(n):  # one queue per job, so each event acts on the job it names
                 bj.work.options(queue=f"m{i}").enqueue(f"j{i}")
         self.open = True
+        self.revived: set[int] = set()
 
     def act(self, i: int, kind: str) -> None:
         if kind == "close":
             self.batch.close()
             self.open = False
             return
-        if self.state[i] == "dead" and kind == "revive":
+        if self.state[i] == "dead" and kind == "revive" and i not in self.revived:  # the dead set holds it once
             self.revive(i)
             return
         if self.state[i] != "queued":
@@ -81,6 +82,7 @@ class Batch(Model):
         once already (dead), it changes nothing in the batch."""
         _, raw, _ = self.settled[i]
         assert api.DeadSet().retry(json.loads(raw)["jid"])
+        self.revived.add(i)
         f, raw, payload = self.fetch(i)
         decision = fate.decide(self.config, payload, fate.Succeeded(0.0, None))
         assert settlement.apply(f, raw, decision) is True
