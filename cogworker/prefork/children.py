@@ -125,7 +125,9 @@ class ChildrenMixin:
         self.count_jobs(child, (slot.processed, slot.failed) if slot else self.slots.counts(child.index))
         if slot is None:
             child.running = None
-            child.acks = set()
+            # What it ran is unknown, but the acks it listed still stand (a dead child's
+            # slot no longer changes: read again at its reap).
+            child.acks = set(self.slots.salvage(child.index))
             return False
         if self.flights is not None:
             return self.refresh_flights(child)

@@ -50,8 +50,13 @@ _SEQ = struct.Struct("=Q")
 # (0 = none), started_at, class, queue, identity; after the sequence number
 _BODY = struct.Struct("=B64s64sQdd120s48s96s")
 _STATE = struct.Struct("=B")
+# The body written in two parts around ``_AHEAD``: struct packing zeroes what it packs
+# first, so a write that packed ack_jid too would leave it blank if killed mid-way.
+_HEAD = struct.Struct("=B64s")  # state, jid
+_TAIL = struct.Struct("=dd120s48s96s")  # deadline, started_at, class, queue, identity
 _AHEAD = struct.Struct("=64sQ")  # ack_jid, ahead
 _AHEAD_OFFSET = _SEQ.size + 1 + 64
+_TAIL_OFFSET = _AHEAD_OFFSET + _AHEAD.size
 _COUNTS = struct.Struct("=QQ")  # processed, failed: cumulative, this child's
 _COUNTS_OFFSET = 432  # after the body, 8-aligned
 MAX_ACKS = 32  # a batch's acks due (up to K - 1) and riding (up to K), K <= Depth.MAX = 32
@@ -62,7 +67,7 @@ _JID = struct.Struct("=64s")  # one of them
 _ACKS_OFFSET = _BATCH_OFFSET + _BATCH.size
 SIZE = 2560  # a multiple of 64: each slot on its own cache lines, seq aligned
 assert _SEQ.size + _BODY.size <= _COUNTS_OFFSET and _COUNTS_OFFSET + _COUNTS.size <= _BATCH_OFFSET
-assert _ACKS_OFFSET + _ACKS.size <= SIZE
+assert _ACKS_OFFSET + _ACKS.size <= SIZE and _HEAD.size + _AHEAD.size + _TAIL.size == _BODY.size
 _HIGH = struct.Struct("=I")  # after the slots and the flags: how many slots are in use
 # After that, 8-aligned: when the master's last beat went out (heartbeat.clock()), then one
 # "fenced" flag per slot. A child whose master stopped beating beats for itself; one
@@ -147,6 +152,21 @@ class Slots:
                                  tuple(_text(a) for a in acks))
         return None
 
+    def salvage(self, index: int) -> tuple[str, ...]:
+        """The jobs a child that died mid-write of its slot had run, its acks not yet
+        landed: the ack riding on its look-ahead fetch and the batch's acks listed. Read
+        without the sequence check, and still right after any interrupted write: an ack is
+        written before the count that lists it (``ack_held``, ``acks``), the count is one
+        8-byte store, and a write leaves alone the fields it doesn't change (``write``
+        packs around ``ack_jid``: a pack zeroes its fields first); a half-written
+        ``ack_jid`` names no job. Unknown still: the running job, and the last one if the
+        write that listed it was cut; those may run again."""
+        offset = index * SIZE
+        ack_jid = _AHEAD.unpack_from(self.mm, offset + _AHEAD_OFFSET)[0]
+        count = min(_BATCH.unpack_from(self.mm, offset + _BATCH_OFFSET)[1], MAX_ACKS)
+        acks = _ACKS.unpack_from(self.mm, offset + _ACKS_OFFSET)[:count]
+        return tuple(jid for jid in (_text(ack_jid), *(_text(a) for a in acks)) if jid)
+
     def counts(self, index: int) -> tuple[int, int]:
         """The processed and failed counters, unchecked (for a slot read as torn: they
         only ever grow, and are written after the state in the same write)."""
@@ -214,13 +234,15 @@ class SlotWriter:
         self.ahead_number = 0  # the look-ahead fetch out (as written by ``ahead``)
         self.started = 0  # how many of its jobs were started (as written by ``ahead``/``start_one``)
         self.processed, self.failed = _COUNTS.unpack_from(self.mm, self.offset + _COUNTS_OFFSET)
-        # Mirrors of what only this writer writes (per job, kept here rather than read back):
-        # the acks listed, and the ack_jid and ahead fields ``write`` carries over.
+        # A mirror of what only this writer writes (per job, kept here rather than read back):
+        # the acks listed.
         self.acks_count = int(_BATCH.unpack_from(self.mm, self.offset + _BATCH_OFFSET)[1])
-        self._ahead_fields: tuple[bytes, int] = _AHEAD.unpack_from(self.mm, self.offset + _AHEAD_OFFSET)
-        # The sequence number as one 8-byte item (the slot is 8-aligned): cheaper than a pack_into.
+        # The sequence number, and the batch's started and acks counts, as 8-byte items (the
+        # slot is 8-aligned): each one store, cheaper than a pack_into and never seen blank.
         self._seqs = memoryview(self.mm).cast("Q")
         self._seq_at = self.offset // _SEQ.size
+        self._started_at = (self.offset + _BATCH_OFFSET) // 8
+        self._count_at = self._started_at + 1
 
     def begin(self, identity: str) -> None:
         self.identity = identity.encode()[:96]
@@ -229,11 +251,11 @@ class SlotWriter:
     def write(self, state: int, jid: str = "", deadline: float | None = None, started_at: float = 0.0,
               job_class: str = "", queue: str = "") -> None:
         """A job starts (RUNNING), or the child has none (IDLE, WAITING); keeps ``ahead``
-        and ``ack_jid``."""
-        ack_jid, ahead = self._ahead_fields
+        and ``ack_jid`` (not written: see ``Slots.salvage``)."""
         self._begin()
-        _BODY.pack_into(self.mm, self.offset + _SEQ.size, state, _jid(jid), ack_jid, ahead, deadline or 0.0,
-                        started_at, job_class.encode()[:120], queue.encode()[:48], self.identity)
+        _HEAD.pack_into(self.mm, self.offset + _SEQ.size, state, _jid(jid))
+        _TAIL.pack_into(self.mm, self.offset + _TAIL_OFFSET, deadline or 0.0, started_at,
+                        job_class.encode()[:120], queue.encode()[:48], self.identity)
         self._end()
 
     def finished(self, ack_due: bool, ran: bool | None = None) -> None:
@@ -256,7 +278,7 @@ class SlotWriter:
         self.started = 0
         self._begin()
         self._set_ahead(_jid(ack_jid) if number else b"", number)
-        _BATCH.pack_into(self.mm, self.offset + _BATCH_OFFSET, 0, self.acks_count)
+        self._seqs[self._started_at] = 0
         self._end()
 
     def came_back(self) -> None:
@@ -265,24 +287,27 @@ class SlotWriter:
         self._begin()
         self._set_ahead(b"", self.ahead_number)
         self.acks_count = 0
-        _BATCH.pack_into(self.mm, self.offset + _BATCH_OFFSET, self.started, 0)
+        self._seqs[self._count_at] = 0
+        self._seqs[self._started_at] = self.started
         self._end()
 
     def start_one(self) -> None:
         """One more of the look-ahead fetch's jobs claimed (the caller holds our lock)."""
         self.started += 1
         self._begin()
-        _BATCH.pack_into(self.mm, self.offset + _BATCH_OFFSET, self.started, self.acks_count)
+        self._seqs[self._started_at] = self.started
         self._end()
 
     def acks(self, jids: list[str]) -> None:
         """The batch's finished jobs whose acks are due or riding (``came_back`` clears them)."""
         jids = jids[:MAX_ACKS]
         self._begin()
+        # Unlisted first: a child killed mid-way leaves no count over entries being replaced.
+        self._seqs[self._count_at] = 0
         _ACKS.pack_into(self.mm, self.offset + _ACKS_OFFSET, *(_jid(j) for j in jids),
                         *([b""] * (MAX_ACKS - len(jids))))
         self.acks_count = len(jids)
-        _BATCH.pack_into(self.mm, self.offset + _BATCH_OFFSET, self.started, len(jids))
+        self._seqs[self._count_at] = len(jids)
         self._end()
 
     def ack_held(self, jid: str | None) -> None:
@@ -295,12 +320,11 @@ class SlotWriter:
         self._begin()
         _JID.pack_into(self.mm, self.offset + _ACKS_OFFSET + count * _JID.size, _jid(jid))
         self.acks_count = count + 1
-        _BATCH.pack_into(self.mm, self.offset + _BATCH_OFFSET, self.started, count + 1)
+        self._seqs[self._count_at] = count + 1  # after its entry: see ``Slots.salvage``
         self._end()
 
     def _set_ahead(self, ack_jid: bytes, number: int) -> None:
         _AHEAD.pack_into(self.mm, self.offset + _AHEAD_OFFSET, ack_jid, number)
-        self._ahead_fields = (ack_jid, number)
 
     def _begin(self) -> None:
         self.seq += 1

@@ -1,0 +1,123 @@
+"""A child SIGKILLed in the middle of writing its slot (a torn record): the acks it had
+listed still stand. The master drops them rather than requeue jobs that ran
+(``Slots.salvage``); only the job it was running stays unknown."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import random
+import signal
+import time
+from collections.abc import Iterator
+
+from cogworker.prefork.slots import RUNNING, Slots
+
+K = 4  # jobs per batch: K - 1 acks held, the last one riding on the next fetch
+
+
+def ops() -> Iterator[tuple[str, str]]:
+    """A child's slot writes, in the order a batch of look-ahead jobs makes them."""
+    g = 0
+    while True:
+        for i in range(K):
+            jid = f"j{g:08d}"
+            yield from (("start_one", jid), ("write", jid), ("finished", jid))
+            if i < K - 1:
+                yield "ack_held", jid
+            g += 1
+        yield "ahead", jid  # the next fetch out, the last job's ack riding on it
+        yield "came_back", jid  # its reply read: every ack riding on it landed
+
+
+def model(count: int) -> set[str]:
+    """What the master may drop (ran, not yet acked) once ``count`` writes completed."""
+    ack_jid, acks = "", []
+    for n, (op, jid) in enumerate(ops()):
+        if n == count:
+            return {ack_jid, *acks} - {""}
+        if op == "ack_held":
+            acks.append(jid)
+        elif op == "ahead":
+            ack_jid = jid
+        elif op == "came_back":
+            ack_jid, acks = "", []
+    raise AssertionError
+
+
+def writer_loop(slots: Slots, done: memoryview) -> None:
+    writer = slots.writer(0)
+    writer.begin("host:1:ab")
+    for n, (op, jid) in enumerate(ops()):
+        if op == "start_one":
+            writer.start_one()
+        elif op == "write":
+            writer.write(RUNNING, jid, None, time.time(), "app.jobs.work", "default")
+        elif op == "finished":
+            writer.finished(ack_due=True, ran=True)
+        elif op == "ack_held":
+            writer.ack_held(jid)
+        elif op == "ahead":
+            writer.ahead(n, jid)
+        else:
+            writer.came_back()
+        done[0] = n + 1  # one 8-byte store: the writes completed so far
+
+
+def test_a_child_killed_mid_write_keeps_its_listed_acks():
+    torn = kills = 0
+    while torn < 20 and kills < 3000:
+        slots = Slots(1)
+        shared = mmap.mmap(-1, 8)
+        done = memoryview(shared).cast("Q")
+        pid = os.fork()
+        if pid == 0:
+            try:
+                writer_loop(slots, done)
+            finally:
+                os._exit(0)
+        time.sleep(random.uniform(0.0005, 0.004))
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        kills += 1
+        count = done[0]
+        salvaged = set(slots.salvage(0))
+        before, after = model(count), model(count + 1)  # write number ``count`` may be half done
+        assert before & after <= salvaged <= before | after, (count, list(ops_at(count)), salvaged)
+        torn += slots.read(0) is None
+        done.release()
+        shared.close()
+    assert torn >= 20, f"only {torn} of {kills} kills landed mid-write"
+
+
+def ops_at(count: int) -> Iterator[tuple[str, str]]:
+    for n, op in enumerate(ops()):
+        if n >= count - 2:
+            yield op
+        if n > count + 1:
+            return
+
+
+def test_the_master_drops_a_torn_slots_listed_acks_and_counts_every_job():
+    from cogworker.lifecycle import stats
+    from cogworker.prefork import reaped
+    from cogworker.prefork.children import ChildrenMixin, ChildState
+
+    class Master(ChildrenMixin):
+        pass
+
+    master = Master()
+    master.slots, master.flights, master.stats = Slots(1), None, stats.StatsBuffer()
+    writer = master.slots.writer(0)
+    writer.begin("host:1:ab")
+    for jid in ("a1", "a2"):
+        writer.write(RUNNING, jid)
+        writer.finished(ack_due=True, ran=True)
+        writer.ack_held(jid)
+    writer.write(RUNNING, "a3")
+    writer._begin()  # killed in its next write: the record is torn
+    child = ChildState(0, 1, "host:1:ab", conn=None)  # type: ignore[arg-type]
+    assert master.refresh(child) is False and child.torn and child.running is None
+    assert child.acks == {"a1", "a2"}
+    owed = reaped.reap(child.running, child.acks, {}, child.torn, None, crashed=True)
+    assert set(owed.decisions) == {"a1", "a2"} and owed.count_orphanings is True  # a3: requeued, counted
