@@ -140,3 +140,19 @@ local function went_dry(ahead, identity, wake, newest)
   if type(got) == "table" and got[1] then return got[1][1] end
   return "0-0"
 end
+
+-- Strict order, for a move the client made before the script (fetch_moved.lua,
+-- fetch_batch_moved.lua): true when a queue tried before the guess, KEYS[first..guess-1],
+-- has a job (or the guess itself is paused), so the move must be undone. One EXISTS per
+-- 500 of them: an idle queue costs a key lookup, not a command.
+local function out_of_order(first, guess, paused)
+  if paused[KEYS[guess]] then return true end
+  local before = {}
+  for i = first, guess - 1 do
+    if not paused[KEYS[i]] then table.insert(before, KEYS[i]) end
+  end
+  for i = 1, #before, 500 do
+    if redis.call("EXISTS", unpack(before, i, math.min(i + 499, #before))) > 0 then return true end
+  end
+  return false
+end

@@ -50,20 +50,8 @@ if stale then
   return {0, {}, {}, {}, newest, {}, 1}
 end
 local paused, names = paused_keys(ARGV[6], ARGV[7], since)
-if n > 0 then
-  -- Strict order: every queue before the guess must be empty (or paused), as in
-  -- fetch_moved.lua: one EXISTS for all of them.
-  local before = {}
-  for i = 4, guess - 1 do
-    if not paused[KEYS[i]] then table.insert(before, KEYS[i]) end
-  end
-  local busy = paused[KEYS[guess]]
-  for i = 1, #before, 500 do
-    if busy then break end
-    busy = redis.call("EXISTS", unpack(before, i, math.min(i + 499, #before))) > 0
-  end
-  if busy then undo() end
-end
+-- Strict order: every queue before the guess must be empty (or paused), as in fetch_moved.lua.
+if n > 0 and out_of_order(4, guess, paused) then undo() end
 local indexes, jobs, bad = {}, {}, {}
 -- Fewer than k moved: the guess ran dry; the rest from the queues after it. None: the
 -- queue choice from the first.

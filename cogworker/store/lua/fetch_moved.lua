@@ -40,20 +40,8 @@ if stale then
   return stale_reply(ARGV[3], ARGV[4], newest)
 end
 local paused, names = paused_keys(ARGV[7], ARGV[8], since)
-if moved then
-  -- Strict order: every queue tried before the guess this time must be empty (or paused).
-  -- One EXISTS for all of them: an idle queue costs a key lookup, not a command.
-  local before = {}
-  for i = 5, guess - 1 do
-    if not paused[KEYS[i]] then table.insert(before, KEYS[i]) end
-  end
-  local busy = paused[KEYS[guess]]
-  for i = 1, #before, 500 do
-    if busy then break end
-    busy = redis.call("EXISTS", unpack(before, i, math.min(i + 499, #before))) > 0
-  end
-  if busy then undo() end
-end
+-- Strict order: every queue tried before the guess this time must be empty (or paused).
+if moved and out_of_order(5, guess, paused) then undo() end
 if moved then
   if ARGV[3] ~= "" then redis.call("HSET", ARGV[3], ARGV[4], ARGV[5]) end
   -- false (nil to the client): the job is the LMOVE's reply
