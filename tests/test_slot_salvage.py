@@ -1,6 +1,7 @@
 """A child SIGKILLed in the middle of writing its slot (a torn record): the acks it had
 listed still stand. The master drops them rather than requeue jobs that ran
-(``Slots.salvage``); only the job it was running stays unknown."""
+(``Slots.salvage``); only the job it was running stays unknown. With ``--concurrency``
+M > 1, the same for its entries (``FlightSlots.read``): one torn entry leaves the others."""
 
 from __future__ import annotations
 
@@ -121,3 +122,109 @@ def test_the_master_drops_a_torn_slots_listed_acks_and_counts_every_job():
     assert child.acks == {"a1", "a2"}
     owed = reaped.reap(child.running, child.acks, {}, child.torn, None, crashed=True)
     assert set(owed.decisions) == {"a1", "a2"} and owed.count_orphanings is True  # a3: requeued, counted
+
+
+M = 3  # ``--concurrency``: entries per child
+
+
+def flight_ops() -> Iterator[tuple[str, str]]:
+    """A child's entry writes with M jobs in flight, in a fixed pseudo-random order: a job
+    starts, succeeds (its ack due), is freed once acked, or is freed at once (it failed)."""
+    rng = random.Random(7)
+    running: list[str] = []
+    due: list[str] = []
+    g = 0
+    while True:
+        choices = ["start"] * (len(running) + len(due) < M) + ["due"] * bool(running) + ["free"] * bool(due)
+        choice = rng.choice(choices)
+        if choice == "start":
+            jid = f"f{g:08d}"
+            g += 1
+            running.append(jid)
+            yield "running", jid
+        elif choice == "due" and rng.random() < 0.8:
+            jid = running.pop(rng.randrange(len(running)))
+            due.append(jid)
+            yield "ack_due", jid
+        elif choice == "due":
+            yield "free_entry", running.pop(rng.randrange(len(running)))
+        else:
+            yield "free_entry", due.pop(rng.randrange(len(due)))
+
+
+def flight_model(count: int) -> set[str]:
+    """The jobs whose ack is due once ``count`` entry writes completed."""
+    due: set[str] = set()
+    for n, (op, jid) in enumerate(flight_ops()):
+        if n == count:
+            return due
+        if op == "ack_due":
+            due.add(jid)
+        elif op == "free_entry":
+            due.discard(jid)
+    raise AssertionError
+
+
+def flight_writer_loop(flights, done: memoryview) -> None:
+    writer = flights.writer(0)
+    for n, (op, jid) in enumerate(flight_ops()):
+        if op == "running":
+            writer.running(jid.encode(), jid, None, time.time(), "app.jobs.work", "default")
+        else:
+            getattr(writer, op)(jid.encode())
+        done[0] = n + 1
+
+
+def test_a_child_killed_mid_write_of_one_entry_keeps_the_acks_of_every_entry():
+    from cogworker.prefork.flight_slots import ACK_DUE, FlightSlots
+
+    torn = kills = 0
+    while torn < 20 and kills < 3000:
+        flights = FlightSlots(M, 1)
+        shared = mmap.mmap(-1, 8)
+        done = memoryview(shared).cast("Q")
+        pid = os.fork()
+        if pid == 0:
+            try:
+                flight_writer_loop(flights, done)
+            finally:
+                os._exit(0)
+        time.sleep(random.uniform(0.0005, 0.004))
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        kills += 1
+        count = done[0]
+        found, was_torn = flights.read(0)
+        acks = {f.jid for f in found if f.state == ACK_DUE}
+        before, after = flight_model(count), flight_model(count + 1)
+        assert before & after <= acks <= before | after, (count, acks)
+        torn += was_torn
+        done.release()
+        shared.close()
+    assert torn >= 20, f"only {torn} of {kills} kills landed mid-write with the job unknown"
+
+
+def test_a_torn_slot_with_jobs_in_flight_keeps_what_the_entries_say():
+    from cogworker.lifecycle import stats
+    from cogworker.prefork.children import ChildrenMixin, ChildState
+    from cogworker.prefork.flight_slots import FlightSlots
+
+    class Master(ChildrenMixin):
+        pass
+
+    master = Master()
+    master.slots, master.flights, master.stats = Slots(1), FlightSlots(M, 1), stats.StatsBuffer()
+    slot, entries = master.slots.writer(0), master.flights.writer(0)
+    slot.begin("host:1:ab")
+    for jid in ("r1", "d1", "d2"):
+        entries.running(jid.encode(), jid, None, time.time(), "app.jobs.work", "default")
+    entries.ack_due(b"d1")
+    entries.ack_due(b"d2")
+    slot._begin()  # killed writing the slot's counters: the slot is torn, its entries are not
+    child = ChildState(0, 1, "host:1:ab", conn=None)  # type: ignore[arg-type]
+    assert master.refresh(child) is True and not child.torn
+    assert child.acks == {"d1", "d2"} and [job["jid"] for job in child.flying] == ["r1"]
+    entries._begin(2, master.flights._offset(0, 2))  # and killed mid-write of d2's entry (ACK_DUE)
+    assert master.refresh(child) is True and child.acks == {"d1", "d2"}
+    entries._begin(0, master.flights._offset(0, 0))  # r1's entry torn: r1 is unknown
+    assert master.refresh(child) is False and child.torn and child.acks == {"d1", "d2"}

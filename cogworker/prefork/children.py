@@ -121,16 +121,16 @@ class ChildrenMixin:
         """What the child runs now, from its slot. False if the slot is torn (the child
         died mid-write): then nothing is assumed about its jobs."""
         slot = self.slots.read(child.index)
-        child.torn = slot is None
         self.count_jobs(child, (slot.processed, slot.failed) if slot else self.slots.counts(child.index))
+        if self.flights is not None:  # the slot's one-job fields stay empty: its entries say it all
+            return self.refresh_flights(child)
+        child.torn = slot is None
         if slot is None:
             child.running = None
             # What it ran is unknown, but the acks it listed still stand (a dead child's
             # slot no longer changes: read again at its reap).
             child.acks = set(self.slots.salvage(child.index))
             return False
-        if self.flights is not None:
-            return self.refresh_flights(child)
         if slot.state == RUNNING:
             child.running = {"jid": slot.jid, "class": slot.job_class, "queue": slot.queue,
                              "deadline": slot.deadline, "run_at": slot.started_at}
@@ -143,16 +143,12 @@ class ChildrenMixin:
         """``--concurrency`` above 1: every job the child has in flight, from its entries
         (``running``: the first of them)."""
         assert self.flights is not None
-        found = self.flights.read(child.index)
-        if found is None:
-            child.torn = True
-            child.running, child.flying, child.acks = None, [], set()
-            return False
+        found, child.torn = self.flights.read(child.index)
         child.flying = [{"jid": f.jid, "class": f.job_class, "queue": f.queue, "deadline": f.deadline,
                          "run_at": f.started_at} for f in found if f.state == flight_slots.RUNNING]
         child.running = child.flying[0] if child.flying else None
         child.acks = {f.jid for f in found if f.state == flight_slots.ACK_DUE and f.jid}
-        return True
+        return not child.torn
 
     def reset_slot(self, index: int) -> None:
         self.slots.reset(index)

@@ -7,7 +7,10 @@ ACK_DUE (it succeeded, its ack not yet written: a death now drops it, never re-r
 or FREE. Only the child writes its own entries, from the one thread that settles its
 jobs; each entry is a seqlock like a slot. A reader that finds one torn after the
 child's death assumes nothing about which jobs ran (an orphaning is counted for every
-job on its list, as for a torn slot).
+job on its list, as for a torn slot), but keeps every other entry, and a torn entry whose
+state reads ACK_DUE is still that job's ack: only ``ack_due`` writes that state, a single
+byte, and the jid beside it is rewritten only by ``running``, over a FREE entry (``free_entry``
+writes the state byte alone, for that reason: ``struct.pack_into`` zeroes what it packs first).
 
 Fetched but not started is no state here: such a job is on the child's list and in no
 entry, so a dead child's master requeues it without counting an orphaning.
@@ -58,25 +61,34 @@ class FlightSlots:
         start = self._offset(index, 0)
         self.mm[start:start + self.per_child * SIZE] = bytes(self.per_child * SIZE)
 
-    def read(self, index: int) -> list[Flight] | None:
-        """The child's jobs in flight (RUNNING or ACK_DUE), or None if an entry was torn
-        (being written, or its writer died mid-write)."""
-        found = []
+    def read(self, index: int) -> tuple[list[Flight], bool]:
+        """The child's jobs in flight (RUNNING or ACK_DUE), and whether an entry was torn
+        (being written, or its writer died mid-write) with its job unknown."""
+        found: list[Flight] = []
+        torn = False
         for entry in range(self.per_child):
             offset = self._offset(index, entry)
             if self.mm[offset + _SEQ.size] == FREE and _SEQ.unpack_from(self.mm, offset)[0] % 2 == 0:
                 continue  # the common case, read cheaply
             for _ in range(3):
                 seq = _SEQ.unpack_from(self.mm, offset)[0]
-                state, jid, deadline, started_at, cls, queue = _BODY.unpack_from(self.mm, offset + _SEQ.size)
+                flight = self._entry(offset)
                 if seq % 2 == 0 and _SEQ.unpack_from(self.mm, offset)[0] == seq:
-                    if state != FREE:
-                        found.append(Flight(state, _text(jid), deadline or None, started_at, _text(cls),
-                                            _text(queue)))
                     break
             else:
-                return None
-        return found
+                flight = self._entry(offset)
+                if flight is None or flight.state != ACK_DUE:  # see the module's docstring
+                    torn = True
+                    continue
+            if flight is not None:
+                found.append(flight)
+        return found, torn
+
+    def _entry(self, offset: int) -> Flight | None:
+        state, jid, deadline, started_at, cls, queue = _BODY.unpack_from(self.mm, offset + _SEQ.size)
+        if state == FREE:
+            return None
+        return Flight(state, _text(jid), deadline or None, started_at, _text(cls), _text(queue))
 
     def writer(self, index: int) -> FlightWriter:
         return FlightWriter(self, index)
@@ -114,7 +126,10 @@ class FlightWriter:
     def free_entry(self, key: bytes) -> None:
         entry = self.used.pop(key, None)
         if entry is not None:
-            self._write(entry, FREE, b"", 0.0, 0.0, b"", b"")
+            offset = self.flights._offset(self.index, entry)
+            self._begin(entry, offset)
+            self.mm[offset + _SEQ.size] = FREE  # the state alone: see the module's docstring
+            self._end(entry, offset)
             self.free.append(entry)
 
     @property
