@@ -216,5 +216,10 @@ class Keys:
     def periodic_lock(self, pjid: str, slot: int) -> str:
         return f"{self.periodic_prefix}lock:{pjid}:{slot}"
 
+    def periodic_pushed(self, pjid: str, slot: int) -> str:
+        """Addition: the jid a slot's job was pushed under, set by the push itself (TTL: the
+        slot lock's), so a push whose reply was lost is never pushed again."""
+        return f"{self.periodic_prefix}pushed:{pjid}:{slot}"
+
     def periodic_running(self, pjid: str) -> str:
         return f"{self.periodic_prefix}running:{pjid}"

@@ -12,10 +12,12 @@ import time
 import pytest
 import redis
 from cron_util import T0, Clock, existed_before, last_slot, lock_keys, queued, tick_while_paused, ticker
+from prefork_harness import wait_for
 
 import cogworker
 from cogworker.core.middleware import client_middleware
 from cogworker.cron import ticker as cron
+from cogworker.store import lua
 
 # -- failures -------------------------------------------------------------------------------------
 
@@ -83,6 +85,66 @@ def test_push_cut_off_by_an_outage_is_retried_before_the_entry_is_looked_at_agai
     finally:
         if own_redis.paused:
             own_redis.resume()
+
+
+def test_push_whose_reply_is_lost_after_it_landed_fires_the_slot_once(own_redis, caplog):
+    """Redis stops as the push is sent: it times out here, and Redis applies it on resume.
+    The reclaim finds the slot's pushed mark and pushes nothing more (it used to fire twice)."""
+    config = cogworker.configure(redis_url=own_redis.url, socket_timeout=0.3)
+    cogworker.periodic("* * * * *", "x.y", name="u", queue="q")
+    calls = []
+
+    def reply_lost(payload, nxt):
+        calls.append(payload["jid"])
+        if len(calls) == 1:
+            own_redis.pause()
+        return nxt()
+
+    client_middleware.add(reply_lost)
+    r = config.redis()
+    r.script_load(lua.script(r, "periodic_push").script)  # else the lost EVALSHA is a NOSCRIPT
+    try:
+        t = ticker(config, "u", clock=Clock(T0 + 1))
+        t.tick()
+        assert len(t._in_doubt) == 1
+        own_redis.resume()
+        wait_for(lambda: queued(config, "q"), what="the push applied on resume")
+        t.tick()
+        assert t._in_doubt == [] and len(calls) == 1
+        assert [(j["periodic_slot"], j["jid"]) for j in queued(config, "q")] == [(T0, calls[0])]
+        assert f"slot {T0}'s push had landed after all" in caplog.text
+        ttl = r.ttl(config.keys.periodic_pushed("u", T0))
+        assert 60 <= ttl <= 120  # bounded: it lives as long as the slot's lock
+        t.clock.t = T0 + 61  # the next slot: fired as usual
+        t.tick()
+        assert [j["periodic_slot"] for j in queued(config, "q")] == [T0 + 60, T0]
+    finally:
+        if own_redis.paused:
+            own_redis.resume()
+
+
+def test_push_that_raised_after_it_landed_is_not_rolled_back_or_fired_again(config, caplog):
+    """A client middleware raises after the push went through: the rollback sees the slot's
+    mark and undoes nothing, and the reclaim fires nothing more."""
+    cogworker.periodic("* * * * *", "x.y", name="m", queue="q")
+    calls = []
+
+    def raises_after(payload, nxt):
+        calls.append(payload["jid"])
+        jid = nxt()
+        if len(calls) == 1:
+            raise ValueError("middleware bug after the write")
+        return jid
+
+    client_middleware.add(raises_after)
+    t = ticker(config, "m", clock=Clock(T0 + 1))
+    t.tick()
+    assert last_slot(config, "m") == T0 and len(lock_keys(config, "m")) == 1  # not rolled back
+    assert "rolled back" not in caplog.text
+    t.clock.t = T0 + 30  # past the entry's backoff
+    t.tick()
+    assert t._in_doubt == [] and len(calls) == 1
+    assert [j["jid"] for j in queued(config, "q")] == calls
 
 
 def test_claim_whose_reply_is_lost_is_settled_then_made(own_redis):

@@ -123,37 +123,57 @@ def _push_one(client: Any, payload: dict[str, Any], encoded: str) -> None:
         _backlogged.add(key)
 
 
+def _push_marked(client: Any, payload: dict[str, Any], encoded: str, mark: tuple[str, int]) -> None:
+    """``periodic_push.lua``: the job and its mark in one step, whatever the job's size
+    (rare: a periodic slot's), its queued status riding as in push.lua."""
+    config = get_config()
+    keys, queue = config.keys, payload["queue"]
+    script_keys = [keys.queue(queue), keys.queues, keys.wake, mark[0]]
+    args: list[Any] = [encoded, queue, payload["jid"], mark[1]]
+    found = status_enqueue.queued_field(config, payload)
+    if found is not None:
+        bucket, ttl, _, record = found
+        script_keys.append(bucket)
+        args += [record, "" if ttl is None else ttl]
+    lua.run(client, "periodic_push", script_keys, args)
+
+
 def _name_and_wake(client: Any, keys: Keys, queue: str) -> None:
     for reply in rawpipe.send(client, ("SADD", keys.queues, queue),
                               ("XADD", keys.wake, "MAXLEN", "~", 100, "*", "w", 1)):
         rawpipe.ok(reply)
 
 
-def push(payload: dict[str, Any], at: float | None = None, config: Config | None = None) -> str | None:
+def push(payload: dict[str, Any], at: float | None = None, config: Config | None = None,
+         mark: tuple[str, int] | None = None) -> str | None:
     """Write one job (to its queue, or to ``schedule`` when ``at`` is in the future).
 
     Returns its jid, or None when a client middleware or a held unique lock dropped it.
     Serialization happens before anything is written: a bad argument writes nothing.
     ``config``: whose client writes it (the prefork master's has a short timeout).
+    ``mark``: (key, ttl): a key set to the jid in the push's own step (a periodic slot's:
+    its ticker can tell a push whose reply was lost from one that never landed).
     """
     if tracing.ON and tracing.active(config):  # a PRODUCER span, its context into the payload
         with tracing.producing(payload, at) as span:
-            return tracing.written(span, _push(payload, at, config))
-    return _push(payload, at, config)
+            return tracing.written(span, _push(payload, at, config, mark))
+    return _push(payload, at, config, mark)
 
 
-def _push(payload: dict[str, Any], at: float | None, config: Config | None) -> str | None:
+def _push(payload: dict[str, Any], at: float | None, config: Config | None,
+          mark: tuple[str, int] | None = None) -> str | None:
     if sink is not None:
         divert = sink
         dumps(payload)
         return client_middleware.invoke((payload,), lambda: divert(payload, at))
     if not client_middleware:
-        return _final(payload, at, config)
+        return _final(payload, at, config, mark)
     dumps(payload)  # refuse bad arguments before any middleware sees them (_final checks too)
-    return client_middleware.invoke((payload,), lambda: _final(payload, at, config))
+    return client_middleware.invoke((payload,), lambda: _final(payload, at, config, mark))
 
 
-def _final(payload: dict[str, Any], at: float | None, config: Config | None) -> str | None:
+def _final(payload: dict[str, Any], at: float | None, config: Config | None,
+           mark: tuple[str, int] | None = None) -> str | None:
     """The push itself, inside the client middleware chain."""
     if at is not None:
         if at > time.time():
@@ -183,6 +203,9 @@ def _final(payload: dict[str, Any], at: float | None, config: Config | None) -> 
             pipe = store.pipeline(client)
             status(pipe, payload, at)
             guard.best_effort("writing job status", pipe.execute)
+    elif at is None and mark is not None:
+        _push_marked(client, payload, encoded, mark)
+        jid = payload["jid"]
     elif at is None and len(encoded) <= PUSH_SCRIPT_MAX:
         _push_one(client, payload, encoded)
         jid = payload["jid"]

@@ -23,6 +23,7 @@ from ..store import guard, lua
 from .entry import Entry
 
 NOT_OURS, CLAIMED, PRIMED, SKIPPED_RUNNING, SKIPPED_DISABLED, SKIPPED_MISSED = 0, 1, 2, 3, 4, 5
+PUSHED = 6  # reclaim: the slot's push had landed after all (its reply was lost); detail = its jid
 COUNT_CAP = 1000  # missed slots counted for the log line at most (then "1000+")
 TICK_INTERVAL = 5.0  # the ticker looks at least this often, whatever the schedules
 BACKOFF_MAX = 300.0  # a failing entry is retried after 5 s, 10 s, 20 s ... up to this
@@ -134,7 +135,7 @@ class SlotClaims(ABC):
             status, detail, unreadable = lua.run(
                 self.config.redis(), "periodic_claim",
                 [keys.periodic_last_slot(entry.pjid), keys.periodic_lock(entry.pjid, slot),
-                 keys.periodic_running(entry.pjid), keys.periodic_disabled],
+                 keys.periodic_running(entry.pjid), keys.periodic_disabled, keys.periodic_pushed(entry.pjid, slot)],
                 [slot, mode, lock_ttl, jid, "1" if entry.unique else "", QUEUED_TTL, entry.pjid, *extra])
         except (store.ConnectionError, store.TimeoutError):
             # The reply is lost, not necessarily the claim: settled (fired if it landed)
@@ -145,7 +146,11 @@ class SlotClaims(ABC):
         self._warn_unreadable(bool(unreadable))
         if status == CLAIMED:
             self._log_missed(entry, as_int(as_text(detail)), slot, False)
-            self._push(entry, slot, following, jid, doubt)
+            self._push(entry, slot, following, jid, doubt, lock_ttl)
+        elif status == PUSHED:
+            logger.warning("periodic %s: slot %d's push had landed after all (its reply was lost): fired once, "
+                           "as jid=%s", entry.pjid, slot, as_text(detail))
+            self._best_effort("schedule record", self._record_fired, entry, slot, as_text(detail))
         elif status == SKIPPED_MISSED:
             self._log_missed(entry, as_int(as_text(detail)), slot, True)
         elif status == SKIPPED_RUNNING:
@@ -192,12 +197,15 @@ class SlotClaims(ABC):
         elif not unreadable:
             self._warned_unreadable = False
 
-    def _push(self, entry: Entry, slot: int, following: float, jid: str, doubt: InDoubt | None) -> None:
+    def _push(self, entry: Entry, slot: int, following: float, jid: str, doubt: InDoubt | None,
+              lock_ttl: int) -> None:
         from ..client.enqueue import push
 
         payload = self._payload(entry, slot, jid)
         try:
-            pushed = push(payload, config=self.config)
+            # The mark lives as long as the slot's lock: as long as a claim may be in doubt.
+            pushed = push(payload, config=self.config, mark=(self.config.keys.periodic_pushed(entry.pjid, slot),
+                                                             lock_ttl))
         except Exception as exc:  # any refusal: rolled back, kept in doubt
             # Refused by something else than Redis's state (a key of the wrong type, a
             # middleware): rolled back now, so another master may take the slot while it's
@@ -242,10 +250,12 @@ class SlotClaims(ABC):
         and the ticker pushes under it later."""
         keys = self.config.keys
         try:
-            lua.run(self.config.redis(), "periodic_rollback",
-                    [keys.periodic_last_slot(entry.pjid), keys.periodic_lock(entry.pjid, slot),
-                     keys.periodic_running(entry.pjid)], [slot, jid])
-            logger.info("periodic %s: rolled back slot %d (fired once it can be pushed)", entry.pjid, slot)
+            undone = lua.run(self.config.redis(), "periodic_rollback",
+                             [keys.periodic_last_slot(entry.pjid), keys.periodic_lock(entry.pjid, slot),
+                              keys.periodic_running(entry.pjid), keys.periodic_pushed(entry.pjid, slot)],
+                             [slot, jid])
+            if undone:
+                logger.info("periodic %s: rolled back slot %d (fired once it can be pushed)", entry.pjid, slot)
         except Exception as exc:  # whatever it is, the claim stands: logged by the one policy
             guard.handle(f"periodic {entry.pjid}: rolling back slot {slot} (kept, pushed later)", exc)
 

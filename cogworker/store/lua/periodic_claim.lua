@@ -1,6 +1,6 @@
 -- Claims one slot of a periodic entry for the whole fleet: exactly one caller wins it.
 -- KEYS[1] = last_slot, KEYS[2] = the slot's lock, KEYS[3] = the running lock,
--- KEYS[4] = the disabled set.
+-- KEYS[4] = the disabled set, KEYS[5] = the slot's pushed mark (periodic_push.lua).
 -- ARGV[1] = slot (epoch s), ARGV[2] = mode: "claim"; "prime" (catch-up off, this
 -- process's first look: never fire, only set a missing last_slot); "prime_new" (catch-up
 -- off: as "claim"); every mode but "reclaim" sets a missing last_slot instead of firing; "skip" (catch-up off, a slot that
@@ -12,11 +12,13 @@
 -- push failed, and it was rolled back or may have been), then ARGV[9..] = the jids it
 -- was tried under. A lock held by one of them is the caller's own claim: taken over
 -- under ARGV[4]. No lock: after a known claim, claimed again as usual; otherwise the
--- claim never landed, and the slot is not claimed here.
+-- claim never landed, and the slot is not claimed here. A pushed mark naming one of them
+-- means that claim's push landed (its reply was lost): nothing is taken over or pushed.
 -- Returns {status, detail, disabled set unreadable (0/1)}; status 0 = not ours (already
 -- claimed or primed), 1 = claimed (detail = the previous last_slot, "" if none),
 -- 2 = primed, 3 = skipped: the previous run still holds the running lock (detail = its
--- jid), 4 = skipped: disabled, 5 = skipped: missed (detail = the previous last_slot).
+-- jid), 4 = skipped: disabled, 5 = skipped: missed (detail = the previous last_slot),
+-- 6 = reclaim: pushed already (detail = the jid it was pushed under).
 -- The slot lock holds "<jid>:<previous last_slot>", so a rollback can tell its own claim
 -- (and what to restore) even when the claim's reply was lost.
 local slot = tonumber(ARGV[1])
@@ -24,6 +26,12 @@ local mode = ARGV[2]
 local raw = redis.call("GET", KEYS[1])
 local last = raw and tonumber(raw)
 if mode == "reclaim" then
+  local pushed = redis.call("GET", KEYS[5])
+  for i = 9, #ARGV do
+    if pushed and pushed == ARGV[i] then
+      return {6, pushed, 0}
+    end
+  end
   local lock = redis.call("GET", KEYS[2])
   if lock then
     local owner, previous = string.match(lock, "^([^:]*):(.*)$")

@@ -1,11 +1,17 @@
 -- Undoes a claim whose push failed (or whose reply was lost), so the slot isn't lost.
--- KEYS[1] = last_slot, KEYS[2] = the slot's lock, KEYS[3] = the running lock.
+-- KEYS[1] = last_slot, KEYS[2] = the slot's lock, KEYS[3] = the running lock,
+-- KEYS[4] = the slot's pushed mark.
 -- ARGV[1] = slot, ARGV[2] = the jid the claim was made under.
+-- Returns 1, or 0 if that claim's push had landed after all (a client middleware raised
+-- after it, say): nothing is undone, and the ticker's reclaim then finds the mark.
 -- Only a claim this jid made is undone (the lock says so): a claim lost on the wire may
 -- never have been applied, and another master's win must stand. last_slot goes back only
 -- if it still is this slot (a later slot may have been claimed since); with no previous
 -- value it becomes slot - 1, which still lets this slot fire, where deleting it would make
 -- a catch-up-off ticker re-prime it to this very slot.
+if redis.call("GET", KEYS[4]) == ARGV[2] then
+  return 0
+end
 local lock = redis.call("GET", KEYS[2])
 if lock then
   local owner, previous = string.match(lock, "^([^:]*):(.*)$")
