@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from ..core.payload import (  # noqa: F401 (re-exported: their home was this module)
     UNIQUE_UNTIL,
@@ -42,6 +42,9 @@ if TYPE_CHECKING:  # typing.Unpack is 3.11+; annotations are never evaluated at 
 
 P = ParamSpec("P")
 R = TypeVar("R")
+# The parameters after the first: a chain's or chord's step gets the previous result first,
+# so ``add.s(10)`` is a right call of ``add(x, y)`` too (the second overload of ``s``).
+Rest = ParamSpec("Rest")
 Calls = Iterable[Sequence[Any] | tuple[Sequence[Any], dict[str, Any]]]
 
 
@@ -70,7 +73,13 @@ class Job(JobDef, Generic[P, R]):
         """Per-call overrides: ``add.options(queue="low", retry=0).enqueue(1, 2)``."""
         return BoundJob(self, JobOptions.build(self.opts, **overrides))
 
-    def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature[R]:
+    @overload
+    def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature[R]: ...
+
+    @overload
+    def s(self: Job[Concatenate[Any, Rest], R], *args: Rest.args, **kwargs: Rest.kwargs) -> Signature[R]: ...
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature[R]:
         """The call, made now and enqueued later: ``add.s(1, 2).enqueue_in(30)``; in a chain
         or chord it gets the previous result first (``add.s(10)``)."""
         return self._bound().s(*args, **kwargs)
@@ -129,7 +138,13 @@ class BoundJob(Generic[P, R]):
         """More overrides on top of these: ``by_name("app.jobs.add").options(retry=0)``."""
         return BoundJob(self.job, JobOptions.build(self.opts, **overrides), self.name)
 
-    def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature[R]:
+    @overload
+    def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature[R]: ...
+
+    @overload
+    def s(self: BoundJob[Concatenate[Any, Rest], R], *args: Rest.args, **kwargs: Rest.kwargs) -> Signature[R]: ...
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature[R]:
         """The call with these options, checked now (as called alone, or after a previous
         result given first, as a chain's step gets), enqueued later."""
         if self.job is not None:

@@ -12,6 +12,11 @@ def add(x: int, y: int) -> int:
     return x + y
 
 
+@cogworker.job
+def summed(values: list[int]) -> int:
+    return sum(values)
+
+
 @cogworker.job(queue="critical", retry=3)
 async def fetch(url: str, *, timeout: float = 10.0) -> bytes:
     return b""
@@ -29,6 +34,9 @@ async def calls() -> None:
     add.s(1, 2).enqueue()
     add.s(1, 2).enqueue_in(30)
     add.options(queue="low").s(1, 2).enqueue_at(1_900_000_000)
+    cogworker.chain(add.s(1, 2), add.s(10), add.options(queue="low").s(100)).enqueue()  # steps: the result first
+    cogworker.chain(add.s(1, 2), add.si(5, 5)).enqueue()
+    cogworker.chord(cogworker.group(add.s(i, i) for i in range(3)), summed.s()).enqueue()
     await add.enqueue_async(1, 2)
     await add.enqueue_in_async(5, 1, 2)
     await add.enqueue_at_async(1_900_000_000, 1, 2)
@@ -52,6 +60,11 @@ async def calls() -> None:
     add.options(retry="many")  # E
     add.s("x", 2)  # E
     add.s(1, 2).enqueue_in("soon")  # E
+    add.s("x")  # E
+    add.s(1, 2, 3)  # E
+    add.s()  # E
+    add.options(queue="low").s("x")  # E
+    add.si(10)  # E
     await add.enqueue_async("x", 2)  # E
     await add.enqueue_in_async(5, 1, "y")  # E
     await add.enqueue_at_async(1_900_000_000, "x", 2)  # E
