@@ -26,9 +26,10 @@ local mode = ARGV[2]
 local raw = redis.call("GET", KEYS[1])
 local last = raw and tonumber(raw)
 if mode == "reclaim" then
-  local pushed = redis.call("GET", KEYS[5])
+  -- pcall: a mark of the wrong type (not ours: a SET replaces any type) counts as none.
+  local pushed = redis.pcall("GET", KEYS[5])
   for i = 9, #ARGV do
-    if pushed and pushed == ARGV[i] then
+    if pushed == ARGV[i] then
       return {6, pushed, 0}
     end
   end

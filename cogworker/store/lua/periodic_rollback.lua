@@ -9,7 +9,7 @@
 -- if it still is this slot (a later slot may have been claimed since); with no previous
 -- value it becomes slot - 1, which still lets this slot fire, where deleting it would make
 -- a catch-up-off ticker re-prime it to this very slot.
-if redis.call("GET", KEYS[4]) == ARGV[2] then
+if redis.pcall("GET", KEYS[4]) == ARGV[2] then
   return 0
 end
 local lock = redis.call("GET", KEYS[2])
