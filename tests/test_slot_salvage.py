@@ -65,30 +65,39 @@ def writer_loop(slots: Slots, done: memoryview) -> None:
         done[0] = n + 1  # one 8-byte store: the writes completed so far
 
 
-def test_a_child_killed_mid_write_keeps_its_listed_acks():
+def killed_mid_write(make, loop, check) -> None:
+    """Forks a writer looping over ``make()``'s records, SIGKILLs it at a random moment, and
+    runs ``check(records, writes completed)`` (True when the kill left a record torn), until
+    20 kills landed mid-write."""
     torn = kills = 0
     while torn < 20 and kills < 3000:
-        slots = Slots(1)
+        records = make()
         shared = mmap.mmap(-1, 8)
         done = memoryview(shared).cast("Q")
         pid = os.fork()
         if pid == 0:
             try:
-                writer_loop(slots, done)
+                loop(records, done)
             finally:
                 os._exit(0)
         time.sleep(random.uniform(0.0005, 0.004))
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         kills += 1
-        count = done[0]
-        salvaged = set(slots.salvage(0))
-        before, after = model(count), model(count + 1)  # write number ``count`` may be half done
-        assert before & after <= salvaged <= before | after, (count, list(ops_at(count)), salvaged)
-        torn += slots.read(0) is None
+        torn += check(records, done[0])
         done.release()
         shared.close()
     assert torn >= 20, f"only {torn} of {kills} kills landed mid-write"
+
+
+def test_a_child_killed_mid_write_keeps_its_listed_acks():
+    def check(slots: Slots, count: int) -> bool:
+        salvaged = set(slots.salvage(0))
+        before, after = model(count), model(count + 1)  # write number ``count`` may be half done
+        assert before & after <= salvaged <= before | after, (count, list(ops_at(count)), salvaged)
+        return slots.read(0) is None
+
+    killed_mid_write(lambda: Slots(1), writer_loop, check)
 
 
 def ops_at(count: int) -> Iterator[tuple[str, str]]:
@@ -178,30 +187,14 @@ def flight_writer_loop(flights, done: memoryview) -> None:
 def test_a_child_killed_mid_write_of_one_entry_keeps_the_acks_of_every_entry():
     from cogworker.prefork.flight_slots import ACK_DUE, FlightSlots
 
-    torn = kills = 0
-    while torn < 20 and kills < 3000:
-        flights = FlightSlots(M, 1)
-        shared = mmap.mmap(-1, 8)
-        done = memoryview(shared).cast("Q")
-        pid = os.fork()
-        if pid == 0:
-            try:
-                flight_writer_loop(flights, done)
-            finally:
-                os._exit(0)
-        time.sleep(random.uniform(0.0005, 0.004))
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        kills += 1
-        count = done[0]
-        found, was_torn = flights.read(0)
+    def check(flights: FlightSlots, count: int) -> bool:
+        found, torn = flights.read(0)
         acks = {f.jid for f in found if f.state == ACK_DUE}
         before, after = flight_model(count), flight_model(count + 1)
         assert before & after <= acks <= before | after, (count, acks)
-        torn += was_torn
-        done.release()
-        shared.close()
-    assert torn >= 20, f"only {torn} of {kills} kills landed mid-write with the job unknown"
+        return torn
+
+    killed_mid_write(lambda: FlightSlots(M, 1), flight_writer_loop, check)
 
 
 def test_a_torn_slot_with_jobs_in_flight_keeps_what_the_entries_say():

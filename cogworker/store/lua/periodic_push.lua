@@ -1,4 +1,4 @@
---! include _wake
+--! include _push_job
 -- A periodic slot's job onto its queue, with the slot's "pushed" mark in the same step
 -- (docs/architecture.md#periodic): a push whose reply is lost may have landed, and the mark
 -- is how the ticker's next claim of that slot knows, instead of pushing it a second time.
@@ -8,11 +8,7 @@
 -- With job status on: KEYS[5] = enq:<hour>, ARGV[5] = its record, ARGV[6] = the bucket's
 -- TTL ('' = set already). Side writes are best-effort (pcall), as in push.lua; the mark is
 -- a SET, which no key's type can refuse, so a landed push always leaves it.
-local n = redis.call("LPUSH", KEYS[1], ARGV[1])
+local n = push_job(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2])
 redis.call("SET", KEYS[4], ARGV[3], "EX", ARGV[4])
-redis.pcall("SADD", KEYS[2], ARGV[2])
-if n == 1 then wake(KEYS[3]) end
-if KEYS[5] and type(redis.pcall("HSET", KEYS[5], ARGV[3], ARGV[5])) == "number" and ARGV[6] ~= "" then
-  redis.pcall("EXPIRE", KEYS[5], ARGV[6])
-end
+queued_status(KEYS[5], ARGV[3], ARGV[5], ARGV[6])
 return n

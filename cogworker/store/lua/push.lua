@@ -1,4 +1,4 @@
---! include _wake
+--! include _push_job
 -- A single enqueue of a small job (docs/architecture.md#enqueue), in one command: the
 -- push, the known-queues set, and the wake stream only when this push made the queue
 -- non-empty. A worker blocks on the stream only after a fetch found every queue of it
@@ -10,10 +10,6 @@
 -- ARGV[3] = the jid, ARGV[4] = its record, ARGV[5] = the bucket's TTL ('' = set already).
 -- Best-effort side writes (pcall), as in the client's pipeline: a key of the wrong type
 -- there must not make a written job look unwritten.
-local n = redis.call("LPUSH", KEYS[1], ARGV[1])
-redis.pcall("SADD", KEYS[2], ARGV[2])
-if n == 1 then wake(KEYS[3]) end
-if KEYS[4] and type(redis.pcall("HSET", KEYS[4], ARGV[3], ARGV[4])) == "number" and ARGV[5] ~= "" then
-  redis.pcall("EXPIRE", KEYS[4], ARGV[5])
-end
+local n = push_job(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2])
+queued_status(KEYS[4], ARGV[3], ARGV[4], ARGV[5])
 return n
