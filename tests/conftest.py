@@ -83,9 +83,18 @@ def _log_level(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="cogworker")
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Each phase's report on its test (``item.rep_call``), for fixtures' teardown to see."""
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
 @pytest.fixture
-def masters(own_redis: RedisServer) -> Iterator[Any]:
-    """Starts real prefork masters on this test's own Redis; kills what is left after."""
+def masters(own_redis: RedisServer, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Starts real prefork masters on this test's own Redis; kills what is left after. A
+    failed test shows each master's log (its "Captured stdout teardown")."""
     from prefork_harness import Master
 
     started: list[Master] = []
@@ -96,7 +105,11 @@ def masters(own_redis: RedisServer) -> Iterator[Any]:
         return master
 
     yield start
+    failed = getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed
     for master in started:
+        if failed:
+            print(f"--- master {master.pid}'s log (last 200 lines) ---")
+            print("\n".join(master.output().splitlines()[-200:]))
         master.stop()
 
 
