@@ -111,11 +111,7 @@ def _push_one(client: Any, payload: dict[str, Any], encoded: str) -> None:
         _backlogged.discard(key)
         guard.best_effort("waking idle workers", _name_and_wake, client, keys, queue)
         return
-    script_keys, args = [key, keys.queues, keys.wake], [encoded, queue]
-    if found is not None:  # its enq:<hour> field rides in the script
-        bucket, ttl, jid, record = found
-        script_keys.append(bucket)
-        args += [jid, record, "" if ttl is None else ttl]
+    script_keys, args = push_call(keys, queue, encoded, found)
     [n] = rawpipe.send(client, lua.command(client, "push", script_keys, args))
     if isinstance(n, NoScriptError):  # not run: Redis lost it (a restart, SCRIPT FLUSH)
         n = lua.run(client, "push", script_keys, args)
@@ -123,19 +119,25 @@ def _push_one(client: Any, payload: dict[str, Any], encoded: str) -> None:
         _backlogged.add(key)
 
 
-def _push_marked(client: Any, payload: dict[str, Any], encoded: str, mark: tuple[str, int]) -> None:
-    """``periodic_push.lua``: the job and its mark in one step, whatever the job's size
-    (rare: a periodic slot's), its queued status riding as in push.lua."""
-    config = get_config()
-    keys, queue = config.keys, payload["queue"]
-    script_keys = [keys.queue(queue), keys.queues, keys.wake, mark[0]]
-    args: list[Any] = [encoded, queue, payload["jid"], mark[1]]
-    found = status_enqueue.queued_field(config, payload)
+def push_call(keys: Keys, queue: str, encoded: str,
+              found: tuple[str, int | None, str, str] | None) -> tuple[list[Any], list[Any]]:
+    """push.lua's keys and arguments; ``found``: the job's enq:<hour> field, riding in it."""
+    script_keys: list[Any] = [keys.queue(queue), keys.queues, keys.wake]
+    args: list[Any] = [encoded, queue]
     if found is not None:
-        bucket, ttl, _, record = found
+        bucket, ttl, jid, record = found
         script_keys.append(bucket)
-        args += [record, "" if ttl is None else ttl]
-    lua.run(client, "periodic_push", script_keys, args)
+        args += [jid, record, "" if ttl is None else ttl]
+    return script_keys, args
+
+
+def _push_marked(client: Any, payload: dict[str, Any], encoded: str, mark: tuple[str, int]) -> None:
+    """``periodic_push.lua``: push.lua's call with the mark after it, whatever the job's
+    size (rare: a periodic slot's)."""
+    config = get_config()
+    script_keys, args = push_call(config.keys, payload["queue"], encoded,
+                                  status_enqueue.queued_field(config, payload))
+    lua.run(client, "periodic_push", [*script_keys, mark[0]], [*args, payload["jid"], mark[1]])
 
 
 def _name_and_wake(client: Any, keys: Keys, queue: str) -> None:
