@@ -10,12 +10,23 @@ import logging
 import os
 import re
 import threading
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import cast
 from urllib.parse import parse_qs, urlparse
 
+from . import layout
 from .errors import ConfigurationError
 from .keys import Keys
+from .settings import (
+    cluster_from_env,
+    import_prefixes_from_env,
+    validate_import_prefixes,
+    validate_liveness,
+    validate_retention,
+    validate_wait,
+    wait_replicas_from_env,
+    wait_timeout_from_env,
+)
 from .store import Client, lua, sentinel
 from .store import cluster as cluster_mode
 from .store.connection import connect, is_cluster
@@ -49,14 +60,6 @@ def as_text(reply: bytes | str) -> str:
 
 def redis_url_from_env() -> str:
     return os.environ.get("COGWORKER_REDIS_URL") or os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
-
-
-def import_prefixes_from_env() -> tuple[str, ...]:
-    return _split_prefixes(os.environ.get("COGWORKER_IMPORT_PREFIXES", ""))
-
-
-def _split_prefixes(text: str) -> tuple[str, ...]:
-    return tuple(p.strip() for p in text.split(",") if p.strip())
 
 
 _QUERY_SECRET = re.compile(r"([?&](?:sentinel_)?password=)[^&#]*", re.IGNORECASE)
@@ -97,38 +100,6 @@ def _secret_of(url: str) -> str:
 def _hidden(text: str, url: str) -> str:
     secret = _secret_of(url)
     return text.replace(secret, "***") if secret else text
-
-
-def wait_replicas_from_env() -> int:
-    text = os.environ.get("COGWORKER_WAIT_REPLICAS") or "0"
-    if not text.strip().isdigit():
-        raise ConfigurationError(f"COGWORKER_WAIT_REPLICAS must be a whole number, got {text!r}")
-    return int(text)
-
-
-def cluster_from_env() -> bool | None:
-    try:
-        return cluster_mode.setting(os.environ.get("COGWORKER_REDIS_CLUSTER") or "")
-    except ValueError as exc:
-        raise ConfigurationError(str(exc)) from None
-
-
-def wait_timeout_from_env() -> float:
-    text = os.environ.get("COGWORKER_WAIT_TIMEOUT") or "1.0"
-    try:
-        return float(text)
-    except ValueError:
-        raise ConfigurationError(f"COGWORKER_WAIT_TIMEOUT must be a number of seconds, got {text!r}") from None
-
-
-def validate_wait(config: Config) -> None:
-    """``wait_replicas`` replicas must hold each write within ``wait_timeout`` seconds
-    (store/replication.py)."""
-    replicas, timeout = config.wait_replicas, config.wait_timeout
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
-        raise ConfigurationError(f"wait_replicas must be a whole number, 0 or more, got {replicas!r}")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise ConfigurationError(f"wait_timeout must be more than 0 seconds, got {timeout!r}")
 
 
 def validate_redis_url(url: str) -> str:
@@ -186,38 +157,6 @@ def validate_namespace(namespace: object) -> str:
     if any(c.isspace() or not c.isprintable() for c in namespace):
         raise ConfigurationError(f"invalid namespace {namespace!r}: no spaces or control characters")
     return namespace
-
-
-def validate_import_prefixes(value: object) -> tuple[str, ...]:
-    """A list of dotted module names (a comma-separated string is split)."""
-    prefixes = _split_prefixes(value) if isinstance(value, str) else value
-    if not isinstance(prefixes, (list, tuple)) or not all(
-            isinstance(p, str) and p and all(part.isidentifier() for part in p.split("."))
-            for p in prefixes):
-        raise ConfigurationError(f"import_prefixes must be a list of dotted module names "
-                                 f"(such as ['app.tasks']), got {value!r}")
-    return tuple(prefixes)
-
-
-def validate_liveness(config: Config) -> None:
-    """A live process's beat can lag about two heartbeat intervals (its master's beat, then
-    its own), and a Redis stall up to half the threshold can go unseen between two looks:
-    a threshold under 5 intervals could take a live process for a dead one."""
-    for name in ("orphan_threshold", "heartbeat_interval", "recovery_interval"):
-        if not getattr(config, name) > 0:
-            raise ConfigurationError(f"{name} must be more than 0, got {getattr(config, name)!r}")
-    if config.orphan_threshold < 5 * config.heartbeat_interval:
-        raise ConfigurationError(f"orphan_threshold ({config.orphan_threshold:g}s) must be at least 5 x "
-                                 f"heartbeat_interval ({config.heartbeat_interval:g}s)")
-
-
-def validate_retention(config: Config) -> None:
-    """Each bound of what is kept per job must be a whole number of at least 1 (a float or a
-    string there would reach the scripts as an argument Redis refuses, at every flush)."""
-    for name in ("status_max", "status_max_failed", "status_ttl", "history_ttl", "history_max"):
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigurationError(f"{name} must be a whole number of at least 1, got {value!r}")
 
 
 @dataclass
@@ -281,6 +220,10 @@ class Config:
     # Redis Cluster (docs/architecture.md#cluster): None asks the node at the first connect
     # (INFO cluster); True/False say it. In cluster mode the namespace is one hash tag.
     redis_cluster: bool | None = field(default_factory=cluster_from_env)
+    # The key layout on a cluster (docs/architecture.md#cluster-layout): "namespace" (one
+    # slot) or "queue" (a hash tag per shard: a queue, or a group of cluster_shards).
+    cluster_layout: str = field(default_factory=layout.layout_from_env)
+    cluster_shards: tuple[tuple[str, ...], ...] = field(default_factory=layout.shards_from_env)
 
     def __post_init__(self) -> None:
         validate_redis_url(self.redis_url)
@@ -296,8 +239,14 @@ class Config:
         validate_retention(self)
         if self.redis_cluster not in (None, True, False):
             raise ConfigurationError(f"redis_cluster must be True, False or None, got {self.redis_cluster!r}")
+        self.cluster_layout = layout.validate_layout(self.cluster_layout)
+        self.cluster_shards = layout.validate_shards(self.cluster_shards)
         self._keys: Keys | None = None
         self._cluster: bool | None = None
+        self._fleet: Config | None = None  # set on a shard's config: the config it belongs to
+        self.shard_name: str | None = None  # a shard's config: its name
+        self._shards: dict[str, Config] = {}
+        self._noted: tuple[int, set[str]] = (0, set())  # shards named in the registry by this process
         self._lock = threading.Lock()
         self._client: Client | None = None
         self._pid = 0
@@ -323,6 +272,62 @@ class Config:
                            "cogworker's in one slot)", self.namespace, namespace)
         self._keys = Keys(namespace)
         return self._keys
+
+    # -- the queue layout on a cluster (docs/architecture.md#cluster-layout) ---------------
+
+    @property
+    def sharded(self) -> bool:
+        """Whether each queue's keys carry a hash tag of their own (layout "queue", on a cluster)."""
+        return self.cluster_layout == "queue" and self.cluster
+
+    @property
+    def fleet(self) -> Config:
+        """The config of the fleet's own keys: this one, unless this is a shard's."""
+        return self._fleet or self
+
+    def shard(self, queue: str) -> Config:
+        """The config whose keys hold ``queue``'s jobs: its shard's, in the queue layout;
+        else this one."""
+        if not self.sharded:
+            return self
+        return self.shard_named(layout.shard_name(self.fleet.cluster_shards, queue))
+
+    def shard_named(self, name: str) -> Config:
+        if not self.sharded or name == self.shard_name:
+            return self
+        fleet = self.fleet
+        namespace = layout.shard_namespace(fleet.keys.namespace, name)
+        with fleet._lock:
+            found = fleet._shards.get(name)
+            if found is None:
+                found = replace(fleet, namespace=namespace)
+                found._fleet, found.shard_name, found._cluster = fleet, name, True
+                fleet._shards[name] = found
+        return found
+
+    def note_shard(self) -> None:
+        """Names this shard in the fleet's registry (``shards``), once per process: the
+        faces find every shard there. Best effort: a failure is tried again next time."""
+        if self.shard_name is None:
+            return
+        fleet = self.fleet
+        pid, noted = fleet._noted
+        if pid != os.getpid():
+            noted = set()
+            fleet._noted = (os.getpid(), noted)
+        if self.shard_name not in noted:
+            fleet.redis().sadd(fleet.keys.shards, self.shard_name)
+            noted.add(self.shard_name)
+
+    def shards(self) -> list[Config]:
+        """Every shard's config (the registry's and the declared groups'), by name; in the
+        namespace layout, this config alone."""
+        if not self.sharded:
+            return [self]
+        fleet = self.fleet
+        names = {as_text(n) for n in fleet.redis().smembers(fleet.keys.shards)}
+        names.update(group[0] for group in fleet.cluster_shards)
+        return [fleet.shard_named(name) for name in sorted(names)]
 
     def __repr__(self) -> str:
         shown = {f.name: getattr(self, f.name) for f in fields(self)}

@@ -51,6 +51,9 @@ class Keys:
         self.periodic_prefix = f"{ns}:periodic:"
         self.periodic_schedule = f"{ns}:periodic:schedule"
         self.periodic_disabled = f"{ns}:periodic:disabled"
+        # Addition (the queue layout on a cluster, docs/architecture.md#cluster-layout): the
+        # names of the shards jobs were pushed to or worked from, in the fleet's slot.
+        self.shards = f"{ns}:shards"
 
     def _status(self, ns: str) -> None:
         """What is kept about jobs: status, history, checkpoints, metrics."""
