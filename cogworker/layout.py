@@ -35,7 +35,7 @@ def shards_from_env() -> tuple[tuple[str, ...], ...]:
 def validate_layout(value: object) -> str:
     if value not in LAYOUTS:
         raise ConfigurationError(f"cluster_layout must be 'namespace' or 'queue', got {value!r}")
-    return value  # type: ignore[return-value]  # one of LAYOUTS
+    return value
 
 
 def validate_shards(groups: object) -> tuple[tuple[str, ...], ...]:

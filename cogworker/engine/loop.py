@@ -164,6 +164,7 @@ class Worker(Settling):
             try:
                 check_redis_version(self.config.redis())
                 self._register()
+                self.config.note_shard()  # the queue layout: the faces find this shard in the fleet's registry
                 self._outage.ok()
                 return
             except store.RedisError as exc:

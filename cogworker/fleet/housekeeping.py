@@ -30,19 +30,23 @@ class Housekeeping:
     def __init__(self, config: Config, breaker: Breaker, *, beat: Callable[[], Any],
                  own: Callable[[], Iterable[str]], cron: bool = True, catch_up: bool | None = None,
                  counters: stats.StatsBuffer | None = None,
-                 before_flush: Callable[[], Any] | None = None) -> None:
+                 before_flush: Callable[[], Any] | None = None, shards: list[Config] | None = None) -> None:
         """``beat`` writes the process records; ``own`` names the identities that are
         alive here (never recovered as orphans); ``counters``, if given, are flushed
-        every second (``before_flush`` first: gather what is to be counted)."""
+        every second (``before_flush`` first: gather what is to be counted). ``shards``:
+        in the queue layout on a cluster, the configs of the shards this process works
+        (docs/architecture.md#cluster-layout): the poller and orphan recovery run in each;
+        cron and the counters stay on ``config``, the fleet's."""
         self.config = config
         self.breaker = breaker
         self.beat = beat
         self.own = own
         self.counters = counters
         self.before_flush = before_flush
-        self.poller = Poller(config)
-        self.recovery = OrphanRecovery(config, own=list(own()))
-        self.next_beat = self.next_recovery = self.next_stats = 0.0
+        self.pollers = [Poller(shard) for shard in shards or [config]]
+        self.recoveries = [OrphanRecovery(shard, own=list(own())) for shard in shards or [config]]
+        self.next_recoveries = [0.0] * len(self.recoveries)
+        self.next_beat = self.next_stats = 0.0
         self.ticker: Any = None
         if cron:
             from ..cron import ticker as periodic
@@ -50,7 +54,10 @@ class Housekeeping:
             # None when the app registered no periodic entries. Slots wait for the first
             # recovery pass (a job of a dead process's slot is requeued first).
             kwargs = {} if catch_up is None else {"catch_up": catch_up}
-            self.ticker = periodic.ticker_for(config, ready=lambda: self.recovery.completed_passes > 0, **kwargs)
+            self.ticker = periodic.ticker_for(config, ready=self.recovered_once, **kwargs)
+
+    def recovered_once(self) -> bool:
+        return all(recovery.completed_passes > 0 for recovery in self.recoveries)
 
     def publish_schedule(self) -> None:
         if self.ticker is not None and hasattr(self.ticker, "publish"):
@@ -70,23 +77,36 @@ class Housekeeping:
             self.flush_stats()
         if stopping:
             return
-        if now >= self.next_recovery:
-            self.recover_orphans()
+        for i, due in enumerate(self.next_recoveries):
+            if now >= due:
+                self.recover_orphans(i)
         if quiet:
             return
-        if self.poller.due():
-            self.breaker.step("scheduled poller", self.poller.poll)
+        for poller in self.pollers:
+            if poller.due():
+                self.breaker.step("scheduled poller", poller.poll)
         if self.ticker is not None:
             self.breaker.step("cron tick", self.ticker.tick)
 
-    def recover_orphans(self) -> None:
-        """One pass (scanning for lists until a first pass completes). Rescheduled unless
-        Redis is away or skipped: then it runs again as soon as Redis may answer."""
-        first = self.recovery.completed_passes == 0
+    def recover_orphans(self, i: int = 0) -> None:
+        """One pass in shard ``i`` (scanning for lists until a first pass completes).
+        Rescheduled unless Redis is away or skipped: then it runs again as soon as Redis
+        may answer."""
+        recovery = self.recoveries[i]
+        first = recovery.completed_passes == 0
         failed_at = self.breaker.failed_at
-        ok, _ = self.breaker.step("orphan recovery", self.recovery.run, scan=first, own=list(self.own()))
+        ok, _ = self.breaker.step("orphan recovery", recovery.run, scan=first, own=list(self.own()))
         if ok or (self.breaker.closed() and self.breaker.failed_at == failed_at):  # not an outage
-            self.next_recovery = time.monotonic() + self.recovery.next_delay()
+            self.next_recoveries[i] = time.monotonic() + recovery.next_delay()
+
+    @property
+    def recovery(self) -> OrphanRecovery:
+        """The first shard's (the only one outside the queue layout)."""
+        return self.recoveries[0]
+
+    @property
+    def poller(self) -> Poller:
+        return self.pollers[0]
 
     def flush_stats(self) -> None:
         """The counters, in one round trip; kept for the next flush if Redis is away."""
@@ -108,9 +128,9 @@ class Housekeeping:
         if self.counters is not None:
             due.append(self.next_stats)
         if not stopping:
-            due.append(self.next_recovery)
+            due.extend(self.next_recoveries)
             if not quiet:
-                due.append(self.poller.next_at)
+                due.extend(poller.next_at for poller in self.pollers)
                 if self.ticker is not None:
                     due.append(now + self.ticker.seconds_to_next())
         return max(0.0, min(due) - now)

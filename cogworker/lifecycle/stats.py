@@ -171,7 +171,10 @@ class StatsBuffer:
 
 
 def flush(config: Config, snap: dict[str, Any]) -> None:
-    """Write a snapshot in one round trip. Raises on a Redis error: the caller keeps it."""
+    """Write a snapshot in one round trip. Raises on a Redis error: the caller keeps it.
+    The counters are the fleet's (a shard's worker writes them there too: the queue layout
+    on a cluster, docs/architecture.md#cluster-layout)."""
+    config = config.fleet
     keys = config.keys
     pipe = store.pipeline(config.redis())
     if snap["processed"]:
@@ -210,6 +213,7 @@ def _add_fields(pipe: Any, fields: dict[str, float], counts: tuple[str, int], bu
 
 def throughput(config: Config, minute: int) -> dict[str, float]:
     """One minute's counts and total ms per job class (for a UI or a test)."""
+    config = config.fleet
     raw = config.redis().hgetall(config.keys.throughput(minute))
     return {as_text(k): float(v) for k, v in raw.items()}
 
@@ -220,7 +224,14 @@ def attempts(config: Config, jid: str) -> list[dict[str, Any]]:
     ``error_message``). Read from the job's history (``history:<jid>``), which absorbed
     the old ``attempts:<jid>`` log."""
     found = []
-    for raw in config.redis().lrange(config.keys.history(jid), 0, -1):
+    # The queue layout on a cluster keeps a job's history in its queue's shard: the first
+    # shard that has one is the job's (a jid is one job's).
+    listed: list[Any] = []
+    for shard in config.shards():
+        listed = shard.redis().lrange(shard.keys.history(jid), 0, -1)
+        if listed:
+            break
+    for raw in listed:
         try:
             entry = json_loads(raw)
         except ValueError:

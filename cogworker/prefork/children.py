@@ -26,6 +26,7 @@ from .child import child_main
 from .flight_slots import FlightSlots
 from .inbox import FORWARDED, SignalInbox
 from .pipe import make_pipe
+from .shards import Shard, next_shard, spare
 from .siblings import with_looked_ahead
 from .slots import ACK_DUE, RUNNING, Slots, SlotState
 
@@ -60,6 +61,7 @@ class ChildState:
     fenced_at: float | None = None  # when a beat found it declared dead (it leaves on its own)
     told: set[str] = field(default_factory=set)  # cancelled jids written to its slot (one per beat)
     exit_why: str | None = None  # why the master first wanted it gone (restart, memory, ...), for /metrics
+    shard: int = 0  # which of the master's shards it works (prefork/shards.py)
 
 class ChildrenMixin:
     # The master's state this part reads and writes (set in Master.__init__).
@@ -78,6 +80,7 @@ class ChildrenMixin:
     next_fork_at: float
     selector: selectors.BaseSelector
     slots: Slots
+    shards: list[Shard]
     flights: FlightSlots | None
     stats: stats.StatsBuffer
     metrics: Any  # MasterMetrics | None
@@ -167,9 +170,11 @@ class ChildrenMixin:
         """Jobs the children fetched ahead and won't start now go back at once, not when
         the job in front of them ends."""
         for child in children if children is not None else list(self.children.values()):
-            def act(state: SlotState) -> bool:
+            config = self.shards[child.shard].config
+
+            def act(state: SlotState, config: Config = config) -> bool:
                 try:
-                    return InProgressList(self.config, state.identity, beats=False).return_ahead(
+                    return InProgressList(config, state.identity, beats=False).return_ahead(
                         state.ahead, state.started) > 0
                 except Fenced:
                     return False  # declared dead: its list, that job included, was requeued
@@ -197,13 +202,15 @@ class ChildrenMixin:
             self.stop_child(child, "restart")
 
     def trim_children(self) -> None:
-        live = [c for c in self.children.values() if not c.stop_sent]
-        for child in sorted(live, key=lambda c: -c.index)[: max(0, len(live) - self.target)]:
-            self.stop_child(child, "scale-down")
+        live = sorted((c for c in self.children.values() if not c.stop_sent), key=lambda c: c.index)
+        for pid in spare(self.shards, [(c.pid, c.shard) for c in live], max(0, len(live) - self.target)):
+            self.stop_child(self.children[pid], "scale-down")
 
     def fork_child(self) -> None:
         index = self.free_indexes.pop(0) if self.free_indexes else self._new_index()
         self.reset_slot(index)
+        shard = next_shard(self.shards, (c.shard for c in self.children.values() if not c.stop_sent))
+        self.slots.set_shard(index, shard.number)
         reader, writer = make_pipe()
         nonce = os.urandom(4).hex()
         # Signals stay blocked across fork until the child has its own handlers: a TERM
@@ -218,17 +225,16 @@ class ChildrenMixin:
                 for other in self.children.values():
                     other.conn.close()  # siblings' pipes are none of its business
             finally:
-                child_main(index, self.child_config, writer, self.slots, self.s.queues,
+                child_main(index, shard.child_config, writer, self.slots, shard.queues,
                            os.getppid(), self.s.timeout,
                            self.s.max_jobs, child_identity(os.getpid(), nonce), self.s.lookahead, self.flights)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
         writer.close()
-        child = ChildState(index, pid, child_identity(pid, nonce), reader)
+        child = ChildState(index, pid, child_identity(pid, nonce), reader, shard=shard.number)
         self.children[pid] = child
         self.selector.register(reader, selectors.EVENT_READ, child)
         logger.info("master: child %d (pid %d) started", index, pid)
-        self.redis_step("registering a child", heartbeat.beat, self.config,
-                        [self.child_record(child)], self.client)
+        self.redis_step("registering a child", heartbeat.beat, shard.config, [self.child_record(child)])
 
     def _new_index(self) -> int:
         index = self.next_index

@@ -36,6 +36,7 @@ from .children import ChildrenMixin, ChildState, child_identity
 from .exporting import MasterMetrics
 from .flight_slots import FlightSlots
 from .inbox import SignalInbox
+from .shards import Shard, plan
 from .signals import SignalsMixin
 from .slots import Slots
 from .watch import WatchMixin
@@ -82,6 +83,8 @@ class Master(SignalsMixin, ChildrenMixin, WatchMixin):
             config, socket_timeout=MASTER_SOCKET_TIMEOUT,
             socket_connect_timeout=min(config.socket_connect_timeout, MASTER_SOCKET_TIMEOUT))
         self.inbox = inbox
+        # The queue layout on a cluster: a child works one shard (prefork/shards.py).
+        self.shards: list[Shard] = plan(settings.queues, self.config, config, settings.procs)
         self.identity = new_identity()
         self.target = settings.procs
         self.children: dict[int, ChildState] = {}  # pid -> state
@@ -97,6 +100,7 @@ class Master(SignalsMixin, ChildrenMixin, WatchMixin):
         self.boot_failures = 0
         self.next_fork_at = 0.0
         self.unrecovered: dict[str, reaped.Reaped] = {}
+        self.shard_of: dict[str, Shard] = {}  # a gone child's identity -> its shard, until recovered
         self.stats = stats.StatsBuffer()
         # An outage costs one timeout, not one per call: Redis steps are skipped until
         # its backoff ends.
@@ -169,6 +173,7 @@ class Master(SignalsMixin, ChildrenMixin, WatchMixin):
         self.boot_checks()
         self.housekeeping = Housekeeping(
             self.config, self.breaker, beat=self.beat, catch_up=self.s.catch_up, counters=self.stats,
+            shards=[shard.config for shard in self.shards],
             own=lambda: [c.identity for c in self.children.values()] + [self.identity],
             before_flush=self.refresh_all)
         self.housekeeping.publish_schedule()
@@ -299,19 +304,21 @@ class Master(SignalsMixin, ChildrenMixin, WatchMixin):
         running = child.flying if self.flights is not None else child.running
         self.unrecovered[child.identity] = reaped.reap(running, child.acks, child.owes, child.torn,
                                                        child.stop_reason, crashed)
+        self.shard_of[child.identity] = self.shards[child.shard]
         self.recover_identity(child.identity)
 
     def recover_identity(self, identity: str) -> None:
         if self.redis_away():
             return  # left to orphan recovery (see shutdown_finish)
         owed = self.unrecovered[identity]
+        config = self.shard_of[identity].config
 
         def work() -> bool:
-            listed = InProgressList(self.config, identity, beats=False).listed()
+            listed = InProgressList(config, identity, beats=False).listed()
             drop: list[bytes] = []
             keep: list[bytes] = []
             try:
-                drop, keep = reaped.apply(self.config, identity, owed, listed)
+                drop, keep = reaped.apply(config, identity, owed, listed)
             except Fenced:
                 # Declared dead elsewhere first (this master was frozen?): its jobs were
                 # requeued there; only what landed on its list since is left to move.
@@ -321,19 +328,19 @@ class Master(SignalsMixin, ChildrenMixin, WatchMixin):
             for job_class, ms in owed.stats:
                 self.stats.record(job_class, False, ms)
             owed.stats.clear()
-            moved = recovery.requeue_in_progress(self.config, identity, drop=drop, keep=keep,
+            moved = recovery.requeue_in_progress(config, identity, drop=drop, keep=keep,
                                                  count_orphanings=owed.count_orphanings, fence=True)
             if owed.count_orphanings:
-                buried = recovery.bury_repeat_orphans(self.config)
+                buried = recovery.bury_repeat_orphans(config)
                 if buried:
                     logger.error("master: %d job(s) orphaned too often moved to dead (ProcessDied)", buried)
             if moved:
                 logger.warning("master: requeued %d job(s) of %s", moved, identity)
-            heartbeat.deregister(self.config, identity)
+            heartbeat.deregister(config, identity)
             return True
 
         if self.redis_step(f"recovering {identity}", work):
-            del self.unrecovered[identity]
+            del self.unrecovered[identity], self.shard_of[identity]
 
     # -- leaving -----------------------------------------------------------------------------
 
@@ -351,6 +358,8 @@ class Master(SignalsMixin, ChildrenMixin, WatchMixin):
                          ", ".join(self.unrecovered))
         if not self.redis_away():
             self.redis_step("deregistering", heartbeat.deregister, self.config, self.identity, self.client)
+            for shard in self.shards if self.shards[0].name is not None else ():  # its records there too
+                self.redis_step("deregistering", heartbeat.deregister, shard.config, self.identity)
         if self.metrics is not None:
             self.metrics.close()
         logger.info("master: stopped")

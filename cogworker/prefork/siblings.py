@@ -49,7 +49,8 @@ class Siblings:
         self.index = slot.index
 
     def any_waiting(self) -> bool:
-        return any(self.slots.state_hint(i) == WAITING for i in range(self.slots.high()) if i != self.index)
+        return any(self.slots.state_hint(i) == WAITING for i in range(self.slots.high())
+                   if i != self.index and self.slots.same_shard(i, self.index))
 
     def claim(self, work: Work | None, fetcher: Fetcher) -> Work | None:
         """``work``, fetched ahead alone, if it is still ours to start; None if it was
@@ -103,8 +104,8 @@ class Siblings:
             return work is not None
 
         for i in range(self.slots.high()):
-            if i == self.index:
-                continue
+            if i == self.index or not self.slots.same_shard(i, self.index):
+                continue  # a sibling of another shard: its list is in another slot of the cluster
             try:
                 if with_looked_ahead(self.slots, i, act):
                     return taken[0]

@@ -21,6 +21,7 @@ class SignalsMixin:
     stop_now: bool
     quiet: bool
     target: int
+    shards: list[Any]  # the master's (prefork/shards.py)
     children: dict[int, ChildState]
     rolling: deque[int]
     rolling_current: int | None
@@ -85,7 +86,7 @@ class SignalsMixin:
 
     def on_fewer(self, sig: int) -> None:
         """TTOU: one child fewer (never below one)."""
-        if self.target > 1:
+        if self.target > max(1, len(self.shards)):  # each shard keeps a child (queue layout)
             self.target -= 1
             logger.info("master: TTOU: %d children", self.target)
             self.title()

@@ -114,7 +114,10 @@ class Slots:
         # (api.cancel); the child's watchdog tells the job if it is the one running.
         self._cancel_at = (self._fenced_at + count + 7) // 8 * 8
         # MAP_SHARED | MAP_ANONYMOUS: survives fork, shared
-        self.mm = mmap.mmap(-1, self._cancel_at + count * _CANCEL.size)
+        # Then one byte per slot: the shard its child works (the queue layout on a cluster,
+        # docs/architecture.md#cluster-layout): siblings of other shards share no list.
+        self._shard_at = self._cancel_at + count * _CANCEL.size
+        self.mm = mmap.mmap(-1, self._shard_at + count)
         self.lock_file = tempfile.TemporaryFile()  # unlinked: only the inherited descriptor reaches it
         self._lock_fd = self.lock_file.fileno()  # open while self.lock_file is; asked twice per job
 
@@ -128,6 +131,13 @@ class Slots:
         _CANCEL.pack_into(self.mm, self._cancel_at + index * _CANCEL.size, b"")
         if index >= self.high():
             _HIGH.pack_into(self.mm, self.count * SIZE + self.count, index + 1)
+
+    def set_shard(self, index: int, shard: int) -> None:
+        """The master's, before the fork: which of its shards the child works (< 256)."""
+        self.mm[self._shard_at + index] = shard
+
+    def same_shard(self, index: int, other: int) -> bool:
+        return self.mm[self._shard_at + index] == self.mm[self._shard_at + other]
 
     def high(self) -> int:
         """One past the highest slot index ever used: siblings live below it."""

@@ -14,6 +14,7 @@ from ..config import Config, logger
 from ..core import heartbeat
 from .children import ChildState
 from .reaped import TIMEOUT_GRACE
+from .shards import Shard
 from .slots import Slots
 
 FENCED_GRACE = 2.0  # a child told it was declared dead, still there after this, is killed
@@ -29,6 +30,7 @@ class WatchMixin:
     quiet: bool
     stopping: bool
     target: int
+    shards: list[Shard]
 
     if TYPE_CHECKING:  # the master's, or another mixin's (never shadow them at run time)
         client: Any
@@ -51,12 +53,10 @@ class WatchMixin:
                                            state="stopping" if self.stopping else "quiet" if self.quiet else "",
                                            extra={"procs": self.target,
                                                   "children": sum(1 for c in live if c.ready)})]
-        records.extend(self.child_record(child) for child in live)
         sent = heartbeat.clock()
-        told = heartbeat.beat(self.config, records, client=self.client)
-        refused = set(told.refused)
+        refused, cancelled = self.beat_shards(records, live)
         for child in live:
-            self.tell_cancelled(child, set(told.cancelled))
+            self.tell_cancelled(child, cancelled)
             if child.identity in refused:
                 logger.warning("master: child %d (pid %d) was declared dead elsewhere (fenced): it leaves now",
                                child.index, child.pid)
@@ -65,6 +65,25 @@ class WatchMixin:
         # Written after the flags: a child that reads this stamp sees its flag too. It
         # vouches for the children while fresh (they beat for themselves once it is stale).
         self.slots.stamp_beat(sent)
+
+    def beat_shards(self, records: list[heartbeat.ProcessRecord], live: list[ChildState]) -> tuple[set[str], set[str]]:
+        """One beat.lua per shard, for the children working it (the master's own record
+        rides with the first; in the queue layout it goes to the fleet's keys on its own).
+        Returns who was refused (fenced) and which running jids were cancelled."""
+        refused: set[str] = set()
+        cancelled: set[str] = set()
+        sharded = self.shards[0].name is not None
+        if sharded:
+            heartbeat.beat(self.config, records, client=self.client)
+            records = []
+        for shard in self.shards:
+            mine = records + [self.child_record(c) for c in live if c.shard == shard.number]
+            records = []
+            if mine:
+                told = heartbeat.beat(shard.config, mine, client=None if sharded else self.client)
+                refused.update(told.refused)
+                cancelled.update(told.cancelled)
+        return refused, cancelled
 
     def tell_cancelled(self, child: ChildState, cancelled: set[str]) -> None:
         """The child's slot names one cancelled jid at a time; with several jobs in flight
@@ -90,7 +109,7 @@ class WatchMixin:
             running = {k: v for k, v in child.running.items() if k != "deadline"}
             if len(child.flying) > 1:  # the others in flight: beat.lua checks their cancel marks too
                 running["also"] = ",".join(job["jid"] for job in child.flying[1:])
-        return heartbeat.ProcessRecord(child.identity, "child", child.pid, [q for q, _ in self.s.queues],
+        return heartbeat.ProcessRecord(child.identity, "child", child.pid, self.shards[child.shard].queue_names,
                                        child.started_at, busy=len(child.flying) or int(bool(child.running)),
                                        rss=child.rss,
                                        running=running, extra={"ppid": os.getpid()})

@@ -5,6 +5,7 @@ schedule/retry, recovers orphans and ticks cron."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import sys
@@ -13,8 +14,8 @@ from typing import Any
 
 from setproctitle import setproctitle
 
-from .. import store
-from ..config import configure, get_config, logger, redact_url, validate_redis_url
+from .. import layout, store
+from ..config import Config, configure, get_config, logger, redact_url, validate_redis_url
 from ..core import current as current_job
 from ..core import heartbeat
 from ..engine.loop import FENCED_EXIT, HardStop, Worker
@@ -66,11 +67,13 @@ class Housekeeper(threading.Thread):
         super().__init__(name="cogworker-housekeeper", daemon=True)
         self.worker = worker
         self.config = worker.config
+        self.fleet = worker.config.fleet  # cron, counters, an operator's requests (queue layout: not the shard)
         self.record = heartbeat.ProcessRecord(worker.identity, "worker", 0, queues)
         # The worker loop logs an outage (once) and backs off itself; these duties each
         # retry on their own next turn, never skipped.
-        self.duties = Housekeeping(self.config, Breaker("housekeeping", self.config, skips=False),
-                                   beat=self._beat, own=lambda: [worker.identity], cron=cron)
+        self.duties = Housekeeping(self.fleet, Breaker("housekeeping", self.fleet, skips=False),
+                                   beat=self._beat, own=lambda: [worker.identity], cron=cron,
+                                   shards=[self.config] if self.config is not self.fleet else None)
         self.stopped = threading.Event()
 
     @property
@@ -84,11 +87,13 @@ class Housekeeper(threading.Thread):
             self.stopped.wait(max(0.01, min(0.5, self.duties.seconds_to_next())))
 
     def _beat(self) -> None:
-        self.obey(heartbeat.take_control(self.config, self.worker.identity))
+        self.obey(heartbeat.take_control(self.fleet, self.worker.identity))
         self.record.busy = int(self.worker.busy)
         current = self.worker.current
         self.record.running = {"jid": current.jid(), "queue": current.queue} if current else None
         sent = heartbeat.clock()
+        if self.fleet is not self.config:  # a record in the fleet's keys too: the one an operator's request checks
+            heartbeat.beat(self.fleet, [dataclasses.replace(self.record, owns_list=False)])
         told = heartbeat.beat(self.config, [self.record])
         for jid in told.cancelled:  # an operator's cancel (api.cancel): the job polls current_job().cancelled
             current_job.tell_cancelled(jid)
@@ -192,12 +197,28 @@ def boot(args: argparse.Namespace) -> tuple[list[tuple[str, int | None]], Titled
         configure(redis_url=args.redis_url or current.redis_url, namespace=args.namespace or current.namespace)
     check_tls(get_config())  # a bad $REDIS_URL: this one line, not a traceback from Worker()
     warn_at_boot(get_config().redis(), "worker")  # settings that let Redis itself lose jobs
-    reporter = TitledReporter(get_config(), args.module)
+    config = shard_of(get_config(), queues)
+    reporter = TitledReporter(config, args.module)
     reporter.title("booting")
     # No siblings to hand a job fetched ahead to: no look-ahead.
-    worker = Worker(queues, lookahead=False, reporter=reporter)
+    worker = Worker(queues, config=config, lookahead=False, reporter=reporter)
     keeper = Housekeeper(worker, [q for q, _ in queues], cron=not args.no_cron)
     return queues, reporter, worker, keeper, start_metrics(args, keeper, [q for q, _ in queues])
+
+
+def shard_of(config: Config, queues: list[tuple[str, int | None]]) -> Config:
+    """The config the worker's one identity works in: in the queue layout on a cluster
+    (docs/architecture.md#cluster-layout) its queues' one shard; queues of several shards
+    need a process each (``cogworker-prefork`` gives each shard children of its own)."""
+    if not config.sharded:
+        return config
+    groups = layout.by_shard(config.cluster_shards, queues)
+    if len(groups) > 1:
+        raise ConfigurationError(
+            f"the queues are in {len(groups)} cluster shards ({', '.join(name for name, _ in groups)}), and one "
+            "worker works one shard (queue layout): run one worker per shard, use cogworker-prefork, or group "
+            "the queues into one shard with COGWORKER_CLUSTER_SHARDS")
+    return config.shard_named(groups[0][0])
 
 
 def clean_up(worker: Worker) -> None:
@@ -206,6 +227,8 @@ def clean_up(worker: Worker) -> None:
         # an owed filing that couldn't be parked stays listed for orphan recovery.
         worker.requeue_rest()
         heartbeat.deregister(worker.config, worker.identity)
+        if worker.config.fleet is not worker.config:  # its record in the fleet's keys (queue layout)
+            heartbeat.deregister(worker.config.fleet, worker.identity)
     except Fenced:
         worker.declare_fenced()  # declared dead as it stopped: what it held runs elsewhere
     except store.RedisError as exc:
