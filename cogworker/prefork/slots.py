@@ -117,7 +117,7 @@ class Slots:
         # Then one byte per slot: the shard its child works (the queue layout on a cluster,
         # docs/architecture.md#cluster-layout): siblings of other shards share no list.
         self._shard_at = self._cancel_at + count * _CANCEL.size
-        self.mm = mmap.mmap(-1, self._shard_at + count)
+        self.mm = mmap.mmap(-1, (self._shard_at + count + 7) // 8 * 8)  # a whole number of 8-byte items (SlotWriter)
         self.lock_file = tempfile.TemporaryFile()  # unlinked: only the inherited descriptor reaches it
         self._lock_fd = self.lock_file.fileno()  # open while self.lock_file is; asked twice per job
 
