@@ -160,3 +160,28 @@ def test_the_true_noop_workload_and_the_redis_columns_run_on_tiny_counts(tmp_pat
                  "Redis CPU per enqueued job in bulk ≤ 3 µs"):
         assert rows[goal]["met"] in ("yes", "NO"), rows
     assert any(t.startswith("single enqueue ≥ 90% of a bare LPUSH loop") for t in rows), rows
+
+
+def test_the_cluster_benchs_queue_layout_row_runs_on_a_few_jobs(tmp_path) -> None:
+    """bench/cluster.py's queue-layout row (bench/cluster_layouts.py: the fill, pause, resume
+    and busy check on each queue's shard) on 50 jobs a queue, in its own cluster: each
+    master holds 2 of the 6 shards, so each has a third of the keys and its share of the
+    commands."""
+    import json
+
+    from cogworker.testing.cluster import cluster_support
+
+    why = cluster_support()
+    if why:
+        import pytest
+
+        pytest.skip(why)
+    p = subprocess.run([sys.executable, "-m", "bench.cluster", "--rounds", "1", "--jobs", "50", "--layouts", "queue",
+                        "--results", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr[-2000:]
+    [found] = tmp_path.glob("cluster-2*.json")
+    [row] = json.loads(found.read_text())["rounds"]["3 masters, one namespace, queue layout"]
+    assert row["jobs"] == 300 and row["jobs_per_s"] > 0, row
+    assert [round(share, 2) for share in row["key_share"]] == [0.33] * 3, row
+    assert min(row["command_share"]) > 0.1, row
+    assert "| 3 masters, one namespace, queue layout |" in (tmp_path / "cluster-latest.md").read_text()
