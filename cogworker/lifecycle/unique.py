@@ -16,6 +16,7 @@ from typing import Any
 from .. import store
 from ..config import get_config
 from ..core import hooks
+from ..keys import Keys
 from ..store import lua
 
 
@@ -34,16 +35,19 @@ def prepare(payload: dict[str, Any]) -> None:
     payload["unique_digest"] = digest(payload)
 
 
-def push(client: store.Client, payload: dict[str, Any], encoded: str, at: float | None) -> str | None:
-    keys, args = push_call(payload, encoded, at)
-    pushed = lua.run(client, "unique_push", keys, args)
+def push(client: store.Client, payload: dict[str, Any], encoded: str, at: float | None,
+         keys: Keys | None = None) -> str | None:
+    script_keys, args = push_call(payload, encoded, at, keys)
+    pushed = lua.run(client, "unique_push", script_keys, args)
     return payload["jid"] if pushed == 1 else None
 
 
-def push_call(payload: dict[str, Any], encoded: str, at: float | None) -> tuple[list[Any], list[Any]]:
+def push_call(payload: dict[str, Any], encoded: str, at: float | None,
+              keys: Keys | None = None) -> tuple[list[Any], list[Any]]:
     """The keys and arguments of ``unique_push.lua`` for this job (the sync and the
-    async client send the same)."""
-    keys = get_config().keys
+    async client send the same); ``keys``: its shard's (the queue layout: the lock is
+    the shard's), else the configured namespace's."""
+    keys = keys or get_config().keys
     scheduled = at is not None and at > time.time()
     target = keys.schedule if scheduled else keys.queue(payload["queue"])
     ttl = lock_ttl(payload, (at - time.time()) if scheduled and at else 0.0)
