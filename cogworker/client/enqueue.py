@@ -18,6 +18,7 @@ from ..keys import Keys
 from ..lifecycle import unique
 from ..store import NoScriptError, guard, lua, replication
 from ..store import pipes as rawpipe
+from . import placement
 from . import status as status_enqueue
 
 BULK_CHUNK = 1000  # values per LPUSH in a bulk enqueue
@@ -238,6 +239,8 @@ def shard_of(config: Config, payload: dict[str, Any]) -> Config:
     queue = payload["queue"]
     into = config.shard(queue)
     into.note_shard()
+    if "wf" in payload:  # a result may be waited for: result() finds it without a search
+        placement.remember(payload["jid"], into)
     scope = batchscope.joining_scope()
     if scope is not None:
         scope.join(into, queue)
