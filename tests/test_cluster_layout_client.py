@@ -88,6 +88,7 @@ def test_every_kind_of_enqueue_lands_in_its_shard_and_its_worker_runs_it(layout)
     assert once.options(queue="qd").enqueue("unique") and once.options(queue="qd").enqueue("unique") is None
     record.options(queue="qe").enqueue_many([("bulk-e",), ("bulk-e2",)])
     assert asyncio.run(record.options(queue="qf").enqueue_async("async"))
+    assert asyncio.run(record.options(queue="qb").enqueue_many_async([("async-bulk",)]))
     record.options(queue="qa").enqueue_many([("bulk-a",)])
     qc = layout.shard("qc")
     assert qc.redis().zcard(qc.keys.schedule) == 1 and not layout.redis().exists(layout.keys.schedule)
@@ -98,7 +99,7 @@ def test_every_kind_of_enqueue_lands_in_its_shard_and_its_worker_runs_it(layout)
         assert shard.redis().keys(shard.keys.namespace + ("*status:*" if queue == "qc" else "*enq:*")), queue
     time.sleep(0.35)
     assert Poller(qc).poll() == 1  # the fleet's duty, run for the shard here: its job onto "qc"
-    expected = {"single", big, "scheduled", "unique", "bulk-e", "bulk-e2", "async", "bulk-a"}
+    expected = {"single", big, "scheduled", "unique", "bulk-e", "bulk-e2", "async", "bulk-a", "async-bulk"}
     for queue in QUEUES:
         with RunningWorker(queues=[(queue, None)], config=layout.shard(queue), lookahead=False):
             wait_for(lambda q=queue: not listed(layout, q) and not layout.shard(q).redis().zcard(
@@ -158,7 +159,16 @@ def test_a_batch_is_one_shards(layout):
         with pytest.raises(ConfigurationError, match="is in shard 'qc'"):
             record.options(queue="qd").enqueue_many([("d",)])
     assert layout.shard("qc").redis().exists(layout.shard("qc").keys.batch(lazy.bid))
-    with pytest.raises(ConfigurationError, match="batch's callbacks's jobs must be in one shard"):
+
+    async def joined() -> cogworker.batch:
+        async with cogworker.batch() as scope:
+            await record.options(queue="qe").enqueue_async("e")
+            with pytest.raises(ConfigurationError, match="is in shard 'qe'"):
+                await record.options(queue="qf").enqueue_async("f")
+        return scope
+    qe = layout.shard("qe")
+    assert qe.redis().hget(qe.keys.batch(asyncio.run(joined()).bid), "total") == b"1"
+    with pytest.raises(ConfigurationError, match="batch's jobs must be in one shard.*'qa' \\(shard 'qa'\\), 'qb'"):
         cogworker.batch(on_success=record.s(1).options(queue="qa"),
                         on_death=record.s(2).options(queue="qb")).__enter__()
 

@@ -72,7 +72,7 @@ class batch(BatchScope):  # noqa: N801 (named as the API has it: cogworker.batch
             if not queues:
                 self._fleet = config
                 return
-            config = one_shard(config, queues, "batch's callbacks")
+            config = one_shard(config, queues, "batch")  # its callbacks' shard (the first job must match)
             self.shard = config.shard_name
         self._write_open(config, now)
 
