@@ -79,6 +79,10 @@ async def _write_one(payload: dict[str, Any], at: float | None) -> str | None:
     """``client.push``'s innermost step, awaited."""
     if at is not None and at > time.time():
         payload["at"] = at
+    given = get_config()
+    # The job's shard's config (not sharded: the config itself); note_shard's SADD is
+    # once per process, off the loop.
+    into = await asyncio.to_thread(client.shard_of, given, payload) if given.sharded else given
     bid = batchscope.joining()
     if bid is not None:
         payload.setdefault("wf", {})["b"] = bid
@@ -86,25 +90,25 @@ async def _write_one(payload: dict[str, Any], at: float | None) -> str | None:
         dumps(payload)
         unique.prepare(payload)
     encoded = dumps(payload)
-    conn: Any = async_redis()  # lua.script registers on either kind of client
+    conn: Any = async_redis(into)  # lua.script registers on either kind of client
     if bid is not None:
-        keys, args = client.batch_call(bid, payload, encoded, at)
+        keys, args = client.batch_call(bid, payload, encoded, at, into)
         jid = client.joined(bid, await _unique_push(conn, keys, args, "batch_push"), payload)
-        if jid is not None and status_enqueue.writes_enqueue(get_config(), payload):
-            await _status(conn, payload, at)
+        if jid is not None and status_enqueue.writes_enqueue(into, payload):
+            await _status(conn, payload, at, into)
     elif payload.get("unique_for"):
-        keys, args = unique.push_call(payload, encoded, at)
+        keys, args = unique.push_call(payload, encoded, at, into.keys)
         try:
             pushed = await _unique_push(conn, keys, args)
         except store.ResponseError as exc:
             lua.raise_if_fenced(exc)
             raise
         jid = payload["jid"] if pushed == 1 else None
-        if jid is not None and status_enqueue.writes_enqueue(get_config(), payload):
-            await _status(conn, payload, at)
+        if jid is not None and status_enqueue.writes_enqueue(into, payload):
+            await _status(conn, payload, at, into)
     else:
         pipe = store.pipeline(conn)
-        client._write(pipe, payload, encoded, at)
+        client._write(pipe, payload, encoded, at, into)
         await _execute(pipe)
         jid = payload["jid"]
     if jid is not None and hooks.wanted("enqueued"):
@@ -112,9 +116,9 @@ async def _write_one(payload: dict[str, Any], at: float | None) -> str | None:
     return jid
 
 
-async def _status(conn: Any, payload: dict[str, Any], at: float | None) -> None:
+async def _status(conn: Any, payload: dict[str, Any], at: float | None, config: Config) -> None:
     pipe = store.pipeline(conn)
-    client.status(pipe, payload, at)
+    client.status(pipe, payload, at, config)
     try:
         await pipe.execute()
     except Exception as exc:  # best-effort, as the sync client's (guard.best_effort)
@@ -156,29 +160,33 @@ async def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
     jids: list[str | None] = [p.get("jid") for p in payloads]
     for i in singles:
         jids[i] = await push(payloads[i])
-    bid = batchscope.joining()
-    if bid is not None and bulk:
-        await _push_joining(bid, bulk)
-    elif by_queue:
-        pipe = store.pipeline(async_redis())
-        client.bulk_write(pipe, by_queue, bulk)
-        await _execute(pipe)
-        client.bulk_enqueued(bulk)
+    config = get_config()
+    parts = await asyncio.to_thread(client.by_shard, config, by_queue, bulk) if config.sharded \
+        else [(config, by_queue, bulk)]
+    for into, queues, part in parts:
+        bid = batchscope.joining()
+        if bid is not None and part:
+            await _push_joining(bid, part, into)
+        elif queues:
+            pipe = store.pipeline(async_redis(into))
+            client.bulk_write(pipe, queues, part, into)
+            await _execute(pipe)
+            client.bulk_enqueued(part)
     return jids
 
 
-async def _push_joining(bid: str, bulk: list[dict[str, Any]]) -> None:
+async def _push_joining(bid: str, bulk: list[dict[str, Any]], config: Config) -> None:
     """``client._push_joining``, awaited: each chunk counted by the script that writes it."""
     for payload in bulk:
         payload.setdefault("wf", {})["b"] = bid
-    conn: Any = async_redis()
+    conn: Any = async_redis(config)
     pipe = store.pipeline(conn)
-    client.status_many(pipe, bulk)
+    client.status_many(pipe, bulk, config)
     try:
         await pipe.execute()
     except Exception as exc:  # best-effort, as the sync client's
         guard.handle("writing job status", exc)
-    for keys, args in client.batch_calls(bid, bulk, [dumps(p) for p in bulk]):
+    for keys, args in client.batch_calls(bid, bulk, [dumps(p) for p in bulk], config):
         client.joined(bid, await _unique_push(conn, keys, args, "batch_push"), {"jid": ""})
     if hooks.wanted("enqueued"):
         for payload in bulk:

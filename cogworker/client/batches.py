@@ -22,6 +22,7 @@ from ..lifecycle import unique
 from ..store import lua
 from . import enqueue
 from .jobs import Signature
+from .placement import one_shard
 
 CALLBACKS = ("on_success", "on_complete", "on_death")
 MAX_BATCHES = 10_000  # the index keeps the newest this many (and none older than workflow_ttl)
@@ -52,14 +53,36 @@ class batch(BatchScope):  # noqa: N801 (named as the API has it: cogworker.batch
         self.description = description[:DESCRIPTION_LIMIT]
         self.keep = int(keep)
         self.opened = False
+        self._fleet: Config | None = None  # the queue layout: the record waits for its shard
 
     def open(self, config: Config | None = None, now: float | None = None) -> None:
         """Writes the record (open); the ``with`` block does this as it enters. Under
-        ``cogworker.testing``'s inline or fake mode nothing is written (nor fired)."""
+        ``cogworker.testing``'s inline or fake mode nothing is written (nor fired).
+
+        The queue layout on a cluster: the scripts that settle a job count it in its batch
+        and push the callbacks in the same step, so the record is in the shard of its
+        callbacks (all in one), or, without any, of its first job: written by that job's
+        enqueue (``join``), or at the close if none joined."""
         if enqueue.sink is not None:
             self.opened = True
             return
         config = config or get_config()
+        if config.sharded and config.shard_name is None:
+            queues = [sig.bound.opts.queue for sig in self.callbacks.values()]
+            if not queues:
+                self._fleet = config
+                return
+            config = one_shard(config, queues, "batch")  # its callbacks' shard (the first job must match)
+            self.shard = config.shard_name
+        self._write_open(config, now)
+
+    def join(self, config: Any, queue: str) -> None:
+        """A job of ``queue`` joins (the queue layout): in the batch's shard, opened by the first."""
+        super().join(config, queue)
+        if not self.opened and self._fleet is not None:
+            self._write_open(config, None)
+
+    def _write_open(self, config: Config, now: float | None) -> None:
         now = time.time() if now is None else now
         fields: list[Any] = ["description", self.description, "keep", self.keep]
         for name, sig in self.callbacks.items():
@@ -72,8 +95,17 @@ class batch(BatchScope):  # noqa: N801 (named as the API has it: cogworker.batch
 
     def close(self, config: Config | None = None, now: float | None = None) -> None:
         """Ends the block: the callbacks may fire from now on (at once, if all settled)."""
-        if enqueue.sink is None:
-            close(self.bid, config, now)
+        if enqueue.sink is not None:
+            return
+        if self._fleet is not None:  # the queue layout
+            if not self.opened:  # no job joined: complete, in any shard ("default"'s)
+                into = one_shard(self._fleet, ["default"], "batch")
+                self.shard = into.shard_name
+                self._write_open(into, now)
+            config = self._fleet.shard_named(self.shard or "default")
+        elif self.shard is not None and config is None:
+            config = get_config().shard_named(self.shard)
+        close(self.bid, config, now)
 
     def __enter__(self) -> batch:
         if not self.opened:

@@ -18,6 +18,7 @@ from ..keys import Keys
 from ..lifecycle import unique
 from ..store import NoScriptError, guard, lua, replication
 from ..store import pipes as rawpipe
+from . import placement
 from . import status as status_enqueue
 
 BULK_CHUNK = 1000  # values per LPUSH in a bulk enqueue
@@ -32,20 +33,21 @@ _backlogged: set[str] = set()
 sink: Callable[[dict[str, Any], float | None], str | None] | None = None
 
 
-def _write(pipe: Any, payload: dict[str, Any], encoded: str, at: float | None) -> None:
-    keys = get_config().keys
-    status(pipe, payload, at)  # before the push: a worker's "running" can't be overwritten by it
+def _write(pipe: Any, payload: dict[str, Any], encoded: str, at: float | None, config: Config) -> None:
+    """``config``: the job's shard's (``config.shard(queue)``; the config itself unless sharded)."""
+    keys = config.keys
+    status(pipe, payload, at, config)  # before the push: a worker's "running" can't be overwritten by it
     if at is not None and at > time.time():
         pipe.zadd(keys.schedule, {encoded: at})
     else:
         pipe.lpush(keys.queue(payload["queue"]), encoded)
         pipe.sadd(keys.queues, payload["queue"])
-        wake(pipe)
+        wake(pipe, config)
 
 
-def status(pipe: Any, payload: dict[str, Any], at: float | None) -> None:
+def status(pipe: Any, payload: dict[str, Any], at: float | None, config: Config) -> None:
     """The job's queued/scheduled status, riding in the push's pipeline (no round trip)."""
-    found = status_enqueue.enqueue_fields(get_config(), payload, at)
+    found = status_enqueue.enqueue_fields(config, payload, at)
     if found is not None:
         hset(pipe, found)
 
@@ -57,17 +59,16 @@ def hset(pipe: Any, found: status_enqueue.EnqueueWrite) -> None:
         pipe.expire(key, ttl)
 
 
-def status_many(pipe: Any, payloads: list[dict[str, Any]]) -> None:
-    """Queued statuses of a bulk enqueue: one HSET of the hour's bucket."""
-    config = get_config()
+def status_many(pipe: Any, payloads: list[dict[str, Any]], config: Config) -> None:
+    """Queued statuses of a bulk enqueue (of one shard): one HSET of the hour's bucket."""
     wanted = [p for p in payloads if status_enqueue.writes_enqueue(config, p)]
     if wanted:
         hset(pipe, status_enqueue.enqueue_bucket(config, wanted, time.time()))
 
 
-def wake(pipe: Any) -> None:
+def wake(pipe: Any, config: Config) -> None:
     """Wakes idle workers of several queues (see fetch.lua); rides in the same pipeline."""
-    pipe.xadd(get_config().keys.wake, {"w": 1}, maxlen=100, approximate=True)
+    pipe.xadd(config.keys.wake, {"w": 1}, maxlen=100, approximate=True)
 
 
 def _execute(pipe: Any) -> None:
@@ -90,7 +91,7 @@ def check_written(commands: list[Any], results: list[Any], need: replication.Nee
         need.check(waited)
 
 
-def _push_one(client: Any, payload: dict[str, Any], encoded: str) -> None:
+def _push_one(client: Any, payload: dict[str, Any], encoded: str, config: Config) -> None:
     """A small job onto its queue in one round trip, sent as bare commands (rawpipe: no
     pipeline or Script object per call). While the queue has a backlog (the last push here
     found jobs waiting): a plain LPUSH, after the HSET of its queued status if on. The push
@@ -98,7 +99,6 @@ def _push_one(client: Any, payload: dict[str, Any], encoded: str) -> None:
     those are awake until it is empty again; a plain push that finds it was empty after
     all does both now, one round trip later. Otherwise push.lua: the push, ``queues``, the
     wake when it made the queue non-empty, and the status field, in one command."""
-    config = get_config()
     keys, queue = config.keys, payload["queue"]
     key = keys.queue(queue)
     found = status_enqueue.queued_field(config, payload)
@@ -131,13 +131,23 @@ def push_call(keys: Keys, queue: str, encoded: str,
     return script_keys, args
 
 
-def _push_marked(client: Any, payload: dict[str, Any], encoded: str, mark: tuple[str, int]) -> None:
+class SlotPushed(Exception):
+    """``periodic_push.lua`` refused: the slot's mark names the job it was pushed as already."""
+
+    def __init__(self, jid: str) -> None:
+        super().__init__(f"this periodic slot was pushed already, as jid={jid}")
+        self.jid = jid
+
+
+def _push_marked(client: Any, payload: dict[str, Any], encoded: str, mark: tuple[str, int],
+                 config: Config) -> None:
     """``periodic_push.lua``: push.lua's call with the mark after it, whatever the job's
-    size (rare: a periodic slot's)."""
-    config = get_config()
+    size (rare: a periodic slot's). Raises SlotPushed if the slot's mark is there already."""
     script_keys, args = push_call(config.keys, payload["queue"], encoded,
                                   status_enqueue.queued_field(config, payload))
-    lua.run(client, "periodic_push", [*script_keys, mark[0]], [*args, payload["jid"], mark[1]])
+    reply = lua.run(client, "periodic_push", [*script_keys, mark[0]], [*args, payload["jid"], mark[1]])
+    if isinstance(reply, bytes):
+        raise SlotPushed(reply.decode())
 
 
 def _name_and_wake(client: Any, keys: Keys, queue: str) -> None:
@@ -183,6 +193,8 @@ def _final(payload: dict[str, Any], at: float | None, config: Config | None,
         else:
             at = None  # due already: to its queue
     unique_for = payload.get("unique_for")
+    given = config or get_config()
+    into = shard_of(given, payload) if given.sharded else given  # the job's shard's (not sharded: given)
     bid = batchscope.joining()
     if bid is not None:
         payload.setdefault("wf", {})["b"] = bid  # counted by the script of its settlement
@@ -190,30 +202,30 @@ def _final(payload: dict[str, Any], at: float | None, config: Config | None,
         dumps(payload)  # the clear TypeError before the digest's own serialization
         unique.prepare(payload)
     encoded = dumps(payload)
-    client = (config or get_config()).redis()
+    client = into.redis()
     if bid is not None:
-        keys, args = batch_call(bid, payload, encoded, at)
+        keys, args = batch_call(bid, payload, encoded, at, into)
         jid = joined(bid, lua.run(client, "batch_push", keys, args), payload)
-        if jid is not None and status_enqueue.writes_enqueue(get_config(), payload):
+        if jid is not None and status_enqueue.writes_enqueue(into, payload):
             pipe = store.pipeline(client)
-            status(pipe, payload, at)
+            status(pipe, payload, at, into)
             guard.best_effort("writing job status", pipe.execute)
     elif unique_for:
-        jid = unique.push(client, payload, encoded, at)
-        if jid is not None and status_enqueue.writes_enqueue(get_config(), payload):
+        jid = unique.push(client, payload, encoded, at, into.keys)
+        if jid is not None and status_enqueue.writes_enqueue(into, payload):
             # The lock and the push are one script: its status follows in a pipeline of its own.
             pipe = store.pipeline(client)
-            status(pipe, payload, at)
+            status(pipe, payload, at, into)
             guard.best_effort("writing job status", pipe.execute)
     elif at is None and mark is not None:
-        _push_marked(client, payload, encoded, mark)
+        _push_marked(client, payload, encoded, mark, into)
         jid = payload["jid"]
     elif at is None and len(encoded) <= PUSH_SCRIPT_MAX:
-        _push_one(client, payload, encoded)
+        _push_one(client, payload, encoded, into)
         jid = payload["jid"]
     else:
         pipe = store.pipeline(client)
-        _write(pipe, payload, encoded, at)
+        _write(pipe, payload, encoded, at, into)
         _execute(pipe)
         jid = payload["jid"]
     if jid is not None and hooks.wanted("enqueued"):
@@ -221,24 +233,40 @@ def _final(payload: dict[str, Any], at: float | None, config: Config | None,
     return jid
 
 
-def _push_joining(bid: str, bulk: list[dict[str, Any]]) -> None:
-    """A bulk enqueue into batch ``bid``: its jobs counted in the scripts that write them."""
+def shard_of(config: Config, payload: dict[str, Any]) -> Config:
+    """The queue layout: the config of the shard ``payload``'s queue is in, named in the
+    fleet's registry; checked against the batch it joins (one shard per batch)."""
+    queue = payload["queue"]
+    into = config.shard(queue)
+    into.note_shard()
+    if "wf" in payload:  # a result may be waited for: result() finds it without a search
+        placement.remember(payload["jid"], into)
+    scope = batchscope.joining_scope()
+    if scope is not None:
+        scope.join(into, queue)
+    return into
+
+
+def _push_joining(bid: str, bulk: list[dict[str, Any]], config: Config) -> None:
+    """A bulk enqueue into batch ``bid`` (``config``: its shard's): its jobs counted in
+    the scripts that write them."""
     for payload in bulk:
         payload.setdefault("wf", {})["b"] = bid
-    client = get_config().redis()
+    client = config.redis()
     pipe = store.pipeline(client)
-    status_many(pipe, bulk)  # before the push, as in the plain pipeline
+    status_many(pipe, bulk, config)  # before the push, as in the plain pipeline
     guard.best_effort("writing job status", pipe.execute)
-    for keys, args in batch_calls(bid, bulk, [dumps(p) for p in bulk]):
+    for keys, args in batch_calls(bid, bulk, [dumps(p) for p in bulk], config):
         joined(bid, lua.run(client, "batch_push", keys, args), {"jid": ""})
     if hooks.wanted("enqueued"):
         for payload in bulk:
             hooks.fire("enqueued", payload, queue=payload["queue"])
 
 
-def batch_call(bid: str, payload: dict[str, Any], encoded: str, at: float | None) -> tuple[list[Any], list[Any]]:
+def batch_call(bid: str, payload: dict[str, Any], encoded: str, at: float | None,
+               config: Config) -> tuple[list[Any], list[Any]]:
     """The keys and arguments of ``batch_push.lua`` (the sync and the async client send the same)."""
-    keys = get_config().keys
+    keys = config.keys
     scheduled = at is not None and at > time.time()
     lock = keys.unique(payload["unique_digest"]) if payload.get("unique_for") else keys.batch(bid)
     ttl = unique.lock_ttl(payload, (at - time.time()) if scheduled and at else 0.0) \
@@ -248,9 +276,10 @@ def batch_call(bid: str, payload: dict[str, Any], encoded: str, at: float | None
             [repr(at) if scheduled else "", payload["queue"], ttl, payload["jid"], encoded])
 
 
-def batch_calls(bid: str, payloads: list[dict[str, Any]], encoded: list[str]) -> list[tuple[list[Any], list[Any]]]:
+def batch_calls(bid: str, payloads: list[dict[str, Any]], encoded: list[str],
+                config: Config) -> list[tuple[list[Any], list[Any]]]:
     """``batch_push.lua`` calls for a bulk enqueue into a batch: one per queue and chunk."""
-    keys = get_config().keys
+    keys = config.keys
     by_queue: dict[str, list[str]] = {}
     for payload, raw in zip(payloads, encoded, strict=True):
         by_queue.setdefault(payload["queue"], []).extend((payload["jid"], raw))
@@ -281,15 +310,32 @@ def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
     jids: list[str | None] = [p.get("jid") for p in payloads]
     for i in singles:
         jids[i] = push(payloads[i])  # one by one: a traced enqueue is a span and a payload field each
-    bid = batchscope.joining()
-    if bid is not None and bulk:
-        _push_joining(bid, bulk)
-    elif by_queue:
-        pipe = store.pipeline(get_config().redis())
-        bulk_write(pipe, by_queue, bulk)
-        _execute(pipe)
-        bulk_enqueued(bulk)
+    config = get_config()
+    for into, queues, part in by_shard(config, by_queue, bulk):
+        bid = batchscope.joining()
+        if bid is not None and part:
+            _push_joining(bid, part, into)
+        elif queues:
+            pipe = store.pipeline(into.redis())
+            bulk_write(pipe, queues, part, into)
+            _execute(pipe)
+            bulk_enqueued(part)
     return jids
+
+
+def by_shard(config: Config, by_queue: dict[str, list[str]], bulk: list[dict[str, Any]],
+             ) -> list[tuple[Config, dict[str, list[str]], list[dict[str, Any]]]]:
+    """A bulk's plain jobs split by shard, each with its shard's config (one pipeline
+    each: a pipeline is one slot's); not sharded: all of it, as one."""
+    if not config.sharded:
+        return [(config, by_queue, bulk)]
+    parts: dict[str | None, tuple[Config, dict[str, list[str]], list[dict[str, Any]]]] = {}
+    for queue, raws in by_queue.items():
+        into = shard_of(config, {"queue": queue})
+        parts.setdefault(into.shard_name, (into, {}, []))[1][queue] = raws
+    for payload in bulk:
+        parts[config.shard(payload["queue"]).shard_name][2].append(payload)
+    return list(parts.values())
 
 
 def bulk_plan(payloads: Sequence[dict[str, Any]], encoded: Sequence[str],
@@ -308,16 +354,17 @@ def bulk_plan(payloads: Sequence[dict[str, Any]], encoded: Sequence[str],
     return singles, by_queue, bulk
 
 
-def bulk_write(pipe: Any, by_queue: dict[str, list[str]], bulk: list[dict[str, Any]]) -> None:
-    """Queues the bulk's writes on ``pipe`` (sync or asyncio): statuses, pushes, known queues, the wake."""
-    keys = get_config().keys
-    status_many(pipe, bulk)
+def bulk_write(pipe: Any, by_queue: dict[str, list[str]], bulk: list[dict[str, Any]], config: Config) -> None:
+    """Queues the bulk's writes on ``pipe`` (sync or asyncio): statuses, pushes, known
+    queues, the wake (``config``: their shard's)."""
+    keys = config.keys
+    status_many(pipe, bulk, config)
     for queue, raws in by_queue.items():
         for i in range(0, len(raws), BULK_CHUNK):
             # LPUSH k a b c leaves a nearest the fetch end: first in, first out.
             pipe.lpush(keys.queue(queue), *raws[i:i + BULK_CHUNK])
         pipe.sadd(keys.queues, queue)
-    wake(pipe)
+    wake(pipe, config)
 
 
 def bulk_enqueued(bulk: list[dict[str, Any]]) -> None:

@@ -8,6 +8,7 @@ writing the result pushes a token on; after each wake or chunk it reads again.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -16,7 +17,7 @@ from ..boundedjson import loads as json_loads
 from ..config import Config, get_config
 from ..core.workflow import GROUP_PREFIX
 from ..errors import JobFailed, ResultExpired, ResultTimeout
-from . import aio
+from . import aio, placement
 
 MISSING: Any = object()
 
@@ -93,11 +94,39 @@ def _check(ident: Any, timeout: Any) -> None:
         raise TypeError(f"result() takes a timeout in seconds (a number >= 0), got {timeout!r}")
 
 
+def _placed(ident: str, config: Config) -> list[Config]:
+    """Where ``ident``'s result may be: the config itself unless it is the fleet's in the
+    queue layout; there, the shard this process put it in, else every shard."""
+    if not config.sharded or config.shard_name is not None:
+        return [config]
+    name = placement.placed(ident)
+    return [config.shard_named(name)] if name is not None else config.shards()
+
+
+def _search(ident: str, shards: list[Config], deadline: float, timeout: float) -> Config:
+    """The queue layout, an id this process didn't place: the shard holding its result (or
+    group), looked for in every shard (one EXISTS each), again with a growing pause until
+    ``deadline``: the one wait a waiter polls, since a wait list is one shard's."""
+    pause = 0.05
+    while True:
+        for shard in shards:
+            if shard.redis().exists(_where(shard, ident)[0]):
+                return shard
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _timeout(ident, timeout)
+        time.sleep(min(left, pause))
+        pause = min(pause * 2, 0.5)
+
+
 def peek(ident: str, config: Config | None = None, now: float | None = None) -> Any:
     """The result now, without waiting: the value, MISSING, or JobFailed/ResultExpired raised."""
-    config = config or get_config()
-    key, _, decode = _where(config, ident)
-    return decode(ident, config.redis().hgetall(key), time.time() if now is None else now)
+    for where in _placed(ident, config or get_config()):
+        key, _, decode = _where(where, ident)
+        found = decode(ident, where.redis().hgetall(key), time.time() if now is None else now)
+        if found is not MISSING:
+            return found
+    return MISSING
 
 
 def result(ident: str, timeout: float = 10.0, config: Config | None = None) -> Any:
@@ -105,10 +134,11 @@ def result(ident: str, timeout: float = 10.0, config: Config | None = None) -> A
     seconds. Raises ``JobFailed`` if it ended dead, ``ResultTimeout`` if none came in time,
     ``ResultExpired`` if it was kept but outlived its TTL."""
     _check(ident, timeout)
-    config = config or get_config()
+    deadline = time.monotonic() + timeout
+    shards = _placed(ident, config or get_config())
+    config = shards[0] if len(shards) == 1 else _search(ident, shards, deadline, timeout)
     client = config.redis()
     key, wait_key, decode = _where(config, ident)
-    deadline = time.monotonic() + timeout
     chunk = max(0.05, config.socket_timeout / 2)  # a BLPOP longer than the socket timeout would fail
     while True:
         found = decode(ident, client.hgetall(key), time.time())
@@ -129,10 +159,12 @@ def result(ident: str, timeout: float = 10.0, config: Config | None = None) -> A
 async def result_async(ident: str, timeout: float = 10.0, config: Config | None = None) -> Any:
     """``result`` from asyncio code, on ``redis.asyncio`` (the loop is never blocked)."""
     _check(ident, timeout)
+    deadline = time.monotonic() + timeout
     config = config or get_config()
+    shards = _placed(ident, config) if not config.sharded else await asyncio.to_thread(_placed, ident, config)
+    config = shards[0] if len(shards) == 1 else await _search_async(ident, shards, deadline, timeout)
     client = aio.async_redis(config)
     key, wait_key, decode = _where(config, ident)
-    deadline = time.monotonic() + timeout
     chunk = max(0.05, config.socket_timeout / 2)
     while True:
         found = decode(ident, await client.hgetall(key), time.time())
@@ -147,3 +179,17 @@ async def result_async(ident: str, timeout: float = 10.0, config: Config | None 
                 await client.rpush(wait_key, "1")
                 await client.expire(wait_key, 300)
                 return found
+
+
+async def _search_async(ident: str, shards: list[Config], deadline: float, timeout: float) -> Config:
+    """``_search``, awaited."""
+    pause = 0.05
+    while True:
+        for shard in shards:
+            if await aio.async_redis(shard).exists(_where(shard, ident)[0]):
+                return shard
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _timeout(ident, timeout)
+        await asyncio.sleep(min(left, pause))
+        pause = min(pause * 2, 0.5)

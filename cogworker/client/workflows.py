@@ -23,6 +23,7 @@ from ..errors import ConfigurationError
 from ..store import pipes
 from . import enqueue as client
 from .jobs import Signature
+from .placement import one_shard, remember
 
 
 def _signatures(items: Iterable[Any], what: str) -> list[Signature[Any]]:
@@ -49,6 +50,7 @@ class chain:  # noqa: N801 (named as the API has it: cogworker.chain(...))
         config = get_config()
         steps = [sig.step(first=i == 0) for i, sig in enumerate(self.steps)]
         last = steps[-1]
+        into = one_shard(config, [s["queue"] for s in steps], "chain")  # each step pushes the next in its ack
         last_ttl = last.get("ttl") or config.result_ttl
         now = time.time()
         first = workflow.job_payload(steps[0], list(steps[0]["args"]), now)
@@ -59,6 +61,7 @@ class chain:  # noqa: N801 (named as the API has it: cogworker.chain(...))
             wf["ttl"] = last_ttl
         client.push(first, config=config)
         self.id = last["jid"]
+        remember(self.id, into)
         return self.id
 
 
@@ -95,14 +98,19 @@ class chord:  # noqa: N801
         payload = workflow.job_payload(step, list(step["args"]), time.time())
         head, tail, mode = workflow.callback_template(payload, self.callback.immutable)
         fields = {"cb": head, "cbt": tail, "cbmode": mode, "cbq": step["queue"], "cbj": step["jid"]}
-        self.group_id = _enqueue_group(self.header.members, fields, config)
+        # The last member's settlement pushes the callback: in the members' shard.
+        self.group_id = _enqueue_group(self.header.members, fields, config, step["queue"])
         self.header.id = self.group_id
         self.id = step["jid"]
+        remember(self.id, config.shard(step["queue"]))
         return self.id
 
 
-def _enqueue_group(members: list[Signature[Any]], extra: dict[str, str], config: Config) -> str:
+def _enqueue_group(members: list[Signature[Any]], extra: dict[str, str], config: Config,
+                   callback_queue: str | None = None) -> str:
     steps = [sig.step(first=True) for sig in members]
+    queues = [s["queue"] for s in steps] + ([callback_queue] if callback_queue else [])
+    config = one_shard(config, queues, "chord" if callback_queue else "group")  # its record is counted there
     gid = workflow.GROUP_PREFIX + new_jid()
     now = time.time()
     ttl = max([int(s["ttl"]) for s in steps if s.get("ttl")] or [config.result_ttl])
@@ -126,6 +134,7 @@ def _enqueue_group(members: list[Signature[Any]], extra: dict[str, str], config:
                          ("EXPIRE", key, config.workflow_ttl if steps else 2 * ttl), ("EXEC",))
     for reply in replies:
         pipes.ok(reply)
+    remember(gid, config)
     if payloads:
         client.push_many(payloads)
     return gid

@@ -6,13 +6,22 @@ from __future__ import annotations
 
 import contextvars
 from types import TracebackType
+from typing import Any
+
+from ..errors import ConfigurationError
 
 BATCH_PREFIX = "b-"  # a batch id: told from a jid or a group id by this
-_joining: contextvars.ContextVar[str | None] = contextvars.ContextVar("cogworker_batch", default=None)
+_joining: contextvars.ContextVar[BatchScope | None] = contextvars.ContextVar("cogworker_batch", default=None)
 
 
 def joining() -> str | None:
     """The id of the batch an enqueue made now joins, or None."""
+    scope = _joining.get()
+    return None if scope is None else scope.bid
+
+
+def joining_scope() -> BatchScope | None:
+    """The batch an enqueue made now joins (its shard known, in the queue layout), or None."""
     return _joining.get()
 
 
@@ -20,16 +29,30 @@ class BatchScope:
     """``with scope:``: every enqueue inside joins batch ``bid`` (sync and async clients,
     single and bulk). Re-entrant; nests (the innermost batch wins)."""
 
-    def __init__(self, bid: str) -> None:
+    def __init__(self, bid: str, shard: str | None = None) -> None:
         self.bid = bid
-        self._tokens: list[contextvars.Token[str | None]] = []
+        # The queue layout on a cluster: the shard its record is in (None: not known yet).
+        self.shard = shard
+        self._tokens: list[contextvars.Token[BatchScope | None]] = []
 
     def __repr__(self) -> str:
         return f"<batch {self.bid}>"
 
     def __enter__(self) -> BatchScope:
-        self._tokens.append(_joining.set(self.bid))
+        self._tokens.append(_joining.set(self))
         return self
+
+    def join(self, config: Any, queue: str) -> None:
+        """An enqueue into this batch of a job of ``queue``, whose shard's config is
+        ``config`` (the queue layout only). The scripts that settle a job count it in its
+        batch in the same step, so every job of a batch must be in the batch's shard."""
+        name = config.shard_name
+        if self.shard is None:
+            self.shard = name
+        elif self.shard != name:
+            raise ConfigurationError(
+                f"batch {self.bid} is in shard {self.shard!r}; a job of queue {queue!r} (shard {name!r}) can't "
+                f"join it: list the queues of one batch together in cluster_shards")
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  tb: TracebackType | None) -> None:

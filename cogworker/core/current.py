@@ -133,7 +133,8 @@ class CurrentJob:
         jobs to it (counted before this job settles, so its callbacks wait for them)."""
         wf = self.payload.get("wf")
         bid = wf.get("b") if isinstance(wf, dict) else None
-        return BatchScope(bid) if isinstance(bid, str) else None
+        # Its record is in this job's shard (the queue layout): what joins it must be too.
+        return BatchScope(bid, self.config.shard_name) if isinstance(bid, str) else None
 
     def progress(self, fraction: float, message: str | None = None) -> None:
         """Reports how far the job got (``fraction`` from 0 to 1, and a short message):

@@ -61,7 +61,7 @@ def _on_started(event: hooks.JobEvent) -> None:
     """The run starts: from the queued TTL to one that covers the run."""
     payload = event.payload
     if payload.get("periodic_pjid") and payload.get("jid"):
-        extend_running_lock(event.config or get_config(), payload["periodic_pjid"], payload["jid"],
+        extend_running_lock(fleet_of(event.config), payload["periodic_pjid"], payload["jid"],
                             running_ttl(payload))
 
 
@@ -69,7 +69,7 @@ def _on_retrying(event: hooks.JobEvent) -> None:
     """Not done yet: kept over the retry's wait, so the next slot doesn't overlap it."""
     payload = event.payload
     if payload.get("periodic_pjid") and payload.get("jid"):
-        extend_running_lock(event.config or get_config(), payload["periodic_pjid"], payload["jid"],
+        extend_running_lock(fleet_of(event.config), payload["periodic_pjid"], payload["jid"],
                             (event.delay or 0.0) + QUEUED_TTL)
 
 
@@ -77,7 +77,12 @@ def _on_finished(event: hooks.JobEvent) -> None:
     """Succeeded or dead: the entry is free for its next slot."""
     payload = event.payload
     if payload.get("periodic_pjid") and payload.get("jid"):
-        release_running_lock(event.config or get_config(), payload["periodic_pjid"], payload["jid"])
+        release_running_lock(fleet_of(event.config), payload["periodic_pjid"], payload["jid"])
+
+
+def fleet_of(config: Config | None) -> Config:
+    """The config of the fleet's keys (``periodic:*``): a worker's events carry its shard's."""
+    return (config or get_config()).fleet
 
 
 hooks.subscribe("started", _on_started, when="periodic_pjid")
@@ -125,15 +130,19 @@ class SlotClaims(ABC):
     def _claim(self, entry: Entry, slot: int, following: float, mode: str, doubt: InDoubt | None = None) -> int:
         """Claims ``slot`` and acts on the answer (push, or log why not); returns it."""
         jid = new_jid()
-        keys = self.config.keys
+        fleet = self.config.fleet
+        keys = fleet.keys
         # Long enough that the slot is no longer current when it lapses (see the rollback).
         lock_ttl = max(60, math.ceil(following - slot) + 60)
         extra = [] if doubt is None else ["1" if doubt.claimed else "", *doubt.jids]
+        landed = self._landed(entry, slot, doubt.jids) if doubt is not None and fleet.sharded else None
         if doubt is not None:
             doubt.jids.append(jid)  # before it's sent: if its reply is lost, it may have landed
         try:
-            status, detail, unreadable = lua.run(
-                self.config.redis(), "periodic_claim",
+            # The queue layout: the mark is the shard's (read above); the fleet's name of it,
+            # never written there, makes the script's own look find none.
+            status, detail, unreadable = (PUSHED, landed, 0) if landed is not None else lua.run(
+                fleet.redis(), "periodic_claim",
                 [keys.periodic_last_slot(entry.pjid), keys.periodic_lock(entry.pjid, slot),
                  keys.periodic_running(entry.pjid), keys.periodic_disabled, keys.periodic_pushed(entry.pjid, slot)],
                 [slot, mode, lock_ttl, jid, "1" if entry.unique else "", QUEUED_TTL, entry.pjid, *extra])
@@ -197,15 +206,32 @@ class SlotClaims(ABC):
         elif not unreadable:
             self._warned_unreadable = False
 
+    def _landed(self, entry: Entry, slot: int, jids: list[str]) -> str | None:
+        """The queue layout: the jid of ``jids`` the slot's push landed as (its mark, in
+        the queue's shard), or None. A separate read from the claim that follows it, and
+        still exactly once: a push of this slot landing after this read finds its mark
+        at the next push, and periodic_push.lua refuses to push it again (SlotPushed)."""
+        shard = self.config.fleet.shard(entry.queue)
+        found = shard.redis().get(shard.keys.periodic_pushed(entry.pjid, slot))
+        text = as_text(found) if isinstance(found, bytes) else None
+        return text if text in jids else None
+
     def _push(self, entry: Entry, slot: int, following: float, jid: str, doubt: InDoubt | None,
               lock_ttl: int) -> None:
-        from ..client.enqueue import push
+        from ..client.enqueue import SlotPushed, push
 
         payload = self._payload(entry, slot, jid)
+        shard = self.config.fleet.shard(entry.queue)  # the mark is the pushed job's shard's
         try:
             # The mark lives as long as the slot's lock: as long as a claim may be in doubt.
-            pushed = push(payload, config=self.config, mark=(self.config.keys.periodic_pushed(entry.pjid, slot),
-                                                             lock_ttl))
+            pushed = push(payload, config=self.config, mark=(shard.keys.periodic_pushed(entry.pjid, slot), lock_ttl))
+        except SlotPushed as done:  # pushed already (the queue layout: after the reclaim's read)
+            logger.warning("periodic %s: slot %d's push had landed after all: fired once, as jid=%s",
+                           entry.pjid, slot, done.jid)
+            if entry.unique:  # the reclaim named this try's jid holder of the running lock
+                self._best_effort("running lock release", release_running_lock, self.config.fleet, entry.pjid, jid)
+            self._best_effort("schedule record", self._record_fired, entry, slot, done.jid)
+            return
         except Exception as exc:  # any refusal: rolled back, kept in doubt
             # Refused by something else than Redis's state (a key of the wrong type, a
             # middleware): rolled back now, so another master may take the slot while it's
@@ -223,7 +249,7 @@ class SlotClaims(ABC):
             logger.info("periodic %s: slot %d's job was dropped on enqueue (unique or middleware)",
                         entry.pjid, slot)
             if entry.unique:
-                self._best_effort("running lock release", release_running_lock, self.config, entry.pjid, jid)
+                self._best_effort("running lock release", release_running_lock, self.config.fleet, entry.pjid, jid)
             return
         logger.info("periodic %s: fired slot %d as jid=%s", entry.pjid, slot, jid)
         self._best_effort("schedule record", self._record_fired, entry, slot, jid)
@@ -240,17 +266,22 @@ class SlotClaims(ABC):
     def _record_fired(self, entry: Entry, slot: int, jid: str) -> None:
         record = self._record(entry, self.clock())
         record.update(last_slot=slot, last_jid=jid, last_fired_at=self.clock())
-        lua.run(self.config.redis(), "periodic_record", [self.config.keys.periodic_schedule],
+        fleet = self.config.fleet
+        lua.run(fleet.redis(), "periodic_record", [fleet.keys.periodic_schedule],
                 [entry.pjid, json.dumps(record), slot])
 
     # -- claims in doubt, rollbacks ---------------------------------------------------------------
 
     def _rollback(self, entry: Entry, slot: int, jid: str) -> None:
         """Undoes a claim whose push failed. Best effort: if it fails, the claim stands
-        and the ticker pushes under it later."""
-        keys = self.config.keys
+        and the ticker pushes under it later. The queue layout: the mark is read in the
+        shard first (see ``_landed``: a push landing after that read can't be repeated)."""
+        fleet = self.config.fleet
+        keys = fleet.keys
         try:
-            undone = lua.run(self.config.redis(), "periodic_rollback",
+            if fleet.sharded and self._landed(entry, slot, [jid]) is not None:
+                return
+            undone = lua.run(fleet.redis(), "periodic_rollback",
                              [keys.periodic_last_slot(entry.pjid), keys.periodic_lock(entry.pjid, slot),
                               keys.periodic_running(entry.pjid), keys.periodic_pushed(entry.pjid, slot)],
                              [slot, jid])

@@ -136,7 +136,7 @@ class Ticker(SlotClaims):
     def __init__(self, config: Config, entry_list: Sequence[Entry], *, ready: Callable[[], bool] | None = None,
                  catch_up: bool = True, clock: Callable[[], float] = time.time,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
-        self.config = config
+        self.config = config.fleet  # periodic:* is the fleet's (a slot's push goes to its queue's shard)
         self.entries = list(entry_list)
         self.ready = ready or (lambda: True)
         self.catch_up = catch_up

@@ -16,6 +16,7 @@ from typing import Any
 from .. import store
 from ..config import get_config
 from ..core import hooks
+from ..keys import Keys
 from ..store import lua
 
 
@@ -34,16 +35,19 @@ def prepare(payload: dict[str, Any]) -> None:
     payload["unique_digest"] = digest(payload)
 
 
-def push(client: store.Client, payload: dict[str, Any], encoded: str, at: float | None) -> str | None:
-    keys, args = push_call(payload, encoded, at)
-    pushed = lua.run(client, "unique_push", keys, args)
+def push(client: store.Client, payload: dict[str, Any], encoded: str, at: float | None,
+         keys: Keys | None = None) -> str | None:
+    script_keys, args = push_call(payload, encoded, at, keys)
+    pushed = lua.run(client, "unique_push", script_keys, args)
     return payload["jid"] if pushed == 1 else None
 
 
-def push_call(payload: dict[str, Any], encoded: str, at: float | None) -> tuple[list[Any], list[Any]]:
+def push_call(payload: dict[str, Any], encoded: str, at: float | None,
+              keys: Keys | None = None) -> tuple[list[Any], list[Any]]:
     """The keys and arguments of ``unique_push.lua`` for this job (the sync and the
-    async client send the same)."""
-    keys = get_config().keys
+    async client send the same); ``keys``: its shard's (the queue layout: the lock is
+    the shard's), else the configured namespace's."""
+    keys = keys or get_config().keys
     scheduled = at is not None and at > time.time()
     target = keys.schedule if scheduled else keys.queue(payload["queue"])
     ttl = lock_ttl(payload, (at - time.time()) if scheduled and at else 0.0)
@@ -55,17 +59,18 @@ def holds(payload: dict[str, Any]) -> bool:
     return bool(payload.get("unique_digest")) and payload.get("unique_for") is not None
 
 
-def release(client: Any, payload: dict[str, Any]) -> None:
-    """Free the lock if this job owns it (success, start, or a terminal failure)."""
+def release(client: Any, payload: dict[str, Any], keys: Keys | None = None) -> None:
+    """Free the lock if this job owns it (success, start, or a terminal failure);
+    ``keys``: the client's (a shard's, in the cluster's queue layout)."""
     if holds(payload):
-        lua.run(client, "release_lock", [get_config().keys.unique(payload["unique_digest"])],
+        lua.run(client, "release_lock", [(keys or get_config().keys).unique(payload["unique_digest"])],
                 [payload["jid"]])
 
 
-def extend(client: Any, payload: dict[str, Any], delay: float) -> None:
+def extend(client: Any, payload: dict[str, Any], delay: float, keys: Keys | None = None) -> None:
     """Keep the lock across a retry's wait: the job isn't done, so no duplicate yet."""
     if holds(payload):
-        lua.run(client, "extend_lock", [get_config().keys.unique(payload["unique_digest"])],
+        lua.run(client, "extend_lock", [(keys or get_config().keys).unique(payload["unique_digest"])],
                 [payload["jid"], lock_ttl(payload, delay)])
 
 
@@ -76,12 +81,14 @@ def extend(client: Any, payload: dict[str, Any], delay: float) -> None:
 def _on_started(event: hooks.JobEvent) -> None:
     """``unique_until="start"``: the job starts, so a duplicate may be enqueued now."""
     if event.payload.get("unique_until") == "start":
-        release((event.config or get_config()).redis(), event.payload)
+        config = event.config or get_config()  # a worker's: its shard's, in the queue layout
+        release(config.redis(), event.payload, config.keys)
 
 
 def _on_succeeded(event: hooks.JobEvent) -> None:
     if event.payload.get("unique_digest") and event.payload.get("unique_until", "success") == "success":
-        release((event.config or get_config()).redis(), event.payload)
+        config = event.config or get_config()
+        release(config.redis(), event.payload, config.keys)
 
 
 def _on_filed(event: hooks.JobEvent) -> None:
@@ -89,11 +96,12 @@ def _on_filed(event: hooks.JobEvent) -> None:
     payload = event.payload
     if not payload.get("unique_digest"):
         return
-    client = (event.config or get_config()).redis()
+    config = event.config or get_config()
+    client = config.redis()
     if event.name == "retrying":
-        extend(client, payload, event.delay or 0.0)
+        extend(client, payload, event.delay or 0.0, config.keys)
     elif payload.get("unique_until", "success") == "success":
-        release(client, payload)
+        release(client, payload, config.keys)
 
 
 # A key filter, asked without a Python call per job; the hook itself checks for "start".

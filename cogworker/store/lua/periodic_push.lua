@@ -5,6 +5,15 @@
 -- push.lua's keys and arguments, then the mark: KEYS[#KEYS] = the slot's pushed mark,
 -- ARGV[#ARGV - 1] = the jid, ARGV[#ARGV] = the mark's TTL (s, the slot lock's). The mark is
 -- a SET, which no key's type can refuse, so a landed push always leaves it.
+-- A mark there already (any jid: the key is this slot's) means the slot was pushed: the job
+-- isn't pushed again, and the reply is the jid it was pushed as. In the cluster's queue
+-- layout the mark lives in the queue's shard, apart from the claim (the fleet's), so the
+-- ticker's reclaim and rollback read it in a call of their own; this refusal is what keeps
+-- a slot pushed at most once whatever lands between that read and a second push.
+local marked = redis.pcall("GET", KEYS[#KEYS])
+if type(marked) == "string" then
+  return marked
+end
 local n = push_job(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2])
 redis.call("SET", KEYS[#KEYS], ARGV[#ARGV - 1], "EX", ARGV[#ARGV])
 if #KEYS == 5 then queued_status(KEYS[4], ARGV[3], ARGV[4], ARGV[5]) end
