@@ -226,3 +226,32 @@ def _web_page_shows(sharded: Sharded) -> None:
         assert dead.status_code == 200 and "6" in dead.text and "apps.jobs.charge" in dead.text
         assert client.get(f"/queues/{sharded.queues[5]}").status_code == 200
         assert client.get("/").status_code == 200
+
+
+def test_unsettled_limiters_batches_and_history_over_shards(sharded: Sharded) -> None:
+    a, b = sharded.shard(sharded.queues[0]), sharded.shard(sharded.queues[3])
+    now = time.time()
+    for part, n in ((a, 2), (b, 3)):
+        part.note_shard()
+        for i in range(n):
+            record = {"set": "dead", "score": now, "payload": failed("apps.jobs.charge", [i], queue=part.shard_name)}
+            part.redis().rpush(part.keys.unsettled, json.dumps(record))
+        part.redis().zadd(part.keys.limits, {"api": now - n, f"own-{n}": now - 10 * n})
+        part.redis().hset(part.keys.limit_keys("api")[0], mapping={"kind": "concurrency", "n": 5, "over": n})
+        part.redis().hset(part.keys.limit_keys(f"own-{n}")[0], mapping={"kind": "concurrency", "n": 1})
+        for i in range(n):
+            bid = f"b{n}-{i}"
+            part.redis().zadd(part.keys.batches, {bid: now - 100 + 10 * i + n})
+            part.redis().hset(part.keys.batch(bid), mapping={"total": 1, "pending": 1, "created_at": now})
+            part.redis().hset(part.keys.batch_jobs(bid), f"j-{bid}", "pending")
+        attempt = {"attempt": 1, "ended_at": now, "outcome": "failed"}
+        part.redis().rpush(part.keys.history(f"h-{n}"), json.dumps(attempt))
+    whole = api.unsettled()
+    assert len(whole) == 5 and api.unsettled(0, 2) + api.unsettled(2, 3) == whole
+    rows = {info.name: info for info in api.limiters()}
+    assert set(rows) == {"api", "own-2", "own-3"} and rows["api"].over == 5
+    assert [info.bid for info in api.batches()] == ["b3-2", "b3-1", "b2-1", "b3-0", "b2-0"]
+    assert [info.bid for info in api.batches(limit=2, offset=1)] == ["b3-1", "b2-1"]
+    assert api.batch_count() == 5 and api.batch("b3-1") is not None
+    assert api.batch_jobs("b3-1") == [("j-b3-1", "pending")]
+    assert [h.outcome for h in api.history("h-3")] == ["failed"] and api.history("nobody") == []
