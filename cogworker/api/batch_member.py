@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Config, get_config
+from . import shards
 
 
 def batch_of(jid: str, payload: dict[str, Any] | None = None, hint: str | None = None,
@@ -18,4 +19,5 @@ def batch_of(jid: str, payload: dict[str, Any] | None = None, hint: str | None =
     if not hint or len(hint) > 200:
         return None
     config = config or get_config()
-    return hint if config.redis().hexists(config.keys.batch_jobs(hint), jid) else None
+    held = any(part.redis().hexists(part.keys.batch_jobs(hint), jid) for part in shards.parts(config))
+    return hint if held else None

@@ -1,6 +1,7 @@
 """Batches as the operator sees them (docs/architecture.md#batches): one batch's counts and
 callbacks, the newest batches, a batch's jobs and their states, how many are known. Read
-only: every write is the scripts' (``batch_open``, ``batch_push``, the settlements)."""
+only: every write is the scripts' (``batch_open``, ``batch_push``, the settlements). In the
+queue layout on a cluster a batch lives in one shard: each is asked, pages merged by time."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import Config, as_text, get_config
+from . import shards
 
 CALLBACK_NAMES = ("on_success", "on_complete", "on_death")
 JOB_STATES = ("pending", "succeeded", "dead", "cancelled")
@@ -74,7 +76,7 @@ def _info(bid: str, raw: dict[Any, Any], ttl: int, now: float) -> BatchInfo:
 def batch(bid: str, config: Config | None = None) -> BatchInfo | None:
     """Batch ``bid``, or None if unknown (never opened, or its record expired)."""
     _check_bid(bid)
-    return _read(config or get_config(), [bid])[0]
+    return shards.first(shards.parts(config or get_config()), lambda part: _read(part, [bid])[0])
 
 
 def _check_bid(bid: object) -> None:
@@ -100,9 +102,23 @@ def batches(limit: int = 50, offset: int = 0, config: Config | None = None) -> l
     if limit == 0:
         return []
     config = config or get_config()
+    if shards.merged(config):
+        pages = [_newest(part, 0, offset + limit) for part in shards.parts(config)]
+        chosen = shards.merge_pages(pages, lambda row: row[2], True, offset, limit)
+        read: dict[str, BatchInfo | None] = {}
+        for part in {id(c): c for c, _, _ in chosen}.values():  # one pipeline a shard
+            bids = [bid for c, bid, _ in chosen if c is part]
+            read.update(zip(bids, _read(part, bids), strict=True))
+        return [info for _, bid, _ in chosen if (info := read.get(bid)) is not None]
     found: list[Any] = config.redis().zrevrange(config.keys.batches, offset, offset + limit - 1)
     bids = [as_text(b) for b in found]
     return [info for info in _read(config, bids) if info is not None] if bids else []
+
+
+def _newest(config: Config, offset: int, limit: int) -> list[tuple[Config, str, float]]:
+    """One shard's page of its batch index, newest first, with each one's score."""
+    found: list[Any] = config.redis().zrevrange(config.keys.batches, offset, offset + limit - 1, withscores=True)
+    return [(config, as_text(bid), float(score)) for bid, score in found]
 
 
 def batch_jobs(bid: str, limit: int = 200, config: Config | None = None) -> list[tuple[str, str]]:
@@ -112,6 +128,9 @@ def batch_jobs(bid: str, limit: int = 200, config: Config | None = None) -> list
     if limit < 0:
         raise ValueError(f"limit is at least 0, got {limit}")
     config = config or get_config()
+    if shards.merged(config):  # the shard that holds the batch's jobs hash
+        config = shards.first(shards.parts(config), lambda part: part if part.redis().exists(
+            part.keys.batch_jobs(bid)) else None) or config
     found: list[tuple[str, str]] = []
     for jid, state in config.redis().hscan_iter(config.keys.batch_jobs(bid), count=min(max(limit, 10), 1000)):
         if len(found) >= limit:
@@ -123,12 +142,14 @@ def batch_jobs(bid: str, limit: int = 200, config: Config | None = None) -> list
 def batch_count(config: Config | None = None) -> int:
     """Batches in the index (bounded: docs/architecture.md#batches), for /metrics."""
     config = config or get_config()
-    return int(config.redis().zcard(config.keys.batches))
+    return sum(int(part.redis().zcard(part.keys.batches)) for part in shards.parts(config))
 
 
 def batch_counters(config: Config | None = None) -> dict[str, int]:
     """Batches created and batch callbacks pushed, ever (for /metrics)."""
-    config = config or get_config()
-    created, fired = config.redis().mget([config.keys.stats_batches, config.keys.stats_batch_callbacks])
-    return {"created": _int(as_text(created) if created is not None else None),
-            "callbacks_fired": _int(as_text(fired) if fired is not None else None)}
+    totals = {"created": 0, "callbacks_fired": 0}
+    for part in shards.everywhere(config or get_config()):  # written where each batch lives
+        created, fired = part.redis().mget([part.keys.stats_batches, part.keys.stats_batch_callbacks])
+        totals["created"] += _int(as_text(created) if created is not None else None)
+        totals["callbacks_fired"] += _int(as_text(fired) if fired is not None else None)
+    return totals

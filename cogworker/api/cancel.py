@@ -6,7 +6,8 @@
 (``cancelled:<jid>``) and removed in one step, or nothing if the entry moved meanwhile (a
 fetch, the poller, its own end), and then it looks again. Whoever touches the entry first
 wins, so the answer is what happened: True, it will not run (again); False, it was not
-found waiting or running (finished, dead, unknown), and nothing was changed.
+found waiting or running (finished, dead, unknown), and nothing was changed. In the queue
+layout on a cluster each shard is looked in (the job and its marks live in its queue's shard).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .. import store
 from ..config import Config, as_text, get_config
 from ..core import hooks
 from ..store import lua
+from . import shards
 from .queues import Queue, queue_names
 from .records import JobRecord, checked
 from .sets import RetrySet, ScheduledSet
@@ -39,11 +41,12 @@ def cancel(jid: str, config: Config | None = None) -> bool:
     config = config or get_config()
     for _ in range(ROUNDS):
         found = False
-        for record, owner in _places(config, jid):
-            found = True
-            if _cancel_entry(config, record, owner):
-                _fire(config, record)
-                return True
+        for part in shards.parts(config):
+            for record, owner in _places(part, jid):
+                found = True
+                if _cancel_entry(part, record, owner):
+                    _fire(part, record)
+                    return True
         if not found:
             return False
     return False
@@ -107,10 +110,10 @@ def cancelled(jid: str, config: Config | None = None) -> dict[str, Any] | None:
     """The cancel mark of ``jid`` (``at``, ``was``: queue/schedule/retry/running, ...), or
     None: never cancelled, or longer ago than ``status_ttl``."""
     config = config or get_config()
-    return json_object(config.redis().get(config.keys.cancelled(jid)))
+    return shards.first(shards.parts(config), lambda part: json_object(part.redis().get(part.keys.cancelled(jid))))
 
 
 def progress(jid: str, config: Config | None = None) -> Progress | None:
     """The last progress ``jid`` reported (``current_job().progress``), or None."""
     config = config or get_config()
-    return parse_progress(config.redis().get(config.keys.progress(jid)))
+    return shards.first(shards.parts(config), lambda part: parse_progress(part.redis().get(part.keys.progress(jid))))

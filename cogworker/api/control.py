@@ -15,7 +15,7 @@ CONTROL_TTL_MIN = 60  # seconds; longer than any beat interval a live process ke
 def _request(identity: str, command: str, config: Config | None) -> bool:
     if not isinstance(identity, str) or not identity:
         return False
-    config = config or get_config()
+    config = (config or get_config()).fleet  # masters beat and take requests in the fleet
     client, keys = config.redis(), config.keys
     ttl = max(CONTROL_TTL_MIN, process_ttl(config))
     with checked(client, keys.process(identity), "hash"):

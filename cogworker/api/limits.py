@@ -1,6 +1,7 @@
 """The fleet's rate limiters, for an operator (docs/architecture.md#limits): each one's
 kind and limit, slots in use (concurrency) or starts in its window, jobs waiting on it,
-and how many jobs it parked over its limit. Read-only."""
+and how many jobs it parked over its limit. Read-only. In the queue layout on a cluster each
+shard keeps the limiters its jobs used: listed from every shard, one row per name."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from .. import store
 from ..config import Config, as_text, get_config
+from . import shards
 from .records import checked
 
 # A waiting entry this far past its due time is back on its queue (the poller runs about
@@ -49,6 +51,26 @@ def _num(value: Any, default: float = 0.0) -> float:
 def limiters(config: Config | None = None) -> list[LimiterInfo]:
     """Every limiter used in the last 7 days (at most 1,000), most recently used first."""
     config = config or get_config()
+    if not shards.merged(config):
+        return _limiters_in(config)
+    by_name: dict[str, LimiterInfo] = {}
+    for part in shards.parts(config):
+        for info in _limiters_in(part):
+            by_name[info.name] = _joined(by_name[info.name], info) if info.name in by_name else info
+    return sorted(by_name.values(), key=lambda i: -(i.last_used or 0.0))
+
+
+def _joined(a: LimiterInfo, b: LimiterInfo) -> LimiterInfo:
+    """One limiter used by jobs of several shards: its counts summed (each shard enforces
+    its own copy; the kind and limit shown are the most recently used one's)."""
+    newer = a if (a.last_used or 0.0) >= (b.last_used or 0.0) else b
+    return LimiterInfo(name=a.name, kind=newer.kind, limit=newer.limit, per=newer.per, in_use=a.in_use + b.in_use,
+                       waiting=a.waiting + b.waiting, over=a.over + b.over, last_used=newer.last_used,
+                       holders=a.holders + b.holders)
+
+
+def _limiters_in(config: Config) -> list[LimiterInfo]:
+    """``limiters`` of one namespace (or shard): three pipelines."""
     client, keys = config.redis(), config.keys
     with checked(client, keys.limits, "sorted set"):
         listed: list[tuple[bytes, float]] = client.zrevrange(keys.limits, 0, -1, withscores=True)  # type: ignore[assignment]
@@ -99,6 +121,6 @@ def _alive_holders(config: Config, identities: set[str]) -> set[str]:
 
 
 def deferrals(config: Config | None = None) -> int:
-    """Jobs parked over a limit, ever (all limiters): /metrics' counter."""
+    """Jobs parked over a limit, ever (all limiters, every shard): /metrics' counter."""
     config = config or get_config()
-    return int(_num(config.redis().get(config.keys.limits_over)))
+    return sum(int(_num(part.redis().get(part.keys.limits_over))) for part in shards.parts(config))

@@ -9,16 +9,20 @@ from __future__ import annotations
 from .queues import Queue
 from .records import JobRecord
 from .sets import JobSet
+from .shards import first
 
 WINDOW = 200  # entries read around a queue position before falling back to Queue.find
 
 
 def find_scored(jobset: JobSet, jid: str, score: float) -> JobRecord | None:
-    """The entry of ``jid`` with exactly this score (as a page read it), or None."""
+    """The entry of ``jid`` with exactly this score (as a page read it), or None (over
+    shards: each shard's set at that score)."""
+    if jobset.merged:
+        return first(jobset.parts(), lambda part: find_scored(part, jid, score))
     with jobset._checked():
         rows = jobset.client.zrange(jobset.key, score, score, byscore=True, withscores=True, offset=0, num=100)
     for raw, found_score in rows:  # type: ignore[str-unpack]
-        record = JobRecord.parse(raw, jobset.name, float(found_score))  # type: ignore[arg-type]
+        record = jobset._parse(raw, found_score)
         if record.jid == jid:
             return record
     return None
@@ -33,7 +37,7 @@ def find_near(queue: Queue, jid: str, position: int) -> JobRecord | None:
     with queue._checked():
         rows = queue.client.lrange(queue.key, -(stop + 1), -(start + 1))
     for raw in rows:
-        record = JobRecord.parse(raw, f"queue:{queue.name}")
+        record = JobRecord.parse(raw, f"queue:{queue.name}", shard=queue.config.shard_name)
         if record.jid == jid:
             return record
     return None

@@ -54,7 +54,7 @@ class _Tally:
 
 
 def redis_info(config: Config | None = None) -> RedisInfo:
-    config = config or get_config()
+    config = (config or get_config()).fleet  # its node (each shard may be on another)
     pipe = store.pipeline(config.redis())
     for section in ("server", "memory", "clients"):
         pipe.info(section)
@@ -103,7 +103,7 @@ def throughput(minutes: int = 60, config: Config | None = None) -> list[MinuteSt
     """Processed/failed per minute for the last ``minutes`` minutes, oldest first, the
     current (partial) minute last; minutes with nothing recorded are zeros."""
     _check_minutes(minutes)
-    config = config or get_config()
+    config = (config or get_config()).fleet  # the stats flush writes the fleet's keys
     return [MinuteStats(minute * 60, _int(f.get("processed")), _int(f.get("failed")))
             for minute, f in _minutes(minutes, config)]
 
@@ -113,7 +113,7 @@ def class_metrics(minutes: int = 60, config: Config | None = None) -> list[Class
     succeeded and failed, average and p95 duration (p95: over the last ``P95_MINUTES``
     at most); busiest first."""
     _check_minutes(minutes)
-    config = config or get_config()
+    config = (config or get_config()).fleet  # the stats flush writes the fleet's keys
     tallies: dict[str, _Tally] = defaultdict(_Tally)
     for _, fields in _minutes(minutes, config, durations=min(minutes, P95_MINUTES)):
         for name, value in fields.items():

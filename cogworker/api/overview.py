@@ -1,5 +1,6 @@
 """The whole system at a glance: counters, per-day history, processes, unsettled
-records, and finding a jid wherever it is."""
+records, and finding a jid wherever it is. In the queue layout on a cluster the counters
+are the fleet's and the rest is read from every shard and merged (``shards``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from .. import store
 from ..config import Config, as_text, get_config
 from ..errors import NotFound
 from ..lifecycle.stats import day_of
+from . import shards
 from .queues import Queue, queue_names
 from .records import DayStats, JobRecord, ProcessRecord, RunningJob, Stats, check_page, checked
 from .sets import DeadSet, RetrySet, ScheduledSet
@@ -34,25 +36,46 @@ def _float(value: Any) -> float | None:
 
 def stats(config: Config | None = None) -> Stats:
     config = config or get_config()
-    client, keys = config.redis(), config.keys
-    names = queue_names(config)
-    pipe = store.pipeline(client)
-    pipe.get(keys.stats_processed)
-    pipe.get(keys.stats_failed)
-    for name in names:
-        pipe.llen(keys.queue(name))
-    results = pipe.execute(raise_on_error=False)
-    sizes = [r for r in results[2:] if isinstance(r, int)]  # a queue key of the wrong type counts 0
+    if shards.merged(config):
+        processed, failed = config.redis().mget([config.keys.stats_processed, config.keys.stats_failed])
+        enqueued = sum(_enqueued(part, queue_names(part)) for part in shards.parts(config))
+    else:  # one namespace: the counters and the sizes in one round trip, as always
+        names = queue_names(config)
+        processed, failed, enqueued = _counters_and_sizes(config, names)
     procs = processes(config)
     return Stats(
-        processed=_int(results[0]), failed=_int(results[1]), enqueued=sum(sizes),
+        processed=_int(processed), failed=_int(failed), enqueued=enqueued,
         scheduled_size=ScheduledSet(config).size(), retry_size=RetrySet(config).size(),
         dead_size=DeadSet(config).size(), unsettled_size=_unsettled_size(config),
         processes=len(procs), busy=sum(p.busy for p in procs if p.kind != "master"),
         default_latency=Queue("default", config).latency())
 
 
+def _counters_and_sizes(config: Config, names: list[str]) -> tuple[Any, Any, int]:
+    keys = config.keys
+    pipe = store.pipeline(config.redis())
+    pipe.get(keys.stats_processed)
+    pipe.get(keys.stats_failed)
+    for name in names:
+        pipe.llen(keys.queue(name))
+    results = pipe.execute(raise_on_error=False)
+    sizes = [r for r in results[2:] if isinstance(r, int)]  # a queue key of the wrong type counts 0
+    return results[0], results[1], sum(sizes)
+
+
+def _enqueued(config: Config, names: list[str]) -> int:
+    """The queues' sizes summed, in one shard (one round trip)."""
+    if not names:
+        return 0
+    pipe = store.pipeline(config.redis())
+    for name in names:
+        pipe.llen(config.keys.queue(name))
+    return sum(r for r in pipe.execute(raise_on_error=False) if isinstance(r, int))
+
+
 def _unsettled_size(config: Config) -> int:
+    if shards.merged(config):
+        return sum(_unsettled_size(part) for part in shards.parts(config))
     client = config.redis()
     with checked(client, config.keys.unsettled, "list"):
         return int(client.llen(config.keys.unsettled))
@@ -62,7 +85,7 @@ def history_stats(days: int = 7, config: Config | None = None) -> list[DayStats]
     """Processed/failed per UTC day, today first, for the last ``days`` days (kept 35)."""
     if not isinstance(days, int) or days < 1:
         raise ValueError(f"days must be a whole number >= 1, not {days!r}")
-    config = config or get_config()
+    config = (config or get_config()).fleet  # the stats flush writes the days to the fleet
     today = int(time.time() // 86400)
     dates = [day_of((today - i) * 1440) for i in range(days)]
     keys = [config.keys.stats_day(kind, d) for d in dates for kind in ("processed", "failed")]
@@ -72,8 +95,29 @@ def history_stats(days: int = 7, config: Config | None = None) -> list[DayStats]
 
 def processes(config: Config | None = None) -> list[ProcessRecord]:
     """Every live process (its record not expired): each master followed by its children,
-    by host and pid (``supervision_order``)."""
+    by host and pid (``supervision_order``). In the queue layout: the fleet's records (the
+    masters') and every shard's (their children's), one per identity."""
     config = config or get_config()
+    if not shards.merged(config):
+        return supervision_order(_with_progress(config, _records(config)))
+    chosen: dict[str, ProcessRecord] = {}
+    for part in shards.everywhere(config):
+        for p in _with_progress(part, _records(part)):
+            chosen[p.identity] = _fresher(chosen.get(p.identity), p)
+    return supervision_order(list(chosen.values()))
+
+
+def _fresher(had: ProcessRecord | None, new: ProcessRecord) -> ProcessRecord:
+    """One record of a process beating in several shards: the newest beat, with the job it
+    runs from whichever shard's record names one (it is kept in the job's shard)."""
+    if had is None:
+        return new
+    newer, older = (new, had) if (new.last_beat or 0) > (had.last_beat or 0) else (had, new)
+    return newer if newer.running is not None else replace(newer, running=older.running)
+
+
+def _records(config: Config) -> list[ProcessRecord]:
+    """The live records of one namespace (or shard): two reads a process, one pipeline."""
     client, keys = config.redis(), config.keys
     with checked(client, keys.processes, "set"):
         identities = sorted(as_text(i) for i in client.smembers(keys.processes))
@@ -87,11 +131,12 @@ def processes(config: Config | None = None) -> list[ProcessRecord]:
         record, running = results[2 * i], results[2 * i + 1]
         if isinstance(record, dict) and record:
             found.append(_process(identity, _text_map(record), _text_map(running) if isinstance(running, dict) else {}))
-    return supervision_order(_with_progress(config, found))
+    return found
 
 
 def _with_progress(config: Config, found: list[ProcessRecord]) -> list[ProcessRecord]:
-    """Each running job's last progress (``progress:<jid>``), in one more round trip."""
+    """Each running job's last progress (``progress:<jid>``, in the namespace or shard its
+    ``workers:`` record was read in), in one more round trip."""
     jids = [p.running.jid for p in found if p.running is not None and p.running.jid]
     if not jids:
         return found
@@ -141,6 +186,9 @@ def unsettled(offset: int = 0, limit: int = 100, config: Config | None = None) -
     if limit == 0:
         return []
     config = config or get_config()
+    if shards.merged(config):  # no order between shards' lists: shard by shard, then cut
+        pages = [unsettled(0, offset + limit, part) for part in shards.parts(config)]
+        return [record for page in pages for record in page][offset:offset + limit]
     client = config.redis()
     with checked(client, config.keys.unsettled, "list"):
         rows = client.lrange(config.keys.unsettled, offset, offset + limit - 1)
@@ -160,6 +208,14 @@ def locate(jid: str, config: Config | None = None) -> JobRecord:
     """The entry of ``jid`` wherever it waits (schedule, retry, dead, a queue); its
     ``source`` says where. ``NotFound`` if it is in none of them."""
     config = config or get_config()
+    found = shards.first(shards.parts(config), lambda part: _locate_in(jid, part))
+    if found is not None:
+        return found
+    raise NotFound(f"no job {jid!r} in any queue, schedule, retry or dead")
+
+
+def _locate_in(jid: str, config: Config) -> JobRecord | None:
+    """The entry of ``jid`` in one namespace (or shard), or None."""
     for jobset in (ScheduledSet(config), RetrySet(config), DeadSet(config)):
         record = jobset.find(jid)
         if record is not None:
@@ -168,4 +224,4 @@ def locate(jid: str, config: Config | None = None) -> JobRecord:
         record = Queue(name, config).find(jid)
         if record is not None:
             return record
-    raise NotFound(f"no job {jid!r} in any queue, schedule, retry or dead")
+    return None

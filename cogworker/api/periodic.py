@@ -42,7 +42,7 @@ def _slot(raw: Any, fallback: Any) -> int | None:
 
 def periodic_entries(config: Config | None = None) -> list[PeriodicEntry]:
     """Every entry a worker published at boot, by name (unreadable records skipped)."""
-    config = config or get_config()
+    config = (config or get_config()).fleet  # periodic entries are the fleet's keys
     client, keys = config.redis(), config.keys
     with checked(client, keys.periodic_schedule, "hash"):
         published = cron.schedule(config)
@@ -80,7 +80,7 @@ def disable_periodic(name: str, config: Config | None = None) -> bool:
     """Stop firing the entry, fleet-wide, from its next slot (passed slots are skipped, not
     fired on enable). False, and nothing changed, for a name no worker published (a typo
     would otherwise disable nothing, silently)."""
-    config = config or get_config()
+    config = (config or get_config()).fleet  # periodic entries are the fleet's keys
     if not _published(name, config):
         return False
     with checked(config.redis(), config.keys.periodic_disabled, "set"):
@@ -90,7 +90,7 @@ def disable_periodic(name: str, config: Config | None = None) -> bool:
 
 def enable_periodic(name: str, config: Config | None = None) -> bool:
     """Undo ``disable_periodic``: it fires again from its next slot. False for an unknown name."""
-    config = config or get_config()
+    config = (config or get_config()).fleet  # periodic entries are the fleet's keys
     if not _published(name, config):
         return False
     with checked(config.redis(), config.keys.periodic_disabled, "set"):
@@ -102,7 +102,7 @@ def run_periodic_now(name: str, config: Config | None = None) -> str | None:
     """Enqueue the entry's job once, now, from its published record; its schedule is left
     as it is. The jid; None for an unknown name (or if a client middleware dropped the job:
     ``periodic_entry`` tells the two apart)."""
-    config = config or get_config()
+    config = (config or get_config()).fleet  # periodic entries are the fleet's keys
     if not _published(name, config):
         return None
     try:

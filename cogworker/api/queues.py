@@ -1,7 +1,8 @@
 """Queues, for an operator: sizes, latency, pages, find/delete/clear, and pause.
 
 A pause is fleet-wide: the queue's name in the ``paused`` set, which every fetch script
-reads in the same step as its move (docs/architecture.md#operator-api)."""
+reads in the same step as its move (docs/architecture.md#operator-api). In the queue layout
+on a cluster a queue's keys (and its pause) are its shard's: ``config.shard(name)``."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from ..config import Config, as_text, get_config
 from ..errors import NotFound
 from ..names import check_queue_name, shown
 from ..store import lua
+from . import shards
 from .records import JobRecord, check_page, checked
 
 FIND_CHUNK = 1000  # list entries the find script reads per call
@@ -35,7 +37,9 @@ class Queue:
 
     def _set(self, name: str, config: Config | None) -> None:
         self.name = name
-        self.config = config or get_config()
+        base = config or get_config()
+        # A shard's config is kept as given: the queue was found in that shard's keys.
+        self.config = base.shard(name) if base.shard_name is None else base
         self.client = self.config.redis()
         self.key = self.config.keys.queue(name)
 
@@ -78,7 +82,7 @@ class Queue:
             return []
         with self._checked():
             rows = self.client.lrange(self.key, -(offset + limit), -(offset + 1))
-        return [JobRecord.parse(raw, f"queue:{self.name}") for raw in reversed(rows)]
+        return [JobRecord.parse(raw, f"queue:{self.name}", shard=self.config.shard_name) for raw in reversed(rows)]
 
     def find(self, jid: str) -> JobRecord | None:
         """Scanned in Redis from the head (where pushes land), one chunk per call: a push
@@ -88,7 +92,7 @@ class Queue:
             with self._checked():
                 index, raw, start = lua.run(self.client, "api_list_find", [self.key], [start, FIND_CHUNK, jid])
             if int(index) >= 0:
-                record = JobRecord.parse(raw, f"queue:{self.name}")
+                record = JobRecord.parse(raw, f"queue:{self.name}", shard=self.config.shard_name)
                 if record.jid == jid:
                     return record
             start = int(start)
@@ -124,8 +128,10 @@ class Queue:
 
 
 def queue_names(config: Config | None = None) -> list[str]:
-    """Every known queue: the ones jobs were pushed to, and the paused ones."""
+    """Every known queue: the ones jobs were pushed to, and the paused ones (of every shard)."""
     config = config or get_config()
+    if shards.merged(config):
+        return sorted({name for part in shards.parts(config) for name in queue_names(part)})
     client = config.redis()
     with checked(client, config.keys.queues, "set"):
         names = {as_text(n) for n in client.smembers(config.keys.queues)}
@@ -135,6 +141,11 @@ def queue_names(config: Config | None = None) -> list[str]:
 
 
 def queues(config: Config | None = None) -> list[Queue]:
+    """Every known queue, each bound to the shard that listed it (the queue layout)."""
+    config = config or get_config()
+    if shards.merged(config):
+        found = {q.name: q for part in shards.parts(config) for q in queues(part)}
+        return [found[name] for name in sorted(found)]
     return [Queue.known(name, config) for name in queue_names(config)]
 
 

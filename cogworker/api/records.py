@@ -53,9 +53,12 @@ class JobRecord:
     at: float | None = None  # its score where it has one
     payload: dict[str, Any] = field(default_factory=dict)
     readable: bool = True
+    # The shard it was read from (the queue layout on a cluster), so a change goes to the
+    # keys it was read in; None in one namespace. Not part of its identity.
+    shard: str | None = field(default=None, compare=False)
 
     @classmethod
-    def parse(cls, raw: bytes | str, source: str, at: float | None = None) -> JobRecord:
+    def parse(cls, raw: bytes | str, source: str, at: float | None = None, shard: str | None = None) -> JobRecord:
         data = raw.encode() if isinstance(raw, str) else bytes(raw)
         try:
             value = json_loads(data)
@@ -64,8 +67,8 @@ class JobRecord:
         if not isinstance(value, dict):
             match = _JID.search(data)
             jid = {"jid": match.group(1).decode(errors="replace")} if match else {}
-            return cls(data, source, at, jid, readable=False)
-        return cls(data, source, at, value)
+            return cls(data, source, at, jid, readable=False, shard=shard)
+        return cls(data, source, at, value, shard=shard)
 
     def _get(self, name: str) -> Any:
         return self.payload.get(name)

@@ -10,6 +10,7 @@ from typing import Any
 from ..boundedjson import loads as json_loads
 from ..config import Config, as_text, get_config
 from ..core.workflow import GROUP_PREFIX
+from . import shards
 
 
 @dataclass(frozen=True)
@@ -55,13 +56,18 @@ def _value(text: str | None) -> Any:
 
 
 def result(ident: str, config: Config | None = None, now: float | None = None) -> Result | None:
-    """The result of ``ident`` (a jid or a group id) as it is now; None if none is kept."""
+    """The result of ``ident`` (a jid or a group id) as it is now; None if none is kept
+    (in the queue layout: the first shard that keeps one)."""
     config = config or get_config()
-    now = time.time() if now is None else now
     group = ident.startswith(GROUP_PREFIX)
-    raw = config.redis().hgetall(config.keys.group(ident) if group else config.keys.result(ident))
+    raw = shards.first(shards.parts(config), lambda part: part.redis().hgetall(
+        part.keys.group(ident) if group else part.keys.result(ident)) or None)
     if not raw:
         return None
+    return _parsed(ident, group, raw, time.time() if now is None else now)
+
+
+def _parsed(ident: str, group: bool, raw: dict[Any, Any], now: float) -> Result:
     f = {as_text(k): as_text(v) for k, v in raw.items()}
     prefix = "f:" if group else ""
     expires_at = _float(f.get("expires_at"))

@@ -4,6 +4,10 @@ Every change is one script (or one command) that checks the entry is still in th
 it was read from, so it is safe under a running fleet: a ``retry`` racing the poller
 moves the job once. Finding a jid scans the set in Redis (``ZSCAN`` with a ``MATCH``
 pattern, chunk by chunk), never loading it into Python (docs/architecture.md#operator-api).
+
+In the queue layout on a cluster, a set of the fleet's config is every shard's set of
+that name: sizes summed, pages merged by score, a change sent to the shard the entry was
+read in (``JobRecord.shard``); a shard's own config is that shard's set alone.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 from ..config import Config, get_config
 from ..errors import BadPayload
 from ..store import lua
+from . import shards
 from .records import JobRecord, check_page, checked
 
 CHUNK = 500  # entries per script call of retry_all / clear: a few ms of Redis each
@@ -36,22 +41,46 @@ class JobSet:
         self.config = config or get_config()
         self.client = self.config.redis()
         self.key: str = getattr(self.config.keys, self.name)
+        self.merged = shards.merged(self.config)
+
+    def parts(self) -> list[JobSet]:
+        """The set in each shard (this set itself outside the queue layout)."""
+        if not self.merged:
+            return [self]
+        return [type(self)(part) for part in self.config.shards()]
+
+    def _part(self, record: JobRecord) -> JobSet:
+        """The set ``record`` was read from: its shard's, else its queue's shard's."""
+        if not self.merged:
+            return self
+        shard = self.config.shard_named(record.shard) if record.shard else self.config.shard(record.queue
+                                                                                             or DEFAULT_QUEUE)
+        return type(self)(shard)
+
+    def _parse(self, raw: Any, score: Any) -> JobRecord:
+        return JobRecord.parse(raw, self.name, float(score), self.config.shard_name)
 
     def _checked(self) -> Any:
         return checked(self.client, self.key, "sorted set")
 
     def size(self) -> int:
+        if self.merged:
+            return sum(part.size() for part in self.parts())
         with self._checked():
             return int(self.client.zcard(self.key))
 
     def jobs(self, offset: int = 0, limit: int = 25) -> list[JobRecord]:
-        """A page: soonest first (dead: newest first). Costs O(limit), whatever the size."""
+        """A page: soonest first (dead: newest first). Costs O(limit), whatever the size
+        (over shards: each shard's first ``offset + limit``, merged)."""
         check_page(offset, limit)
         if limit == 0:
             return []
+        if self.merged:
+            pages = [part.jobs(0, offset + limit) for part in self.parts()]
+            return shards.merge_pages(pages, lambda r: r.at or 0.0, self.newest_first, offset, limit)
         with self._checked():
             rows = self.client.zrange(self.key, offset, offset + limit - 1, desc=self.newest_first, withscores=True)
-        return [JobRecord.parse(raw, self.name, float(score)) for raw, score in rows]  # type: ignore[str-unpack,arg-type]
+        return [self._parse(raw, score) for raw, score in rows]  # type: ignore[str-unpack]
 
     def _scan(self, needle: str) -> Any:
         """Entries containing ``needle``, as (raw, score), in chunks: Redis does the matching."""
@@ -67,8 +96,10 @@ class JobSet:
     def find(self, jid: str) -> JobRecord | None:
         if not jid:
             return None
+        if self.merged:
+            return shards.first(self.parts(), lambda part: part.find(jid))
         for raw, score in self._scan(jid):
-            record = JobRecord.parse(raw, self.name, float(score))
+            record = self._parse(raw, score)
             if record.jid == jid:
                 return record
         return None
@@ -80,9 +111,12 @@ class JobSet:
         needle = job_class or error_class or queue
         if needle is None:
             return self.jobs(0, limit)
+        if self.merged:
+            pages = [part.filter(job_class, error_class, queue, limit) for part in self.parts()]
+            return shards.merge_pages(pages, lambda r: r.at or 0.0, self.newest_first, 0, limit)
         found: dict[bytes, JobRecord] = {}
         for raw, score in self._scan(needle):
-            record = JobRecord.parse(raw, self.name, float(score))
+            record = self._parse(raw, score)
             if record.matches(job_class, error_class, queue):
                 found[record.raw] = record  # ZSCAN may return an entry twice
                 if len(found) >= limit:
@@ -95,6 +129,8 @@ class JobSet:
         return self.find(jid_or_record)
 
     def _move(self, mode: str, record: JobRecord, dest: str = "", arg: Any = "") -> bool:
+        if self.merged:
+            raise AssertionError("a move is made in one shard's set (JobSet._part)")
         keys = [self.key, dest or self.key, self.config.keys.queues, self.config.keys.wake]
         with self._checked():
             return int(lua.run(self.client, "api_move", keys, [mode, record.raw, arg])) == 1
@@ -103,7 +139,7 @@ class JobSet:
         """Removes the entry (by jid, or a record as read: an unreadable entry too).
         False if it is not there (any more)."""
         record = self._record(jid_or_record)
-        return record is not None and self._move("delete", record)
+        return record is not None and self._part(record)._move("delete", record)
 
     def retry(self, jid_or_record: str | JobRecord) -> bool:
         """Onto its queue now, as it is (``retry_count`` kept). False if it is gone."""
@@ -113,11 +149,14 @@ class JobSet:
         if not record.is_job:
             raise BadPayload(f"entry in {self.key} is not a job (it can only be deleted): {record.raw[:80]!r}")
         queue = record.queue or DEFAULT_QUEUE
-        return self._move("retry", record, self.config.keys.queue(queue), queue)
+        part = self._part(record)  # the job's own shard: its queue lives there
+        return part._move("retry", record, part.config.keys.queue(queue), queue)
 
     def retry_all(self, progress: Callable[[int], None] | None = None) -> int:
         """Every job of the set onto its queue now, CHUNK per script call; entries that are
         not jobs stay. ``progress(n)`` hears how many each chunk moved. Returns how many."""
+        if self.merged:
+            return sum(part.retry_all(progress) for part in self.parts())
         keys = self.config.keys
         moved = skipped = 0
         budget = self.size() + CHUNK  # entries arriving meanwhile can't keep it going forever
@@ -135,6 +174,8 @@ class JobSet:
     def clear(self, progress: Callable[[int], None] | None = None) -> int:
         """Removes every entry, CHUNK per command; ``progress(n)`` hears each chunk's
         count. Returns how many."""
+        if self.merged:
+            return sum(part.clear(progress) for part in self.parts())
         removed = 0
         budget = self.size() + CHUNK
         while budget > 0:
@@ -152,7 +193,10 @@ class _Killable(JobSet):
     def kill(self, jid_or_record: str | JobRecord) -> bool:
         """Into dead now, as it is. False if it is gone."""
         record = self._record(jid_or_record)
-        return record is not None and self._move("kill", record, self.config.keys.dead, repr(time.time()))
+        if record is None:
+            return False
+        part = self._part(record)
+        return part._move("kill", record, part.config.keys.dead, repr(time.time()))
 
 
 class ScheduledSet(_Killable):

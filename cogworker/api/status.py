@@ -3,7 +3,9 @@ them: ``status(jid)`` and ``history(jid)``. A worker's writes are buffered and l
 a second after the transition; a job pushed to a queue or ``schedule`` has its status at once.
 Each merges the job's own keys with its records in the buckets of the common path
 (``enq:<hour>``, the done ring's ``done:<hour>:<seq>``; docs/architecture.md#status-buckets),
-in two pipelines (the ring's names, then its buckets)."""
+in two pipelines (the ring's names, then its buckets). In the queue layout on a cluster
+those keys are in the job's shard: each shard is asked in turn, the first that knows the
+job answers."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from ..boundedjson import loads as json_loads
 from ..config import Config, as_text, get_config
 from ..lifecycle.donering import keep_seconds
 from ..lifecycle.history import HOUR, hour_of
+from . import shards
 
 STATES = ("queued", "scheduled", "running", "retrying", "succeeded", "dead", "cancelled")
 # What a job with no record reads as: its status and history were trimmed by retention
@@ -167,7 +170,12 @@ def status(jid: str, config: Config | None = None, now: float | None = None) -> 
     ``cancelled`` whenever its cancel mark is there (final: ``api.cancel`` took it off
     wherever it was, so nothing later about it is a new run). With its last progress."""
     config = config or get_config()
-    now = time.time() if now is None else now
+    when = time.time() if now is None else now
+    return shards.first(shards.parts(config), lambda part: _status_in(jid, part, when))
+
+
+def _status_in(jid: str, config: Config, now: float) -> JobStatus | None:
+    """``status`` in one namespace (or shard): two pipelines."""
     pipe = store.pipeline(config.redis())
     pipe.get(config.keys.cancelled(jid))
     pipe.get(config.keys.progress(jid))
@@ -251,7 +259,12 @@ def history(jid: str, config: Config | None = None, now: float | None = None) ->
     its ``history:<jid>`` entries and its ``done:`` records, without
     duplicates. An entry that isn't readable is skipped."""
     config = config or get_config()
-    now = time.time() if now is None else now
+    when = time.time() if now is None else now
+    return shards.first(shards.parts(config), lambda part: _history_in(jid, part, when) or None) or []
+
+
+def _history_in(jid: str, config: Config, now: float) -> list[Attempt]:
+    """``history`` in one namespace (or shard): two pipelines."""
     pipe = store.pipeline(config.redis())
     pipe.lrange(config.keys.history(jid), 0, -1)
     pipe.lrange(config.keys.done_ring, 0, -1)

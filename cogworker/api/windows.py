@@ -169,7 +169,7 @@ def _summary(job_class: str, t: _Tally) -> ClassSummary:
 def window_metrics(name: str = "1h", config: Config | None = None) -> WindowMetrics:
     """Every job class that ran in the window: summaries (busiest first) and runs per step."""
     win = window(name)
-    steps = _step_tallies(win, config or get_config())
+    steps = _step_tallies(win, (config or get_config()).fleet)
     names = {job_class for tallies in steps for job_class, t in tallies.items() if t.runs}
     classes = sorted((_summary(c, _total(steps, c)) for c in names), key=lambda s: (-s.runs, s.job_class))
     processed = {c: [max(0, s[c].runs - s[c].failed) if c in s else 0 for s in steps] for c in names}
@@ -180,7 +180,7 @@ def window_metrics(name: str = "1h", config: Config | None = None) -> WindowMetr
 def class_window(job_class: str, name: str = "1h", config: Config | None = None) -> ClassWindow:
     """One class over the window: its summary, runs per step, and its histogram by doubling."""
     win = window(name)
-    steps = _step_tallies(win, config or get_config(), job_class)
+    steps = _step_tallies(win, (config or get_config()).fleet, job_class)
     total = _total(steps, job_class)
     processed = [max(0, s[job_class].runs - s[job_class].failed) if job_class in s else 0 for s in steps]
     failed = [s[job_class].failed if job_class in s else 0 for s in steps]

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import store
-from ..config import as_text, get_config
+from ..api.shards import everywhere
+from ..config import Config, as_text, get_config
 from ..launch.argtypes import positive_float
 from ..store import durability
 from ..store.tls import certificate_hint
@@ -31,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     warnings: list[str] = []
     try:
         ok, reason = check(args.max_age, args.identity)
-        warnings = durability.check(get_config().redis())
+        warnings = list(dict.fromkeys(w for part in everywhere(get_config()) for w in durability.check(part.redis())))
     except store.RedisError as exc:
         ok, reason = False, certificate_hint(exc) or f"Redis unreachable: {type(exc).__name__}"
     if args.json:
@@ -65,7 +66,12 @@ def check(max_age: float, identity: str | None) -> tuple[bool, str]:
 
 
 def records(identity: str | None) -> list[tuple[str, dict[str, str]]]:
-    config = get_config()
+    """The matching records: the fleet's and, in the queue layout on a cluster, every
+    shard's (a child beats in its shard; a master in the fleet)."""
+    return [found for part in everywhere(get_config()) for found in _records_in(part, identity)]
+
+
+def _records_in(config: Config, identity: str | None) -> list[tuple[str, dict[str, str]]]:
     client, keys = config.redis(), config.keys
     names = [identity] if identity else sorted(as_text(i) for i in client.smembers(keys.processes))
     pipe = store.pipeline(client)

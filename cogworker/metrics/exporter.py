@@ -62,7 +62,38 @@ class Sample:
 
 def sample_redis(config: Config, queues: list[str], client: Any = None) -> Sample:
     """Sizes and latencies in one pipeline: LLEN and the oldest entry of each queue,
-    ZCARD of the three sets. Raises on a Redis error (the caller counts the outage)."""
+    ZCARD of the three sets. Raises on a Redis error (the caller counts the outage).
+
+    In the queue layout on a cluster (docs/architecture.md#cluster-layout): one pipeline
+    per shard (its queues among ``queues``, its sets and counters) and one on the fleet
+    (``client``'s), summed: the sets' sizes and the counters are fleet-wide."""
+    if not config.sharded:
+        return _sample_in(config, queues, client)
+    fleet = config.fleet
+    mine: dict[str, list[str]] = {}
+    for queue in queues:
+        mine.setdefault(fleet.shard(queue).shard_name or "", []).append(queue)
+    parts = {part.shard_name or "": part for part in fleet.shards()}
+    parts.update({name: fleet.shard_named(name) for name in mine if name not in parts})
+    total = _sample_in(fleet, [], client)
+    for name, part in parts.items():
+        _add(total, _sample_in(part, mine.get(name, [])))
+    return total
+
+
+def _add(total: Sample, more: Sample) -> None:
+    total.queues.update(more.queues)
+    total.scheduled += more.scheduled
+    total.retry += more.retry
+    total.dead += more.dead
+    total.limit_deferrals += more.limit_deferrals
+    total.cancelled += more.cancelled
+    total.batches += more.batches
+    total.batch_callbacks += more.batch_callbacks
+
+
+def _sample_in(config: Config, queues: list[str], client: Any = None) -> Sample:
+    """``sample_redis`` in one namespace (or one shard): one pipeline."""
     keys = config.keys
     pipe = store.pipeline(client or config.redis())
     for queue in queues:
