@@ -35,3 +35,14 @@ def cluster_config(cluster: Cluster, cluster_ns: str) -> Iterator[cogworker.Conf
     cogworker.config._config = None
     yield cogworker.configure(redis_url=cluster.url, namespace=cluster_ns, socket_timeout=2.0)
     cogworker.config._config = None
+
+
+@pytest.fixture(params=["namespace", "queue"])
+def layout_config(request, cluster: Cluster, cluster_ns: str) -> Iterator[cogworker.Config]:
+    """``cluster_config`` in each key layout (docs/architecture.md#cluster-layout): the
+    namespace in one slot, then each queue a shard of its own."""
+    cluster.wait_ok()
+    cogworker.config._config = None
+    yield cogworker.configure(redis_url=cluster.url, namespace=cluster_ns, socket_timeout=2.0,
+                              cluster_layout=request.param)
+    cogworker.config._config = None

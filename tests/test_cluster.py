@@ -19,7 +19,7 @@ import urllib.request
 
 import pytest
 from apps import sentinel_app
-from cluster_util import cluster, cluster_config, cluster_ns  # noqa: F401 (fixtures)
+from cluster_util import cluster, cluster_config, cluster_ns, layout_config  # noqa: F401 (fixtures)
 from prefork_harness import TESTS, Master, wait_for
 from redis_server import free_port
 from sentinel_util import enqueue_async, finish, runs, scraped, try_enqueue
@@ -41,7 +41,8 @@ def log(tmp_path):
 
 def start(cluster, config, log, procs=1, args=()):  # noqa: F811
     return Master(cluster.url, module="apps.cluster_app", procs=procs,
-                  args=["--namespace", config.namespace, *args], env={"COGWORKER_TEST_LOG": str(log)})
+                  args=["--namespace", config.namespace, *args],
+                  env={"COGWORKER_TEST_LOG": str(log), "COGWORKER_CLUSTER_LAYOUT": config.cluster_layout})
 
 
 def test_cluster_mode_is_detected_and_the_namespace_is_one_hash_tag(cluster, cluster_config, caplog):  # noqa: F811
@@ -66,18 +67,19 @@ def test_cluster_mode_is_detected_and_the_namespace_is_one_hash_tag(cluster, clu
     assert "COGWORKER_REDIS_CLUSTER must be 1, 0 or auto" in str(caught.value)
 
 
-def test_every_face_works_on_the_cluster(cluster, cluster_config, log):  # noqa: F811
+def test_every_face_works_on_the_cluster(cluster, layout_config, log):  # noqa: F811
     from apps import cluster_app
-    url, ns = cluster.url, cluster_config.namespace
+    url, ns = cluster.url, layout_config.namespace
+    default = layout_config.shard("default")  # the namespace's config itself, outside the queue layout
     sentinel_app.logged.enqueue("sync")
     asyncio.run(enqueue_async("async"))
     cluster_app.logged.enqueue_many([("bulk-1",), ("bulk-2",)])
     cluster_app.blob.enqueue("big", "x" * 200_000)
-    owner = cluster.owner(cluster_config.keys.queue("default"))
-    assert owner.server.client().llen(cluster_config.keys.queue("default")) == 5  # on the slot's master
+    owner = cluster.owner(default.keys.queue("default"))
+    assert owner.server.client().llen(default.keys.queue("default")) == 5  # on the slot's master
     assert api.stats().enqueued == 5 and any(q.name == "default" for q in api.queues())
     port = free_port()
-    master = start(cluster, cluster_config, log, procs=2, args=["--metrics-port", str(port)])
+    master = start(cluster, layout_config, log, procs=2, args=["--metrics-port", str(port)])
     try:
         wait_for(lambda: all(runs(log)[1][tag] == 1 for tag in ("sync", "async", "bulk-1", "bulk-2", "big:200000")),
                  60, 0.05, "every job ran")
@@ -87,28 +89,45 @@ def test_every_face_works_on_the_cluster(cluster, cluster_config, log):  # noqa:
         assert cogworker.result(cluster_app.add.enqueue(2, 3), timeout=30) == 5
         chord = cogworker.chord([cluster_app.add.s(i, i) for i in range(3)], cluster_app.total.s()).enqueue()
         assert cogworker.result(chord, timeout=30) == 6
-        _cli_and_web_work(url, ns)
+        _cli_and_web_work(url, ns, layout_config.cluster_layout)
     finally:
         output = finish(master)
     assert "Traceback" not in output, output[-3000:]
     sentinel_app.logged.enqueue("runner")
     runner = subprocess.Popen([sys.executable, "-m", "cogworker.worker", "apps.cluster_app", "--redis-url", url,
-                               "--namespace", ns], cwd=str(TESTS), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              env={**os.environ, "PYTHONPATH": str(TESTS)}, start_new_session=True)
+                               "--namespace", ns, "-q", "default"], cwd=str(TESTS), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, start_new_session=True,
+                              env={**os.environ, "PYTHONPATH": str(TESTS),
+                                   "COGWORKER_CLUSTER_LAYOUT": layout_config.cluster_layout})
     try:
         wait_for(lambda: runs(log)[1]["runner"] == 1, 60, 0.05, "the runner ran its job")
     finally:
         runner.terminate()
         runner.communicate(timeout=40)
-    # Every key of the namespace is on the one master serving its slot.
-    found = [key for node in cluster.masters() for key in node.server.client().scan_iter(match=f"{ns}:*")]
-    assert found and all(key_slot(key) == key_slot(ns) for key in found)
-    assert all(node.node_id == owner.node_id for node in cluster.masters()
-               if any(True for _ in node.server.client().scan_iter(match=f"{ns}:*")))
+    _keys_where_the_layout_puts_them(cluster, layout_config, owner)
 
 
-def _cli_and_web_work(url, ns):
-    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+def _keys_where_the_layout_puts_them(cluster, config, owner):  # noqa: F811
+    """The namespace layout: every key of the namespace on the one master serving its slot.
+    The queue layout: each shard's keys in its own slot (the default queue's on ``owner``),
+    and the fleet's own keys (the shard registry, the counters) in the namespace's."""
+    ns = config.keys.namespace
+    if config.cluster_layout == "namespace":
+        found = [key for node in cluster.masters() for key in node.server.client().scan_iter(match=f"{ns}:*")]
+        assert found and all(key_slot(key) == key_slot(ns) for key in found)
+        assert all(node.node_id == owner.node_id for node in cluster.masters()
+                   if any(True for _ in node.server.client().scan_iter(match=f"{ns}:*")))
+        return
+    default = config.shard("default").keys.namespace
+    found = [key for key in owner.server.client().scan_iter(match=f"{default}:*")]
+    assert len(found) > 3 and all(key_slot(key) == key_slot(default) for key in found)
+    fleet = [key for node in cluster.masters() for key in node.server.client().scan_iter(match=f"{ns}:*")]
+    assert config.keys.shards.encode() in fleet and all(key_slot(key) == key_slot(ns) for key in fleet)
+    assert not any(b":queue:" in key or b":in_progress" in key for key in fleet), fleet
+
+
+def _cli_and_web_work(url, ns, layout="namespace"):
+    env = {**os.environ, "PYTHONPATH": str(TESTS), "COGWORKER_CLUSTER_LAYOUT": layout}
     env.pop("COGWORKER_REDIS_URL", None)
     result = subprocess.run([sys.executable, "-m", "cogworker", "stats", "--redis-url", url, "--namespace", ns],
                             capture_output=True, text=True, env=env, timeout=60, cwd=str(TESTS))
@@ -136,16 +155,16 @@ def _get(url):
         return None
 
 
-def test_retries_scheduled_dead_unique_and_pause(cluster, cluster_config, log):  # noqa: F811
+def test_retries_scheduled_dead_unique_and_pause(cluster, layout_config, log):  # noqa: F811
     from apps import cluster_app
     cluster_app.flaky.enqueue("flaky")
     cluster_app.doomed.enqueue("doomed")
     assert cluster_app.once.enqueue("once") and cluster_app.once.enqueue("once") is None  # the lock holds
     cluster_app.logged.enqueue_in(1.0, "later")
     api.Queue("default").pause()
-    master = start(cluster, cluster_config, log)
+    master = start(cluster, layout_config, log, procs=2)  # default and slowq: two shards in the queue layout
     try:
-        master.wait_children(1, timeout=60)
+        master.wait_children(2, timeout=60)
         time.sleep(1.5)
         assert not runs(log)[0], "a paused queue's jobs started"
         api.Queue("default").resume()
@@ -172,8 +191,8 @@ def _running_slow(cluster, config, log, tag, seconds):  # noqa: F811
     return master
 
 
-def test_a_killed_childs_job_runs_again(cluster, cluster_config, log):  # noqa: F811
-    master = _running_slow(cluster, cluster_config, log, "victim", 3.0)
+def test_a_killed_childs_job_runs_again(cluster, layout_config, log):  # noqa: F811
+    master = _running_slow(cluster, layout_config, log, "victim", 3.0)
     try:
         for pid in master.child_pids():
             os.kill(pid, signal.SIGKILL)
@@ -183,15 +202,16 @@ def test_a_killed_childs_job_runs_again(cluster, cluster_config, log):  # noqa: 
         finish(master)
 
 
-def test_a_dead_hosts_jobs_are_recovered_once(cluster, cluster_config, log):  # noqa: F811
-    first = _running_slow(cluster, cluster_config, log, "orphan", 1.0)
+def test_a_dead_hosts_jobs_are_recovered_once(cluster, layout_config, log):  # noqa: F811
+    first = _running_slow(cluster, layout_config, log, "orphan", 1.0)
     try:
         first.signal_group(signal.SIGKILL)  # the whole host: master and children
-        second = start(cluster, cluster_config, log, args=["-q", "slowq"])
+        second = start(cluster, layout_config, log, args=["-q", "slowq"])
         try:
             wait_for(lambda: runs(log)[1]["orphan"] == 1, 60, 0.2, "the orphan recovered and run")
             assert runs(log)[0]["orphan"] == 2
-            fenced = list(cluster_config.redis().scan_iter(match=cluster_config.keys.fenced_prefix + "*"))
+            shard = layout_config.shard("slowq")  # the namespace itself, outside the queue layout
+            fenced = list(shard.redis().scan_iter(match=shard.keys.fenced_prefix + "*"))
             assert fenced  # the dead process is fenced
         finally:
             finish(second)
@@ -199,12 +219,14 @@ def test_a_dead_hosts_jobs_are_recovered_once(cluster, cluster_config, log):  # 
         first.stop()
 
 
-def test_cron_with_two_masters_fires_each_slot_once(cluster, cluster_config):  # noqa: F811
+def test_cron_with_two_masters_fires_each_slot_once(cluster, layout_config):  # noqa: F811
     import json
     masters = [Master(cluster.url, module="apps.cron_mixed", procs=1,
-                      args=["--namespace", cluster_config.namespace, "-q", "default"])
+                      args=["--namespace", layout_config.namespace, "-q", "default"],
+                      env={"COGWORKER_CLUSTER_LAYOUT": layout_config.cluster_layout})
                for _ in range(2)]
-    r, key = cluster_config.redis(), cluster_config.keys.queue("cronq")
+    shard = layout_config.shard("cronq")  # where the slots' pushes land
+    r, key = shard.redis(), shard.keys.queue("cronq")
     try:
         wait_for(lambda: r.llen(key) >= 8, 30, 0.2, "8 seconds of firings")
     except AssertionError:
