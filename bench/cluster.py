@@ -20,7 +20,8 @@ in brackets), the same processes and queues in each:
 - ``3 masters, one namespace, queue layout`` [queue]: the same, with the prefork masters
   started with ``COGWORKER_CLUSTER_LAYOUT=queue``: each queue is a shard of its own
   (``{cogworker:q1}``, ...), in a slot of its own; q1..q6 land 2/2/2 on the 3 masters.
-  Filled, paused and resumed on each queue's shard (bench/cluster_layouts.py).
+  Filled, paused and resumed through the client and the API, which route each queue to
+  its shard; the busy check reads each shard (bench/cluster_layouts.py).
 
 Per layout and round: jobs/s, and for each master its share of the keys (DBSIZE after the
 fill), of the Redis CPU (INFO cpu used_cpu_user + used_cpu_sys, deltas over the run) and
@@ -82,10 +83,10 @@ def _cpu_and_commands(server: Any) -> tuple[float, int]:
     return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]), int(stats["total_commands_processed"])
 
 
-def _configure(url: str, namespace: str) -> Any:
+def _configure(url: str, namespace: str, sharded: bool = False) -> Any:
     import cogworker
     cogworker.config._config = None
-    return cogworker.configure(redis_url=url, namespace=namespace)
+    return cogworker.configure(redis_url=url, namespace=namespace, cluster_layout="queue" if sharded else "namespace")
 
 
 def _queues(index: int) -> list[str]:
@@ -99,10 +100,7 @@ def _fill(layout: Layout, jobs: int) -> None:
     for server in layout.masters:
         server.client().flushall()
     for index, namespace in enumerate(layout.namespaces):
-        if layout.sharded:
-            cluster_layouts.fill(layout.url, namespace, _queues(index), jobs)
-            continue
-        _configure(layout.url, namespace)
+        _configure(layout.url, namespace, layout.sharded)  # the queue layout: each queue to its own shard
         for queue in _queues(index):
             api.Queue(queue).pause()
             bound = failover_app.noop.options(queue=queue)
@@ -112,11 +110,8 @@ def _fill(layout: Layout, jobs: int) -> None:
 
 def _resume(layout: Layout, clients: dict[str, Any]) -> None:
     from cogworker import api
-    if layout.sharded:
-        cluster_layouts.resume(clients["shards"])
-        return
     for index, namespace in enumerate(layout.namespaces):
-        _configure(layout.url, namespace)
+        _configure(layout.url, namespace, layout.sharded)
         for queue in _queues(index):
             api.Queue(queue).resume()
 

@@ -182,6 +182,7 @@ def test_the_cluster_benchs_queue_layout_row_runs_on_a_few_jobs(tmp_path) -> Non
     [found] = tmp_path.glob("cluster-2*.json")
     [row] = json.loads(found.read_text())["rounds"]["3 masters, one namespace, queue layout"]
     assert row["jobs"] == 300 and row["jobs_per_s"] > 0, row
-    assert [round(share, 2) for share in row["key_share"]] == [0.33] * 3, row
+    # Two shards a master (q1..q6 fall 2/2/2), plus the fleet's few keys (the shard registry) on one.
+    assert all(0.25 < share < 0.4 for share in row["key_share"]), row
     assert min(row["command_share"]) > 0.1, row
     assert "| 3 masters, one namespace, queue layout |" in (tmp_path / "cluster-latest.md").read_text()
