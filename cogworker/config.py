@@ -23,6 +23,7 @@ from .settings import (
     validate_import_prefixes,
     validate_liveness,
     validate_retention,
+    validate_ttls,
     validate_wait,
     wait_replicas_from_env,
     wait_timeout_from_env,
@@ -231,10 +232,7 @@ class Config:
         validate_namespace(self.namespace)
         self.import_prefixes = validate_import_prefixes(self.import_prefixes)
         validate_liveness(self)
-        for name in ("result_ttl", "workflow_ttl"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigurationError(f"{name} must be a whole number of seconds, at least 1; got {value!r}")
+        validate_ttls(self)
         validate_wait(self)
         validate_retention(self)
         if self.redis_cluster not in (None, True, False):
@@ -304,6 +302,14 @@ class Config:
                 found._fleet, found.shard_name, found._cluster = fleet, name, True
                 fleet._shards[name] = found
         return found
+
+    def with_timeouts(self, socket_timeout: float) -> Config:
+        """This config with shorter socket (and connect) timeouts; a shard's stays that
+        shard's (a plain ``dataclasses.replace`` would make it a fleet of its own)."""
+        if self.shard_name is not None:
+            return self.fleet.with_timeouts(socket_timeout).shard_named(self.shard_name)
+        return replace(self, socket_timeout=socket_timeout,
+                       socket_connect_timeout=min(self.socket_connect_timeout, socket_timeout))
 
     def note_shard(self) -> None:
         """Names this shard in the fleet's registry (``shards``), once per process: the

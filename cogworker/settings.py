@@ -80,3 +80,11 @@ def cluster_from_env() -> bool | None:
         return cluster_mode.setting(os.environ.get("COGWORKER_REDIS_CLUSTER") or "")
     except ValueError as exc:
         raise ConfigurationError(str(exc)) from None
+
+
+def validate_ttls(config: Any) -> None:
+    """A kept result's and a workflow's lifetimes: whole seconds, at least 1."""
+    for name in ("result_ttl", "workflow_ttl"):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigurationError(f"{name} must be a whole number of seconds, at least 1; got {value!r}")

@@ -69,6 +69,10 @@ def test_each_shard_is_a_slot_of_its_own_and_a_master_works_them_all(cluster, sh
                                   shard.keys.last_beat, shard.keys.dead, shard.keys.schedule, shard.keys.wake,
                                   shard.keys.paused)} == {slots["q1"]}
     assert key_slot(sharded.keys.shards) == key_slot(sharded.keys.periodic_schedule) != slots["q1"]
+    # A shard's config with shorter timeouts (a master's, a scraper's) is still that shard's.
+    quick = shard.with_timeouts(0.5)
+    assert quick.keys.namespace == shard.keys.namespace and quick.fleet.keys.namespace == sharded.keys.namespace
+    assert quick.socket_timeout == 0.5 and quick.shard("q2").keys.queue("q2") == sharded.shard("q2").keys.queue("q2")
     owners = {cluster.owner_of_slot(slot).port for slot in slots.values()}
     assert len(owners) >= 2, "the six queues' slots should spread over the masters"
     master = start(cluster, sharded, log, procs=6, queues=QUEUES)

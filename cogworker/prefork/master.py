@@ -7,7 +7,6 @@ Children bookkeeping: ``children.py``; memory, timeouts, heartbeat: ``watch.py``
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import os
 import selectors
@@ -79,9 +78,7 @@ class Master(SignalsMixin, ChildrenMixin, WatchMixin):
         # Every Redis call of the master (poller, recovery, cron, heartbeat, stats) gets a
         # short timeout, connecting included: a hung Redis must not stall supervision
         # (reaping, --timeout kills, signals). Children use ``config`` as given.
-        self.config = dataclasses.replace(
-            config, socket_timeout=MASTER_SOCKET_TIMEOUT,
-            socket_connect_timeout=min(config.socket_connect_timeout, MASTER_SOCKET_TIMEOUT))
+        self.config = config.with_timeouts(MASTER_SOCKET_TIMEOUT)
         self.inbox = inbox
         # The queue layout on a cluster: a child works one shard (prefork/shards.py).
         self.shards: list[Shard] = plan(settings.queues, self.config, config, settings.procs)

@@ -7,7 +7,6 @@ most every few seconds, with a short timeout."""
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Callable
 
@@ -24,8 +23,7 @@ class RunnerMetrics:
     def __init__(self, config: Config, queues: list[str], busy: Callable[[], bool], host: str, port: int,
                  max_classes: int = jobmetrics.MAX_CLASSES) -> None:
         require_client()
-        config = dataclasses.replace(config, socket_timeout=SOCKET_TIMEOUT,
-                                     socket_connect_timeout=min(config.socket_connect_timeout, SOCKET_TIMEOUT))
+        config = config.fleet.with_timeouts(SOCKET_TIMEOUT)  # the sampler finds each queue's shard itself
         self.counts = jobmetrics.enable(max_classes)
         self.sampler = Sampler(config, queues, Breaker("metrics", config).step)
         self.exporter = Exporter(self.counts, self.sampler, lambda: Processes(1, int(busy())))
