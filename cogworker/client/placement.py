@@ -8,6 +8,7 @@ chain, group, chord or batch must be in one shard. Refused at enqueue, in one li
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 
 from ..config import Config
@@ -15,6 +16,7 @@ from ..errors import ConfigurationError
 
 PLACED_MAX = 10_000  # ids remembered (the oldest forgotten first): result() looks elsewhere for others
 _placed: dict[str, str] = {}
+_lock = threading.Lock()  # enqueues from several threads: the trim must not race
 
 
 def one_shard(config: Config, queues: Iterable[str], what: str) -> Config:
@@ -36,9 +38,10 @@ def remember(ident: str, config: Config) -> None:
     """``ident``'s result will be in ``config``'s shard (kept for result(); bounded)."""
     if config.shard_name is None:
         return
-    if len(_placed) >= PLACED_MAX:
-        del _placed[next(iter(_placed))]
-    _placed[ident] = config.shard_name
+    with _lock:
+        if len(_placed) >= PLACED_MAX:
+            del _placed[next(iter(_placed))]
+        _placed[ident] = config.shard_name
 
 
 def placed(ident: str) -> str | None:
