@@ -209,3 +209,18 @@ def test_cron_in_doubt_finds_the_mark_in_the_shard_and_never_pushes_twice(layout
     assert len(listed(layout, "cronq")) == 1 and fleet.redis().exists(lock)
     record = json.loads(fleet.redis().hget(fleet.keys.periodic_schedule, "doubt"))
     assert record["last_jid"] == "landed-before" and record["last_slot"] == T0 + 60
+
+
+def test_result_finds_a_jobs_shard_by_its_status_without_polling(layout):
+    """An id this process didn't place: the shard that knows it is found from the job's
+    queued field or status, before any result exists, in one pipeline per shard."""
+    from cogworker.client import results
+    queued = add.options(queue="qc").enqueue(1, 2)
+    scheduled = add.options(queue="qd").enqueue_in(600, 1, 2)
+    placement._placed.clear()
+    soon = time.monotonic() + 0.01
+    assert results._search(queued, layout.shards(), soon, 0.01).shard_name == "qc"
+    assert results._search(scheduled, layout.shards(), soon, 0.01).shard_name == "qd"
+    assert asyncio.run(results._search_async(queued, layout.shards(), soon, 0.01)).shard_name == "qc"
+    with pytest.raises(cogworker.ResultTimeout):
+        results._search("no-such-jid", layout.shards(), time.monotonic() + 0.2, 0.2)

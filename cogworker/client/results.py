@@ -9,14 +9,17 @@ writing the result pushes a token on; after each wake or chunk it reads again.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable
 from typing import Any
 
+from .. import store
 from ..boundedjson import loads as json_loads
 from ..config import Config, get_config
 from ..core.workflow import GROUP_PREFIX
 from ..errors import JobFailed, ResultExpired, ResultTimeout
+from ..lifecycle.history import HOUR, hour_of
 from . import aio, placement
 
 MISSING: Any = object()
@@ -103,14 +106,44 @@ def _placed(ident: str, config: Config) -> list[Config]:
     return [config.shard_named(name)] if name is not None else config.shards()
 
 
+def _traces(shard: Config, ident: str, now: float) -> list[tuple[str, str, str | None]]:
+    """What a shard holds of ``ident`` once it was enqueued there: its result (a group's
+    record, written at enqueue), its status, its queued field in the hour buckets (status
+    on, the default): ``(command, key, field)``, any of them found is enough."""
+    keys = shard.keys
+    found: list[tuple[str, str, str | None]] = [("EXISTS", _where(shard, ident)[0], None)]
+    if ident.startswith(GROUP_PREFIX) or not shard.status:
+        return found
+    newest = hour_of(now)
+    hours = [newest - k * HOUR for k in range(math.ceil(shard.status_ttl / HOUR) + 1)]
+    return [*found, ("EXISTS", keys.status(ident), None), *(("HEXISTS", keys.enq(h), ident) for h in hours)]
+
+
+def _holds(shard: Config, ident: str) -> bool:
+    """Whether ``shard`` knows ``ident``: one pipeline (``_traces``)."""
+    pipe = store.pipeline(shard.redis())
+    for command, key, field in _traces(shard, ident, time.time()):
+        pipe.execute_command(command, key, *([field] if field is not None else []))
+    return any(reply is True or reply == 1 for reply in pipe.execute(raise_on_error=False))
+
+
+async def _holds_async(shard: Config, ident: str) -> bool:
+    """``_holds``, awaited."""
+    pipe = aio.async_redis(shard).pipeline(transaction=False)
+    for command, key, field in _traces(shard, ident, time.time()):
+        pipe.execute_command(command, key, *([field] if field is not None else []))
+    return any(reply is True or reply == 1 for reply in await pipe.execute(raise_on_error=False))
+
+
 def _search(ident: str, shards: list[Config], deadline: float, timeout: float) -> Config:
-    """The queue layout, an id this process didn't place: the shard holding its result (or
-    group), looked for in every shard (one EXISTS each), again with a growing pause until
-    ``deadline``: the one wait a waiter polls, since a wait list is one shard's."""
+    """The queue layout, an id this process didn't place: the shard that knows it (its
+    result, group, status or queued field), one pipeline each; a job not enqueued yet (or
+    with status off and no result yet) is looked for again, with a growing pause, until
+    ``deadline``: then a waiter polls, since a wait list is one shard's."""
     pause = 0.05
     while True:
         for shard in shards:
-            if shard.redis().exists(_where(shard, ident)[0]):
+            if _holds(shard, ident):
                 return shard
         left = deadline - time.monotonic()
         if left <= 0:
@@ -186,7 +219,7 @@ async def _search_async(ident: str, shards: list[Config], deadline: float, timeo
     pause = 0.05
     while True:
         for shard in shards:
-            if await aio.async_redis(shard).exists(_where(shard, ident)[0]):
+            if await _holds_async(shard, ident):
                 return shard
         left = deadline - time.monotonic()
         if left <= 0:
