@@ -52,7 +52,7 @@ def test_wait_replicas_loses_nothing_acknowledged_through_cluster_failovers():
         assert len(run.acked) > before
         run.stop.set()
         producer.join(30)
-        assert failover.drained_within(time.monotonic() + 60, run.target.namespace), run.worker.output()[-4000:]
+        assert failover.drained_within(time.monotonic() + 60), run.worker.output()[-4000:]
         # The same worker goes on: a job enqueued after both failovers runs.
         jid = failover_app.work.enqueue("after-the-failovers")
         assert jid
