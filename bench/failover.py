@@ -3,15 +3,18 @@
     python -m bench.failover                 # 10 SIGKILLs of the Sentinel master, without and with wait_replicas=1
     python -m bench.failover --target cluster   # the same on a Redis Cluster: its namespace's master killed
     python -m bench.failover --target cluster-other   # another master killed: the cluster is down meanwhile
+    python -m bench.failover --target cluster --layout queue   # the queue layout: the job queue's shard's master killed
     python -m bench.failover --rounds 3 --modes 0
 
 Two deployments on loopback (bench/failover_targets.py): ``sentinel``, a master, a replica
 and 3 sentinels with down-after 600 ms (cogworker.testing.sentinel), on its redis+sentinel://
 URL; ``cluster``, 3 masters and 3 replicas with cluster-node-timeout 1000 ms
 (cogworker.testing.cluster), the namespace ``{cogworker}`` one hash tag, so one master
-owns it all. A ``cogworker-prefork --procs 2`` worker, and a producer thread enqueueing as
-fast as the rate allows. Every
-acknowledged enqueue (the call returned a jid) is logged by the producer; every job's
+owns it all (``--layout queue``: producer and worker in the queue layout, the job queue
+``default`` a shard of its own, ``{cogworker:default}``, in a slot of its own; the master
+serving that slot is the one killed, the fleet's keys wherever ``{cogworker}`` is). A
+``cogworker-prefork --procs 2`` worker, and a producer thread enqueueing as fast as the
+rate allows. Every acknowledged enqueue (the call returned a jid) is logged by the producer; every job's
 start and end by the job itself (bench/apps/failover_app.py, an O_APPEND file: nothing of
 the log is in Redis). Each round: load for ``--load`` seconds (with ``--replica-pause S``
 the replica is then SIGSTOPped for S seconds, as a replica falling behind, and resumed
@@ -19,7 +22,7 @@ right after the kill; with ``--link-break S`` the master drops its replica's lin
 seconds before the kill, as a network blip would, and the replica reconnects within about
 a second; with ``--payload-kb K`` each job carries K KB, so a paused replica's socket
 buffers fill and the rest of the stream waits in the master's memory, lost with it), SIGKILL the master
-(on the cluster: the master serving the namespace's slot), wait
+(on the cluster: the master serving the namespace's slot, or the shard's), wait
 for its replica to be promoted, restart the killed node (empty) as a replica of
 the new one, so the next round has a replica again. Then the producer stops, the worker
 drains, and the logs are compared:
@@ -36,7 +39,8 @@ With ``wait_replicas=1`` (producer and worker) an enqueue returns only once the 
 holds it, and a fetch's, ack's or filing's move is replicated before the worker acts on
 it; a write without a replica in time raises NotReplicated (not acknowledged, so not
 counted: the producer retries with a new job). Results: bench/results/failover-<time>.json
-and failover-latest.md (``--target cluster``: failover-cluster-*).
+and failover-latest.md (``--target cluster``: failover-cluster-*; ``--layout queue``:
+failover-cluster-queue-*).
 """
 
 from __future__ import annotations
@@ -150,15 +154,21 @@ def _per_kill(times: list[float], kills: list[float]) -> list[int]:
     return counts
 
 
-def drained_within(deadline: float, namespace: str) -> bool:
-    """Until no job waits on a queue, in retry or on an in-progress list, for 3 s."""
+QUEUE = "default"  # the job's queue (in the queue layout: its shard, {cogworker:default})
+
+
+def drained_within(deadline: float) -> bool:
+    """Until no job waits on a queue, in retry or on an in-progress list, for 3 s: in the
+    keys of the job queue's shard (the namespace, in the namespace layout), on the client
+    of the master serving them."""
     import cogworker
     from cogworker.testing.servers import PreforkWorker
     quiet = 0
     while time.monotonic() < deadline:
         try:
-            client = cogworker.get_config().redis()
-            busy = PreforkWorker._busy(client, namespace) or client.zcard(f"{namespace}:retry") > 0
+            shard = cogworker.get_config().shard(QUEUE)
+            client, namespace = shard.redis(), shard.keys.namespace
+            busy = PreforkWorker._busy(client, namespace) or client.zcard(shard.keys.retry) > 0
         except Exception:
             busy = True
         quiet = 0 if busy else quiet + 1
@@ -182,7 +192,7 @@ class Run:
     kills: list[float] = field(default_factory=list)
 
 
-def start_run(target_name: str, wait: int, procs: int, job_seconds: float) -> Run:
+def start_run(target_name: str, wait: int, procs: int, job_seconds: float, layout: str = "namespace") -> Run:
     import cogworker
     from cogworker.testing.servers import PreforkWorker
 
@@ -190,13 +200,14 @@ def start_run(target_name: str, wait: int, procs: int, job_seconds: float) -> Ru
     log = work_dir / "runs.log"
     log.touch()
     os.environ["BENCH_FAILOVER_LOG"] = str(log)
-    target: Target = TARGETS[target_name]()
+    target: Target = TARGETS[target_name](layout=layout)
     url = target.url()
     cogworker.config._config = None
     cogworker.configure(redis_url=url, namespace=target.namespace, wait_replicas=wait, wait_timeout=0.5,
-                        socket_timeout=2.0)
+                        socket_timeout=2.0, cluster_layout=layout)
     env = {"BENCH_FAILOVER_LOG": str(log), "COGWORKER_WAIT_REPLICAS": str(wait), "COGWORKER_WAIT_TIMEOUT": "0.5",
-           "PYTHONPATH": str(ROOT), "BENCH_FAILOVER_JOB_SECONDS": str(job_seconds)}
+           "PYTHONPATH": str(ROOT), "BENCH_FAILOVER_JOB_SECONDS": str(job_seconds),
+           "COGWORKER_CLUSTER_LAYOUT": layout}
     try:
         worker = PreforkWorker(url, "bench.apps.failover_app", procs=procs, env=env, namespace=target.namespace)
     except BaseException:
@@ -215,7 +226,7 @@ def start_producer(run: Run, rate: float, payload_kb: int = 0) -> threading.Thre
 
 def one_kill(run: Run, pause: float, link_break: float) -> None:
     """The nemesis once: the replica paused or its link dropped if asked, the master of
-    the namespace SIGKILLed, its replica promoted, the killed node back as a replica."""
+    the namespace (the job queue's shard) SIGKILLed, its replica promoted, the killed node back as a replica."""
     lagging = run.target.lagging_replica() if pause else None
     if lagging is not None:  # the replica falls behind (a GC pause, a network hiccup)
         lagging.pause()
@@ -237,16 +248,16 @@ def one_kill(run: Run, pause: float, link_break: float) -> None:
 def _not_drained(run: Run) -> None:
     """Says where the jobs are, and what the worker said."""
     import cogworker
-    client = cogworker.get_config().redis()
-    where = {key.decode(): client.llen(key) for key in client.scan_iter(match=f"{run.target.namespace}:*")
+    client = cogworker.get_config().shard(QUEUE).redis()
+    where = {key.decode(): client.llen(key) for key in client.scan_iter(match=f"{run.target.jobs_namespace}:*")
              if client.type(key) == b"list"}
     print(f"  not drained: {where}\n{run.worker.output()[-6000:]}", flush=True)
 
 
 def one_mode(wait: int, rounds: int, load: float, rate: float, procs: int, pause: float,
              link_break: float, job_seconds: float, payload_kb: int = 0,
-             target: str = "sentinel") -> dict[str, object]:
-    run = start_run(target, wait, procs, job_seconds)
+             target: str = "sentinel", layout: str = "namespace") -> dict[str, object]:
+    run = start_run(target, wait, procs, job_seconds, layout)
     try:
         run.worker.wait_ready()
         producer = start_producer(run, rate, payload_kb)
@@ -258,8 +269,7 @@ def one_mode(wait: int, rounds: int, load: float, rate: float, procs: int, pause
         time.sleep(load)
         run.stop.set()
         producer.join(30)
-        drained = drained_within(time.monotonic() + float(os.environ.get("BENCH_FAILOVER_DRAIN", "180")),
-                           run.target.namespace)
+        drained = drained_within(time.monotonic() + float(os.environ.get("BENCH_FAILOVER_DRAIN", "180")))
         if not drained:
             _not_drained(run)
         run.worker.stop()
@@ -269,7 +279,8 @@ def one_mode(wait: int, rounds: int, load: float, rate: float, procs: int, pause
         if run.worker.stopped is None:
             run.worker.stop()
         run.target.cleanup()
-    return {"target": run.target.name, "wait_replicas": wait, "rounds": rounds, "drained": drained, **figures,
+    return {"target": run.target.name, "layout": layout, "wait_replicas": wait, "rounds": rounds,
+            "drained": drained, **figures,
             "refused": dict(run.refused), "failover_seconds": [round(s, 2) for s in run.failovers],
             "enqueue_rate": rate, "procs": procs, "load_seconds": load, "replica_paused_before_kill": pause,
             "replica_link_broken_before_kill": link_break, "job_seconds": job_seconds,
@@ -307,8 +318,14 @@ def report(rows: list[dict[str, Any]], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _result_name(args: argparse.Namespace) -> str:
+def _prefix(args: argparse.Namespace) -> str:
+    """failover (Sentinel), failover-cluster, failover-cluster-queue (the queue layout), ..."""
     base = "failover" if args.target == "sentinel" else f"failover-{args.target}"
+    return base if args.layout == "namespace" else f"{base}-{args.layout}"
+
+
+def _result_name(args: argparse.Namespace) -> str:
+    base = _prefix(args)
     nemesis = ("-large" if args.payload_kb else "-backlog" if args.link_break and args.job_seconds > 0.002 else
                "-link-break" if args.link_break else "-paused" if args.replica_pause else "")
     return f"{base}{nemesis}-latest.md"
@@ -320,6 +337,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="sentinel: a master, a replica, 3 sentinels; cluster: 3 masters + 3 replicas, "
                              "the master of the namespace's slot killed; cluster-other: another master killed "
                              "(the cluster is down meanwhile)")
+    parser.add_argument("--layout", choices=("namespace", "queue"), default="namespace",
+                        help="on a cluster: namespace (all in one slot) or queue (the job queue's shard a slot "
+                             "of its own, its master the one killed)")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--load", type=float, default=2.0, help="seconds of load before each kill")
     parser.add_argument("--rate", type=float, default=500.0, help="enqueues per second (at most)")
@@ -334,17 +354,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--link-break", type=float, default=0.0,
                         help="drop the replica's link (CLIENT KILL TYPE replica) this many seconds before each kill")
     args = parser.parse_args(argv)
+    if args.layout == "queue" and args.target == "sentinel":
+        parser.error("--layout queue is a Redis Cluster's: give --target cluster or cluster-other")
     sys.path.insert(0, str(ROOT))
     rows = []
     for wait in (int(w) for w in args.modes.split(",")):
-        print(f"{args.target}, wait_replicas={wait}: {args.rounds} SIGKILLs of the master", flush=True)
+        print(f"{args.target} ({args.layout} layout), wait_replicas={wait}: {args.rounds} SIGKILLs of the master",
+              flush=True)
         rows.append(one_mode(wait, args.rounds, args.load, args.rate, args.procs, args.replica_pause,
-                             args.link_break, args.job_seconds, args.payload_kb, args.target))
+                             args.link_break, args.job_seconds, args.payload_kb, args.target, args.layout))
         print(json.dumps(rows[-1]), flush=True)
     command = "python -m bench.failover " + " ".join(argv if argv is not None else sys.argv[1:])
     RESULTS.mkdir(exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    prefix = "failover" if args.target == "sentinel" else f"failover-{args.target}"
+    prefix = _prefix(args)
     (RESULTS / f"{prefix}-{stamp}.json").write_text(json.dumps({"command": command, "rows": rows}, indent=1) + "\n")
     text = report(rows, command.strip())
     (RESULTS / _result_name(args)).write_text(text)

@@ -13,10 +13,12 @@ from typing import Any, Protocol
 
 
 class Target(Protocol):
-    """One deployment under the nemesis."""
+    """One deployment under the nemesis: ``namespace`` the fleet's, ``jobs_namespace``
+    the one whose keys hold the jobs (the job queue's shard's, in the queue layout)."""
 
     name: str
     namespace: str
+    jobs_namespace: str
 
     def url(self) -> str: ...
     def master_client(self) -> Any: ...
@@ -31,6 +33,7 @@ class SentinelTarget:
     """cogworker.testing.sentinel's deployment; the namespace is the default one."""
 
     name, namespace = "Sentinel", "cogworker"
+    jobs_namespace = namespace
 
     def __init__(self) -> None:
         from cogworker.testing.sentinel import Sentinels
@@ -61,18 +64,24 @@ class SentinelTarget:
 class ClusterTarget:
     """cogworker.testing.cluster's 3 masters + 3 replicas. The namespace is one hash tag,
     so one master owns all of it: that master is the one killed, each round whichever
-    node serves the tag's slot then."""
+    node serves the tag's slot then. In the queue layout (``layout="queue"``) the job
+    queue's shard, ``{cogworker:default}``, is a slot of its own: the master serving it is
+    the one killed (``locate``: the key whose slot's master that is)."""
 
     name, namespace = "Cluster", "{cogworker}"
 
-    def __init__(self, node_timeout: int = 1000, victim: str = "owner") -> None:
+    def __init__(self, node_timeout: int = 1000, victim: str = "owner", layout: str = "namespace") -> None:
         from cogworker.testing.cluster import Cluster
+        self.layout = layout
+        self.locate, self.jobs_namespace = job_queue_key(self.namespace, layout)
+        if layout == "queue":
+            self.name = f"{self.name}, queue layout"
         # "owner": the master serving the namespace; "other": one that doesn't (with
         # cluster-require-full-coverage yes the whole cluster answers CLUSTERDOWN until
         # its replica takes over, the namespace's master too).
         self.victim = victim
         if victim == "other":
-            self.name = "Cluster, another master killed"
+            self.name = self.name.replace("Cluster", "Cluster, another master killed", 1)
         self.deployment = Cluster(node_timeout=node_timeout).start()
         # A node that never serves the namespace's slot: never killed, so every process
         # started later (a replaced child) still finds the cluster through it.
@@ -84,7 +93,7 @@ class ClusterTarget:
         return f"redis://127.0.0.1:{self._url_port}/0"
 
     def owner(self) -> Any:
-        return self.deployment.owner(f"{self.namespace}:queue:default")
+        return self.deployment.owner(self.locate)
 
     def master_client(self) -> Any:
         return self.owner().server.client()
@@ -128,9 +137,28 @@ def online_replicas(client: Any) -> int:
     return 0
 
 
-def _other() -> ClusterTarget:
-    return ClusterTarget(victim="other")
+def job_queue_key(namespace: str, layout: str, queue: str = "default") -> tuple[str, str]:
+    """The key of ``queue``'s list, and the namespace that holds its jobs, in ``layout``
+    (``config.shard(queue).keys.queue(queue)``: the shard's, in the queue layout)."""
+    import cogworker
+    config = cogworker.Config(redis_url="redis://127.0.0.1:1/0", namespace=namespace, redis_cluster=True,
+                              cluster_layout=layout)
+    shard = config.shard(queue)
+    return shard.keys.queue(queue), shard.keys.namespace
 
 
-TARGETS: dict[str, Callable[[], Target]] = {"sentinel": SentinelTarget, "cluster": ClusterTarget,
-                                            "cluster-other": _other}
+def _other(layout: str = "namespace") -> ClusterTarget:
+    return ClusterTarget(victim="other", layout=layout)
+
+
+def _sentinel(layout: str = "namespace") -> SentinelTarget:
+    if layout != "namespace":
+        raise ValueError("the queue layout is a Redis Cluster's: --target sentinel has one namespace")
+    return SentinelTarget()
+
+
+def _cluster(layout: str = "namespace") -> ClusterTarget:
+    return ClusterTarget(layout=layout)
+
+
+TARGETS: dict[str, Callable[..., Target]] = {"sentinel": _sentinel, "cluster": _cluster, "cluster-other": _other}
