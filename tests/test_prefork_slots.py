@@ -45,3 +45,34 @@ def test_slots_are_shared_with_a_forked_child():
     os.waitpid(pid, 0)
     assert slots.read(1).jid == "c" * 24
     assert SIZE % 64 == 0
+
+
+def test_siblings_of_another_shard_are_never_waited_on_nor_taken_from():
+    """The queue layout (docs/architecture.md#cluster-layout): a child's list is in its shard's
+    slot, so an idle child of another shard neither keeps this one from looking ahead nor
+    is asked for this one's looked-ahead jobs (a take is only tried within a shard)."""
+    from cogworker.prefork.siblings import Siblings
+    from cogworker.prefork.slots import WAITING
+
+    slots = Slots(4)
+    for index, shard in enumerate((0, 1, 0, 1)):
+        slots.reset(index)
+        slots.set_shard(index, shard)
+    writers = {index: slots.writer(index) for index in (1, 2, 3)}
+    for index, writer in writers.items():
+        writer.begin(f"id-{index}")
+        writer.ahead(7)
+    asked: list[str] = []
+
+    class Fetcher:
+        def take_ahead(self, identity, number, started):
+            asked.append(identity)
+            return None  # definitely not moved: Redis found no record of ours
+
+    me = Siblings(slots, slots.writer(0))
+    assert me.take(Fetcher()) is None and asked == ["id-2"]
+    writers[1].write(WAITING)
+    assert not me.any_waiting()  # shard 1's idle child can't take shard 0's jobs
+    writers[2].write(WAITING)
+    assert me.any_waiting()
+    assert Siblings(slots, writers[3]).take(Fetcher()) is None and asked == ["id-2", "id-1"]
