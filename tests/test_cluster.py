@@ -4,7 +4,9 @@ cluster for the session), with a ``{cw-...}`` namespace of the test's own: the w
 a prefork master and children, the client (sync and async), the API, the CLI, the web UI
 over HTTP, /metrics, the features (retries, scheduled jobs, the dead set, unique jobs,
 pause), a killed child's and a dead host's jobs, cron with two masters, wait_replicas,
-and the namespace's slot moved to another master under a running worker."""
+and the namespace's slot moved to another master under a running worker; the prefork
+tests run in both key layouts (``layout_config``: the namespace in one slot, then each queue
+a shard of its own, docs/architecture.md#cluster-layout)."""
 
 from __future__ import annotations
 
@@ -283,16 +285,20 @@ def test_moved_ask_and_tryagain_are_outages(cluster):  # noqa: F811
     assert cluster_mode.tagged("{}") == "{{}}" and not cluster_mode.has_tag("{}")
 
 
-def test_the_slot_moves_under_a_running_worker_nothing_lost_nothing_twice(cluster, cluster_config, log):  # noqa: F811
-    """The namespace's slot migrated key by key (ASK, TRYAGAIN meanwhile) then handed over
-    (MOVED) while 2 children work and the client enqueues: every job runs exactly once."""
-    master = start(cluster, cluster_config, log, procs=2)
+def test_the_slot_moves_under_a_running_worker_nothing_lost_nothing_twice(cluster, layout_config, log):  # noqa: F811
+    """The job queue's slot (the namespace's; in the queue layout, its shard's, not the
+    fleet's) migrated key by key (ASK, TRYAGAIN meanwhile) then handed over (MOVED) while 2
+    children work and the client enqueues: every job runs exactly once."""
+    master = start(cluster, layout_config, log, procs=2, args=["-q", "default"])
     tags = [f"m{i}" for i in range(300)]
+    shard = layout_config.shard("default")
+    slot, fleet_slot = key_slot(shard.keys.queue("default")), key_slot(layout_config.keys.shards)
+    fleet_owner = cluster.owner_of_slot(fleet_slot).node_id
     try:
         master.wait_children(2, timeout=60)
-        slot = key_slot(cluster_config.keys.namespace)
         for tag in tags[:150]:
             sentinel_app.logged.enqueue(tag, 0.02)
+        assert shard.redis().llen(shard.keys.queue("default")) > 0  # in the shard's keys (the namespace's)
         wait_for(lambda: sum(runs(log)[1].values()) >= 20, 30, 0.05, "some jobs ran")
         source = cluster.owner_of_slot(slot)
         target = next(node for node in cluster.masters() if node.node_id != source.node_id)
@@ -302,6 +308,7 @@ def test_the_slot_moves_under_a_running_worker_nothing_lost_nothing_twice(cluste
             wait_for(lambda tag=tag: try_enqueue(tag, 0.02), 30, 0.05, "an enqueue after the move")
         wait_for(lambda: len(runs(log)[1]) == len(tags), 90, 0.2, "every job ran")
         assert cluster.owner_of_slot(slot).node_id == target.node_id
+        assert slot == fleet_slot or cluster.owner_of_slot(fleet_slot).node_id == fleet_owner  # the fleet's stays
     finally:
         output = finish(master)
     sys.stderr.write("".join(line + "\n" for line in output.splitlines() if "Redis" in line))  # the outages, if any
