@@ -401,4 +401,5 @@ def configure(redis_url: str | None = None, namespace: str | None = None, **sett
             kwargs["namespace"] = namespace
         _config = Config(**kwargs)
     lua.reset()  # the scripts are kept per client: a new config means new clients
+    cluster_mode.forget()  # and its URL's node is asked again whether it is a cluster's
     return _config

@@ -57,6 +57,10 @@ def test_cluster_mode_is_detected_and_the_namespace_is_one_hash_tag(cluster, clu
     slots = {key_slot(key) for key in (config.keys.queue("a"), config.keys.dead, config.keys.last_beat,
                                        config.keys.fenced_prefix + "x", config.keys.paused)}
     assert slots == {key_slot("{plain-ns}")}
+    # An answer kept from another server that had this address (a free port coming back, in
+    # tests): configure() asks again (a stale "plain" made every command a MOVED forever).
+    cluster_mode._detected[cluster.url] = False
+    assert cogworker.configure(redis_url=cluster.url, namespace="plain-ns").cluster
     # Said explicitly: no question asked, and off means off.
     assert not cogworker.Config(redis_url=cluster.url, namespace="n", redis_cluster=False).cluster
     assert cogworker.Config(redis_url="redis://127.0.0.1:1/0", redis_cluster=True).keys.namespace == "{cogworker}"

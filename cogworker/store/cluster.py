@@ -53,6 +53,14 @@ class SlotMoved(redis.ConnectionError):
     master that serves it now (an outage until there is one)."""
 
 
+def forget() -> None:
+    """Ask each node again at the next detection (``configure()``): an address may now be
+    another server, a cluster node where a plain Redis was (tests start servers on free
+    ports, and a port comes back), or the other way round."""
+    with _lock:
+        _detected.clear()
+
+
 def setting(text: str) -> bool | None:
     """``COGWORKER_REDIS_CLUSTER``: 1/yes/true, 0/no/false, or empty/auto (ask the node)."""
     value = text.strip().lower()
