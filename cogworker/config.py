@@ -26,8 +26,9 @@ from .settings import (
     wait_replicas_from_env,
     wait_timeout_from_env,
 )
-from .store import Client, lua
+from .store import Client, ResponseError, lua
 from .store import cluster as cluster_mode
+from .store import errors as redis_errors
 from .store.connection import connect, is_cluster
 from .store.replication import Need
 from .store.tls import without_tls_options
@@ -233,7 +234,15 @@ class Config:
             noted = set()
             fleet._noted = (os.getpid(), noted)
         if self.shard_name not in noted:
-            fleet.redis().sadd(fleet.keys.shards, self.shard_name)
+            try:
+                fleet.redis().sadd(fleet.keys.shards, self.shard_name)
+            except ResponseError as exc:
+                if redis_errors.is_outage(exc):
+                    raise
+                # A bad key (another type): never a reason to refuse a job or a worker.
+                logger.error("Redis Cluster: the shard registry %s holds another type (%s): shard %r not listed "
+                             "in it (the faces see the shards they find there and the declared ones)",
+                             fleet.keys.shards, exc, self.shard_name)
             noted.add(self.shard_name)
 
     def shards(self) -> list[Config]:
@@ -242,7 +251,14 @@ class Config:
         if not self.sharded:
             return [self]
         fleet = self.fleet
-        names = {as_text(n) for n in fleet.redis().smembers(fleet.keys.shards)}
+        try:
+            names = {as_text(n) for n in fleet.redis().smembers(fleet.keys.shards)}
+        except ResponseError as exc:
+            if redis_errors.is_outage(exc):
+                raise
+            logger.error("Redis Cluster: the shard registry %s holds another type (%s): reading the declared "
+                         "shards and this process's only", fleet.keys.shards, exc)
+            names = set(fleet._shards)
         names.update(group[0] for group in fleet.cluster_shards)
         return [fleet.shard_named(name) for name in sorted(names)]
 

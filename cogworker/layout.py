@@ -49,7 +49,10 @@ def validate_shards(groups: object) -> tuple[tuple[str, ...], ...]:
             raise ConfigurationError(f"cluster_shards: each group must be a non-empty list of queue names, "
                                      f"got {group!r}")
         for name in group:
-            check_queue_name(name)
+            try:
+                check_queue_name(name)
+            except ConfigurationError as exc:
+                raise ConfigurationError(f"cluster_shards: {exc}") from None
             if name in seen:
                 raise ConfigurationError(f"cluster_shards: queue {name!r} is in two groups")
             seen.add(name)

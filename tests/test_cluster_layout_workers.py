@@ -169,3 +169,44 @@ def test_the_runner_works_its_one_shard(cluster, sharded, log):  # noqa: F811
     assert proc.returncode == 0, out
     shard = sharded.shard("q5")
     assert shard.redis().llen(shard.keys.queue("q5")) == 0
+
+
+@pytest.mark.parametrize("env, said", [
+    ({"COGWORKER_CLUSTER_LAYOUT": "queues"}, "cluster_layout must be 'namespace' or 'queue', got 'queues'"),
+    ({**LAYOUT, "COGWORKER_CLUSTER_SHARDS": "a,b;b,c"}, "cluster_shards: queue 'b' is in two groups"),
+    ({**LAYOUT, "COGWORKER_CLUSTER_SHARDS": "a,b\u200b"}, "cluster_shards"),
+])
+def test_bad_layout_settings_are_one_line(cluster, sharded, env, said):  # noqa: F811
+    """A bad COGWORKER_CLUSTER_LAYOUT or COGWORKER_CLUSTER_SHARDS: the prefork master, the
+    runner and the command each refuse it in one line, before anything runs."""
+    full = {**os.environ, "PYTHONPATH": str(TESTS), **env}
+    full.pop("COGWORKER_TEST_LOG", None)
+    for cmd in (["cogworker.prefork.cli", "--procs", "1"], ["cogworker.worker"]):
+        done = subprocess.run([sys.executable, "-m", *cmd, "--redis-url", cluster.url, "apps.cluster_app"],
+                              env=full, cwd=str(TESTS), capture_output=True, text=True, timeout=60)
+        assert done.returncode != 0 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
+    with pytest.raises(cogworker.ConfigurationError):
+        cogworker.Config(redis_url=cluster.url, cluster_layout="sideways")
+    with pytest.raises(cogworker.ConfigurationError):
+        cogworker.Config(redis_url=cluster.url, cluster_shards=[["a"], ["a"]])
+
+
+def test_a_registry_key_of_another_type_refuses_no_job_and_stops_no_worker(cluster, sharded, log, caplog):  # noqa: F811
+    """The fleet's ``shards`` key holding a string (garbage): an enqueue still lands in its
+    shard, a worker still starts and runs it, the faces still see the declared and known
+    shards; each says so in one logged line."""
+    from apps import cluster_app
+
+    fleet = sharded.fleet
+    fleet.redis().set(fleet.keys.shards, "garbage")
+    jid = cluster_app.logged.options(queue="q6").enqueue("through")
+    assert jid and sharded.shard("q6").redis().llen(sharded.shard("q6").keys.queue("q6")) == 1
+    assert "q6" in [s.shard_name for s in sharded.shards()]  # known to this process
+    assert "the shard registry" in caplog.text and "holds another type" in caplog.text
+    master = start(cluster, sharded, log, procs=1, queues=["q6"])
+    try:
+        wait_for(lambda: runs(log)[1]["through"] == 1, 60, 0.1, "the job ran")
+    finally:
+        out = finish(master)
+    assert "holds another type" in out and "Traceback" not in out, out[-3000:]
+    assert fleet.redis().get(fleet.keys.shards) == b"garbage"  # a bad key is reported, not overwritten
