@@ -210,3 +210,37 @@ def test_a_registry_key_of_another_type_refuses_no_job_and_stops_no_worker(clust
         out = finish(master)
     assert "holds another type" in out and "Traceback" not in out, out[-3000:]
     assert fleet.redis().get(fleet.keys.shards) == b"garbage"  # a bad key is reported, not overwritten
+
+
+def test_a_stalled_shard_master_stalls_only_its_shard_and_loses_nothing(cluster, sharded, log):  # noqa: F811
+    """One shard's master SIGSTOPped (0.6 s, three times: under the node timeout, so a stall,
+    not a failover) while a master of two children works two shards on different masters:
+    the other shard's jobs go on meanwhile, and every job of both runs exactly once."""
+    from apps import cluster_app
+
+    owners = {q: cluster.owner(sharded.shard(q).keys.queue(q)) for q in QUEUES}
+    stalled = QUEUES[0]
+    other = next(q for q in QUEUES if owners[q].port != owners[stalled].port)
+    master = start(cluster, sharded, log, procs=2, queues=[stalled, other])
+    tags = {q: [f"{q}-{i}" for i in range(150)] for q in (stalled, other)}
+    try:
+        master.wait_children(2, timeout=60)
+        for q in (stalled, other):
+            cluster_app.logged.options(queue=q).enqueue_many([(t, 0.005) for t in tags[q]])
+        progress = []
+        for _ in range(3):
+            before = sum(runs(log)[1][t] for t in tags[other])
+            cluster.pause(owners[stalled].port)
+            try:
+                time.sleep(0.6)
+                progress.append(sum(runs(log)[1][t] for t in tags[other]) - before)
+            finally:
+                cluster.resume(owners[stalled].port)
+            time.sleep(0.3)
+        wait_for(lambda: all(runs(log)[1][t] == 1 for q in tags for t in tags[q]), 90, 0.1, "every job ran")
+    finally:
+        out = finish(master)
+    started, ended = runs(log)
+    every = [t for q in tags for t in tags[q]]
+    assert all(started[t] == 1 and ended[t] == 1 for t in every), out[-3000:]
+    assert any(done > 0 for done in progress), progress  # the other shard worked while this one was stalled
