@@ -1,6 +1,6 @@
 """cogworker: Redis-backed background jobs with a prefork worker that never loses a job.
 
-Public API only (see the README). Loaded lazily (PEP 562): ``import cogworker`` imports
+Public API only (the docs' API reference). Loaded lazily (PEP 562): ``import cogworker`` imports
 no submodule and not redis-py, so ``cogworker-prefork`` can take the Redis password out
 of its process title before anything slow is imported; each name is imported on first use.
 """
@@ -12,39 +12,73 @@ from typing import TYPE_CHECKING, Any
 
 # public name -> the submodule that defines it
 _HOMES = {
-    "by_name": "client.jobs", "enqueue": "client.jobs", "enqueue_at": "client.jobs",
-    "Config": "config", "configure": "config", "get_config": "config",
-    "disable": "cron", "enable": "cron", "periodic": "cron",
-    "BadPayload": "errors", "CogworkerError": "errors", "ConfigurationError": "errors", "JobTimeout": "errors",
-    "ProcessDied": "errors", "RedisVersionError": "errors", "UnknownJob": "errors",
-    "BoundJob": "client.jobs", "Job": "client.jobs", "JobOptions": "client.jobs", "Signature": "client.jobs",
-    "job": "client.jobs", "iterable_job": "client.iterable",
+    "by_name": "client.jobs",
+    "enqueue": "client.jobs",
+    "enqueue_at": "client.jobs",
+    "enqueue_in": "client.jobs",
+    "JobId": "client.jobid",
+    "Config": "config",
+    "configure": "config",
+    "get_config": "config",
+    "disable": "cron",
+    "enable": "cron",
+    "periodic": "cron",
+    "BadPayload": "errors",
+    "CogworkerError": "errors",
+    "EnqueueDropped": "errors",
+    "ConfigurationError": "errors",
+    "JobTimeout": "errors",
+    "ProcessDied": "errors",
+    "RedisVersionError": "errors",
+    "UnknownJob": "errors",
+    "Shutdown": "errors",
+    "Retry": "errors",
+    "RedisUnavailable": "errors",
+    "BoundJob": "client.jobs",
+    "Job": "client.jobs",
+    "JobOptions": "client.jobs",
+    "Signature": "client.jobs",
+    "job": "client.jobs",
+    "iterable_job": "client.iterable",
     "batch": "client.batches",
-    "chain": "client.workflows", "chord": "client.workflows", "group": "client.workflows",
-    "result": "client.results", "result_async": "client.results",
-    "JobFailed": "errors", "ResultExpired": "errors", "ResultTimeout": "errors",
-    "client_middleware": "core.middleware", "server_middleware": "core.middleware",
+    "chain": "client.workflows",
+    "chord": "client.workflows",
+    "group": "client.workflows",
+    "result": "client.results",
+    "result_async": "client.results",
+    "JobFailed": "errors",
+    "BatchNotClosed": "errors",
+    "ResultExpired": "errors",
+    "ResultTimeout": "errors",
+    "client_middleware": "core.middleware",
+    "server_middleware": "core.middleware",
     "NotReplicated": "store.replication",
-    "Concurrency": "core.limits", "Window": "core.limits",
+    "NotFsynced": "store.replication",
+    "Concurrency": "core.limits",
+    "Window": "core.limits",
     "current_job": "core.current",
 }
-# public module paths that live deeper in the tree (docs/architecture.md#public-paths):
-# ``from cogworker import hooks``, ``cogworker.stats.attempts(jid)``
-_MODULES = {"hooks": "core.hooks", "stats": "lifecycle.stats"}
 
 __all__ = [
     "BadPayload",
+    "BatchNotClosed",
     "BoundJob",
     "CogworkerError",
     "Concurrency",
     "Config",
     "ConfigurationError",
+    "EnqueueDropped",
     "Job",
+    "JobId",
     "JobOptions",
     "JobFailed",
     "JobTimeout",
+    "NotFsynced",
     "NotReplicated",
     "ProcessDied",
+    "Shutdown",
+    "Retry",
+    "RedisUnavailable",
     "RedisVersionError",
     "ResultExpired",
     "ResultTimeout",
@@ -62,6 +96,7 @@ __all__ = [
     "enable",
     "enqueue",
     "enqueue_at",
+    "enqueue_in",
     "get_config",
     "group",
     "hooks",
@@ -79,8 +114,6 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is not None:
         value = getattr(importlib.import_module(f".{home}", __name__), name)
-    elif name in _MODULES:
-        value = importlib.import_module(f".{_MODULES[name]}", __name__)
     elif name == "__version__":
         value = _version()
     else:
@@ -105,30 +138,35 @@ def _version() -> str:
 
 
 if TYPE_CHECKING:  # what the names are, for type checkers and editors
+    from . import hooks, stats
     from .client.batches import batch
     from .client.iterable import iterable_job
-    from .client.jobs import BoundJob, Job, JobOptions, Signature, by_name, enqueue, enqueue_at, job
+    from .client.jobid import JobId
+    from .client.jobs import BoundJob, Job, JobOptions, Signature, by_name, enqueue, enqueue_at, enqueue_in, job
     from .client.results import result, result_async
     from .client.workflows import chain, chord, group
     from .config import Config, configure, get_config
-    from .core import hooks
     from .core.current import current_job
     from .core.limits import Concurrency, Window
     from .core.middleware import client_middleware, server_middleware
     from .cron import disable, enable, periodic
     from .errors import (
         BadPayload,
+        BatchNotClosed,
         CogworkerError,
         ConfigurationError,
+        EnqueueDropped,
         JobFailed,
         JobTimeout,
         ProcessDied,
+        RedisUnavailable,
         RedisVersionError,
         ResultExpired,
         ResultTimeout,
+        Retry,
+        Shutdown,
         UnknownJob,
     )
-    from .lifecycle import stats
-    from .store.replication import NotReplicated
+    from .store.replication import NotFsynced, NotReplicated
 
     __version__: str

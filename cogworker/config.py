@@ -7,26 +7,32 @@ the client is rebuilt whenever ``os.getpid()`` changes.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 from dataclasses import dataclass, field, fields, replace
-from typing import cast
+from typing import cast, overload
 
 from . import layout
 from .errors import ConfigurationError
 from .keys import Keys
 from .settings import (
     cluster_from_env,
+    durability_from_env,
     import_prefixes_from_env,
+    namespace_from_env,
+    trust_everysec_from_env,
+    validate_durability,
     validate_import_prefixes,
     validate_liveness,
+    validate_namespace,
     validate_retention,
     validate_ttls,
     validate_wait,
     wait_replicas_from_env,
     wait_timeout_from_env,
 )
-from .store import Client, ResponseError, lua
+from .store import Client, ResponseError, durability, forget_scripts
 from .store import cluster as cluster_mode
 from .store import errors as redis_errors
 from .store.connection import connect, is_cluster
@@ -42,6 +48,7 @@ from .urls import (  # noqa: F401 (re-exported: cogworker.config's names)
 )
 
 logger = logging.getLogger("cogworker")
+
 
 # redis-py types every reply as ``bytes | str`` (a client may decode). Ours never do
 # (``new_client`` sets no decode_responses: raw payloads must round-trip byte for byte), so
@@ -63,23 +70,49 @@ def as_text(reply: bytes | str) -> str:
     return reply.decode() if isinstance(reply, bytes) else reply
 
 
-def validate_namespace(namespace: object) -> str:
-    """A namespace is the prefix of every key: empty or with spaces, it is a mistake."""
-    if not isinstance(namespace, str) or not namespace:
-        raise ConfigurationError(f"invalid namespace {namespace!r}: must be a non-empty name")
-    if any(c.isspace() or not c.isprintable() for c in namespace):
-        raise ConfigurationError(f"invalid namespace {namespace!r}: no spaces or control characters")
-    return namespace
+# A number read from Redis (a counter, a record's field, a reply) is whatever was written
+# there: a forged or damaged record can hold "1e999", "nan", "inf" or "x". Every face (the
+# API, the command, the web UI, /metrics) parses such numbers with these two, so a bad
+# value shows as unknown instead of an OverflowError or a ValueError on a page.
+@overload
+def number(reply: object) -> float | None: ...
+@overload
+def number(reply: object, default: float) -> float: ...
+def number(reply: object, default: float | None = None) -> float | None:
+    """A finite number from a reply or a field (bytes, text or a number), else ``default``."""
+    if reply is None or isinstance(reply, bool):
+        return default
+    try:
+        value = float(reply)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return value if math.isfinite(value) else default
+
+
+@overload
+def count(reply: object) -> int: ...
+@overload
+def count(reply: object, default: int) -> int: ...
+@overload
+def count(reply: object, default: None) -> int | None: ...
+def count(reply: object, default: int | None = 0) -> int | None:
+    """A whole number from a reply or a field (a fraction rounds down), else ``default``."""
+    value = number(reply)
+    return default if value is None else int(value)
 
 
 @dataclass
 class Config:
+    # The Redis (redis://, rediss:// for TLS, redis+sentinel://); a cluster node's URL for Redis Cluster.
     redis_url: str = field(default_factory=redis_url_from_env)
-    namespace: str = "cogworker"
+    # The prefix of every key: apps sharing one Redis each use their own.
+    namespace: str = field(default_factory=namespace_from_env)
     # A process is dead once another has watched its beat stay unchanged this long, with
     # Redis answering throughout; its list is then requeued and the process fenced.
     orphan_threshold: float = 60.0
+    # A job whose process died under it more than this many times goes to dead (process_died).
     max_orphanings: int = 3
+    # Seconds between two beats of each process (its liveness, and the operator's requests read back).
     heartbeat_interval: float = 5.0
     # How often orphan recovery looks (at most orphan_threshold / 4: it must watch often
     # enough to tell a stall from a death).
@@ -87,7 +120,9 @@ class Config:
     # Every call has one, so a hung Redis can't freeze a loop. Blocking fetches use a
     # shorter server-side timeout than this.
     socket_timeout: float = 5.0
+    # Seconds to open a connection to Redis before the attempt counts as an outage.
     socket_connect_timeout: float = 2.0
+    # The dead set keeps at most this many jobs, none older than dead_timeout seconds.
     dead_max_jobs: int = 10_000
     dead_timeout: float = 180 * 24 * 3600
     # Job status and history (lifecycle/history.py; docs/architecture.md#status-buckets): on by
@@ -95,7 +130,7 @@ class Config:
     # (enq:<hour>; the done ring's done:<hour>:<seq>), no key per job; the rest writes status:<jid> (kept
     # status_ttl after its last change) and history:<jid> (the last history_max
     # executions, kept history_ttl after its last entry). Cost: 0.4-6% of no-op
-    # throughput (bench/status_cost.py; figures in the README), the 5% budget's range. With history off,
+    # throughput (bench/status_cost.py; figures in docs/guides/status.md), the 5% budget's range. With history off,
     # history:<jid> still gets the entries the attempts log (stats.attempts) needs, and
     # only those: each failed execution (went retrying or dead) and a success after failures.
     status: bool = True
@@ -106,7 +141,7 @@ class Config:
     # Retention (docs/architecture.md#retention): the status and history of the last
     # status_max finished successes (up to 1.1 x: whole buckets) and status_max_failed dead
     # jobs are kept, each at most max(status_ttl, history_ttl); the rest is trimmed a bounded
-    # amount per status flush. Measured (README): about 260 bytes of Redis per retained
+    # amount per status flush. Measured (docs/operations/retention.md): about 260 bytes of Redis per retained
     # success, 3.8 KB per dead job with a 600-byte traceback (status, history and dead entry),
     # so the defaults hold about 2.6 MB + 38 MB at most.
     status_max: int = 10_000
@@ -130,6 +165,14 @@ class Config:
     # in the same round trip), or raises NotReplicated after wait_timeout seconds. 0: off.
     wait_replicas: int = field(default_factory=wait_replicas_from_env)
     wait_timeout: float = field(default_factory=wait_timeout_from_env)
+    # Writes that survive a crash of Redis's host (docs/architecture.md#durable-mode): "aof"
+    # makes each wait above a WAITAOF: an enqueue returns, and a job is started, acked or
+    # filed, only once Redis fsynced it to its append-only file (NotFsynced after
+    # wait_timeout). Checked at the first connect: refused on a server without WAITAOF,
+    # without AOF, or with appendfsync everysec answering before its fsync (Valkey 9.1 does;
+    # durability_trust_everysec=True accepts that, knowing up to ~1 s of writes can be lost).
+    durability: str = field(default_factory=durability_from_env)
+    durability_trust_everysec: bool = field(default_factory=trust_everysec_from_env)
     # Redis Cluster (docs/architecture.md#cluster): None asks the node at the first connect
     # (INFO cluster); True/False say it. In cluster mode the namespace is one hash tag.
     redis_cluster: bool | None = field(default_factory=cluster_from_env)
@@ -146,6 +189,7 @@ class Config:
         validate_liveness(self)
         validate_ttls(self)
         validate_wait(self)
+        validate_durability(self)
         validate_retention(self)
         if self.redis_cluster not in (None, True, False):
             raise ConfigurationError(f"redis_cluster must be True, False or None, got {self.redis_cluster!r}")
@@ -160,6 +204,7 @@ class Config:
         self._lock = threading.Lock()
         self._client: Client | None = None
         self._pid = 0
+        self._unchecked = False  # durability="aof" not yet checked on this process's client
 
     @property
     def cluster(self) -> bool:
@@ -178,8 +223,11 @@ class Config:
         cluster, namespace = self.cluster, self.namespace
         if cluster and not cluster_mode.has_tag(namespace):
             namespace = cluster_mode.tagged(namespace)
-            logger.warning("Redis Cluster: namespace %r is used as %r (one hash tag: every key of "
-                           "cogworker's in one slot)", self.namespace, namespace)
+            logger.warning(
+                "Redis Cluster: namespace %r is used as %r (one hash tag: every key of cogworker's in one slot)",
+                self.namespace,
+                namespace,
+            )
         self._keys = Keys(namespace)
         return self._keys
 
@@ -220,8 +268,9 @@ class Config:
         shard's (a plain ``dataclasses.replace`` would make it a fleet of its own)."""
         if self.shard_name is not None:
             return self.fleet.with_timeouts(socket_timeout).shard_named(self.shard_name)
-        return replace(self, socket_timeout=socket_timeout,
-                       socket_connect_timeout=min(self.socket_connect_timeout, socket_timeout))
+        return replace(
+            self, socket_timeout=socket_timeout, socket_connect_timeout=min(self.socket_connect_timeout, socket_timeout)
+        )
 
     def note_shard(self) -> None:
         """Names this shard in the fleet's registry (``shards``), once per process: the
@@ -240,9 +289,13 @@ class Config:
                 if redis_errors.is_outage(exc):
                     raise
                 # A bad key (another type): never a reason to refuse a job or a worker.
-                logger.error("Redis Cluster: the shard registry %s holds another type (%s): shard %r not listed "
-                             "in it (the faces see the shards they find there and the declared ones)",
-                             fleet.keys.shards, exc, self.shard_name)
+                logger.error(
+                    "Redis Cluster: the shard registry %s holds another type (%s): shard %r not listed "
+                    "in it (the faces see the shards they find there and the declared ones)",
+                    fleet.keys.shards,
+                    exc,
+                    self.shard_name,
+                )
             noted.add(self.shard_name)
 
     def shards(self) -> list[Config]:
@@ -256,8 +309,12 @@ class Config:
         except ResponseError as exc:
             if redis_errors.is_outage(exc):
                 raise
-            logger.error("Redis Cluster: the shard registry %s holds another type (%s): reading the declared "
-                         "shards and this process's only", fleet.keys.shards, exc)
+            logger.error(
+                "Redis Cluster: the shard registry %s holds another type (%s): reading the declared "
+                "shards and this process's only",
+                fleet.keys.shards,
+                exc,
+            )
             names = set(fleet._shards)
         names.update(group[0] for group in fleet.cluster_shards)
         return [fleet.shard_named(name) for name in sorted(names)]
@@ -273,7 +330,8 @@ class Config:
         return without_tls_options(self.redis_url)[0]
 
     def redis(self) -> Client:
-        """This process's client (bytes in, bytes out: raw payloads must round-trip exactly)."""
+        """This process's client (bytes in, bytes out: raw payloads must round-trip exactly).
+        With ``durability="aof"``, checked before its first use (``require_durable``)."""
         pid = os.getpid()
         client = self._client
         if client is None or self._pid != pid:
@@ -281,17 +339,49 @@ class Config:
                 if self._client is None or self._pid != pid:
                     self._client = self.new_client()
                     self._pid = pid
+                    self._unchecked = self.durability == "aof"
                 client = self._client
+        if self._unchecked:
+            self._check_durable(client)
         return client
 
+    def _check_durable(self, client: Client) -> None:
+        """``require_durable``, until it has answered: Redis away now, asked again at the
+        next use (the commands meanwhile meet the same outage); refused, raised at every use."""
+        try:
+            self.require_durable(client)
+        except Exception as exc:
+            if not redis_errors.is_outage(exc):
+                raise
+            return
+        self._unchecked = False
+
+    def require_durable(self, client: Client | None = None) -> None:
+        """With ``durability="aof"``: refused in one line (``ConfigurationError``) where
+        WAITAOF can't mean what it says (store/durability.py); asked once per process."""
+        if self.durability == "aof":
+            durability.require_aof(
+                client or self.redis(),
+                self.client_url,
+                f"{self.keys.namespace}:durability-probe",
+                self.durability_trust_everysec,
+            )
+
     def new_client(self, socket_timeout: float | None = None) -> Client:
-        return connect(self.client_url, socket_timeout or self.socket_timeout, self.socket_connect_timeout,
-                       self.replication_need, self.cluster, self.keys.namespace)
+        return connect(
+            self.client_url,
+            socket_timeout or self.socket_timeout,
+            self.socket_connect_timeout,
+            self.replication_need,
+            self.cluster,
+            self.keys.namespace,
+        )
 
     @property
     def replication_need(self) -> Need | None:
-        """What each write must wait for (None: wait_replicas is 0)."""
-        return Need(self.wait_replicas, float(self.wait_timeout)) if self.wait_replicas else None
+        """What each write must wait for (None: wait_replicas is 0, durability "none")."""
+        aof = self.durability == "aof"
+        return Need(self.wait_replicas, float(self.wait_timeout), aof) if self.wait_replicas or aof else None
 
 
 _config: Config | None = None
@@ -326,7 +416,17 @@ def configure(redis_url: str | None = None, namespace: str | None = None, **sett
             kwargs["redis_url"] = redis_url
         if namespace is not None:
             kwargs["namespace"] = namespace
-        _config = Config(**kwargs)
-    lua.reset()  # the scripts are kept per client: a new config means new clients
+        made = Config(**kwargs)
+    forget_scripts()  # the scripts are kept per client: a new config means new clients
     cluster_mode.forget()  # and its URL's node is asked again whether it is a cluster's
+    _refuse_if_not_durable(made)  # before it is set: a refused config leaves the current one
+    with _config_lock:
+        _config = made
     return _config
+
+
+def _refuse_if_not_durable(config: Config) -> None:
+    """``durability="aof"`` refused here, in one line, where it can't hold (Redis away now:
+    asked at the first use instead, ``Config.redis``)."""
+    if config.durability == "aof":
+        config.redis()

@@ -1,14 +1,16 @@
-"""The app module of a Django project's worker: ``cogworker-prefork cogworker.django_worker``
-with ``DJANGO_SETTINGS_MODULE`` set. Importing it runs ``django.setup()``, which (with
-``cogworker.django_support`` installed) imports every app's ``jobs`` module: the master
-imports them before it forks, so each child has them all."""
+"""The old path of ``cogworker.django.worker``, a Django project's worker app module, kept
+for one release: ``cogworker-prefork --procs N cogworker.django.worker``."""
 
 from __future__ import annotations
 
-import os
+import warnings
 
-import django
+from .django.worker import TASKS
 
-if not os.environ.get("DJANGO_SETTINGS_MODULE"):
-    raise RuntimeError("cogworker.django_worker needs DJANGO_SETTINGS_MODULE (the project's settings module)")
-django.setup()
+__all__ = ["TASKS"]
+
+warnings.warn(
+    "cogworker.django_worker is now cogworker.django.worker; the old path goes in the next release",
+    DeprecationWarning,
+    stacklevel=2,
+)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 class Keys:
     """Key names for one namespace.
@@ -75,6 +77,12 @@ class Keys:
         self.done_fill = f"{ns}:done_fill"
         self.retained_succeeded = f"{ns}:retained:succeeded"
         self.retained_failed = f"{ns}:retained:failed"
+        # The count bound of per-job keys written outside the status flush: each an index
+        # of key names by last write, trimmed by the script that writes (_retain.lua).
+        self.retained_progress = f"{ns}:retained:progress"
+        self.retained_cancelled = f"{ns}:retained:cancelled"
+        self.retained_checkpoints = f"{ns}:retained:checkpoints"
+        self.retained_results = f"{ns}:retained:results"
         self.throughput_prefix = f"{ns}:throughput:"
         # Addition: per-minute counts of job durations per class in log-spaced buckets
         # (for api.class_metrics' p95); kept hours, not days: it has many more fields.
@@ -91,8 +99,8 @@ class Keys:
         self.control_prefix = f"{ns}:control:"
         # Additions (workflows, docs/architecture.md#workflows): a kept result, a group's
         # state, and the lists their waiters block on; each names its jid or gid as a
-        # Cluster hash tag, so a group's keys share one slot. The scripts build these
-        # names from ``workflow_prefix`` exactly as the methods below do.
+        # Cluster hash tag, so a group's keys share one slot. A script that touches one
+        # is given it (declared by name, ``DECLARED`` below, when only Redis knows which).
         self.workflow_prefix = f"{ns}:"
         # Addition: fleet-wide rate limits (docs/architecture.md#limits): the limiters seen
         # (a sorted set, name -> last use), and per limiter its record (a hash), the slots
@@ -109,6 +117,9 @@ class Keys:
         self.cancelled_prefix = f"{ns}:cancelled:"
         self.progress_prefix = f"{ns}:progress:"
         self.stats_cancelled = f"{ns}:stats:cancelled"
+        # Addition: the workflows cancelled by id (a sorted set, id -> when), so their
+        # marks (``cancelled:<id>``) stay bounded by count as well as by age.
+        self.cancelled_workflows = f"{ns}:cancelled_workflows"
         # Additions (batches, docs/architecture.md#batches): the batches known (a sorted
         # set, bid -> created at; trimmed by count and age), batches created and batch
         # callbacks pushed, ever (counters); per batch its record and its jobs' states
@@ -116,14 +127,27 @@ class Keys:
         self.batches = f"{ns}:batches"
         self.stats_batches = f"{ns}:stats:batches"
         self.stats_batch_callbacks = f"{ns}:stats:batch_callbacks"
+        # Addition (priorities, docs/architecture.md#priorities): the priority levels in use,
+        # a set of level names (``level_name``); each level is a list of its own,
+        # ``queue(level_name(queue, p))``, waiting beside its queue. Only added to (bounded
+        # by 200 levels a queue): a worker reads it to know which lists its fetch names.
+        self.levels = f"{ns}:levels"
 
     def queue(self, name: str) -> str:
         return self.queue_prefix + name
 
+    def job_queue(self, name: str, priority: int) -> str:
+        """The list a job of ``priority`` waits on: its queue at 0, else its level's."""
+        return self.queue_prefix + (level_name(name, priority) if priority else name)
+
     def limit_keys(self, name: str) -> tuple[str, str, str, str]:
         """A limiter's record, held slots, window starts and waiting jobs."""
-        return (self.limit_prefix + name, self.limit_held_prefix + name, self.limit_starts_prefix + name,
-                self.limit_waiting_prefix + name)
+        return (
+            self.limit_prefix + name,
+            self.limit_held_prefix + name,
+            self.limit_starts_prefix + name,
+            self.limit_waiting_prefix + name,
+        )
 
     def in_progress(self, identity: str) -> str:
         return self.in_progress_prefix + identity
@@ -173,6 +197,10 @@ class Keys:
         """A group's (or chord's) state: n, left, r:<i> results, failed, the callback."""
         return f"{self.workflow_prefix}group:{{{gid}}}"
 
+    def chord(self, cid: str) -> str:
+        """A chord's id (its callback's jid) -> its group's id, so it can be cancelled by its id."""
+        return f"{self.workflow_prefix}chord:{{{cid}}}"
+
     def group_wait(self, gid: str) -> str:
         return f"{self.workflow_prefix}group_wait:{{{gid}}}"
 
@@ -190,7 +218,7 @@ class Keys:
 
     def done(self, hour: int, seq: int) -> str:
         """A bucket of first-try successes filed in the UTC hour starting at ``hour``, the
-        ``seq``-th of the done ring (a hash; named by done_room.lua)."""
+        ``seq``-th of the done ring (a hash; the one done_room.lua asks for as ``done:<hour>:<seq>``)."""
         return f"{self.done_prefix}{hour}:{seq}"
 
     def throughput(self, minute: int) -> str:
@@ -213,6 +241,16 @@ class Keys:
         """Per-day totals (``kind``: processed or failed; ``day``: YYYY-MM-DD, UTC), kept ~35 days."""
         return f"{self.namespace}:stats:{kind}:{day}"
 
+    def declared(self, name: str) -> str:
+        """The key a declared name names (``<kind>:<data>``, the kind one of ``DECLARED``'s):
+        a key named by data only Redis holds, which a script asks for by its reply
+        ``{0, "need", name...}`` (transitions/_declared.lua, transitions/declare.py)."""
+        kind, sep, data = name.partition(":")
+        make = DECLARED.get(kind) if sep else None
+        if make is None:
+            raise ValueError(f"no key is named {name!r}")
+        return make(self, data)
+
     def periodic_last_slot(self, pjid: str) -> str:
         return f"{self.periodic_prefix}last_slot:{pjid}"
 
@@ -226,3 +264,67 @@ class Keys:
 
     def periodic_running(self, pjid: str) -> str:
         return f"{self.periodic_prefix}running:{pjid}"
+
+
+def _done_of(keys: Keys, hour_seq: str) -> str:
+    """``done(hour, seq)`` from ``"<hour>:<seq>"``."""
+    hour, _, seq = hour_seq.partition(":")
+    return keys.done(int(hour), int(seq))
+
+
+def _enq_of(keys: Keys, hour: str) -> str:
+    """``enq(hour)`` from its digits."""
+    return keys.enq(int(hour))
+
+
+def _itself(keys: Keys, key: str) -> str:
+    """A key a record or an index holds by its full name (a batch callback's unique lock,
+    a key retention sheds): the script checks it is one of its KEYS."""
+    return key
+
+
+# Every kind of declared name (``Keys.declared``) and what makes its key: the kind is the
+# name of the method above that makes it (a queue's or level's list, a unique lock, a job's
+# orphan counter, checkpoint, status, history, kept result and its wake token, cancel mark,
+# a process's fence, a group's and a batch's keys, a done ring's bucket, an enq: bucket),
+# or ``key`` for a key named in full. The one table of them (docs/internals/scripts.md#named-keys).
+DECLARED: dict[str, Callable[[Keys, str], str]] = {
+    "queue": Keys.queue,
+    "unique": Keys.unique,
+    "orphanings": Keys.orphanings,
+    "checkpoint": Keys.checkpoint,
+    "status": Keys.status,
+    "history": Keys.history,
+    "result": Keys.result,
+    "result_wait": Keys.result_wait,
+    "cancelled": Keys.cancelled,
+    "fenced": Keys.fenced,
+    "group": Keys.group,
+    "group_wait": Keys.group_wait,
+    "batch": Keys.batch,
+    "batch_jobs": Keys.batch_jobs,
+    "done": _done_of,
+    "enq": _enq_of,
+    "key": _itself,
+}
+
+
+# A priority level of a queue is named as the queue, a space, then the priority: a queue
+# name has no whitespace (names.py), so no level name is ever a queue's. The fetch
+# scripts strip the suffix to match a level against the paused names (_queues.lua).
+LEVEL_SEP = " "
+
+
+def level_name(queue: str, priority: int) -> str:
+    return f"{queue}{LEVEL_SEP}{priority}"
+
+
+def split_level(name: str) -> tuple[str, int]:
+    """A level name's queue and priority; a queue's name and 0."""
+    queue, sep, p = name.rpartition(LEVEL_SEP)
+    if not sep:
+        return name, 0
+    try:
+        return queue, int(p)
+    except ValueError:
+        return name, 0

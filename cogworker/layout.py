@@ -46,8 +46,9 @@ def validate_shards(groups: object) -> tuple[tuple[str, ...], ...]:
     out = []
     for group in groups:
         if isinstance(group, str) or not isinstance(group, (list, tuple)) or not group:
-            raise ConfigurationError(f"cluster_shards: each group must be a non-empty list of queue names, "
-                                     f"got {group!r}")
+            raise ConfigurationError(
+                f"cluster_shards: each group must be a non-empty list of queue names, got {group!r}"
+            )
         for name in group:
             try:
                 check_queue_name(name)
@@ -79,8 +80,9 @@ def shard_namespace(fleet_namespace: str, shard: str) -> str:
     return fleet_namespace[:end] + ":" + shard + fleet_namespace[end:]
 
 
-def by_shard(groups: tuple[tuple[str, ...], ...],
-             queues: list[tuple[str, int | None]]) -> list[tuple[str, list[tuple[str, int | None]]]]:
+def by_shard(
+    groups: tuple[tuple[str, ...], ...], queues: list[tuple[str, int | None]]
+) -> list[tuple[str, list[tuple[str, int | None]]]]:
     """A worker's queues split by shard, each shard's in the order given, the shards in
     the order of their first queue."""
     out: dict[str, list[tuple[str, int | None]]] = {}

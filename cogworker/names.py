@@ -76,4 +76,4 @@ def shown(name: object, limit: int = 80) -> str:
     if not isinstance(name, str):
         return repr(name)[:limit]
     text = name if problem(name, QUEUE_NAME_MAX) is None else escaped(name[:limit])
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"

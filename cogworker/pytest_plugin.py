@@ -62,7 +62,7 @@ def cogworker_redis_server() -> Iterator[RedisServer]:
 @pytest.fixture
 def cogworker_redis(cogworker_redis_server: RedisServer) -> Iterator[Config]:
     from . import config as config_module
-    from .store import lua
+    from .store import forget_scripts
 
     if cogworker_redis_server.paused:
         cogworker_redis_server.resume()
@@ -71,7 +71,7 @@ def cogworker_redis(cogworker_redis_server: RedisServer) -> Iterator[Config]:
     config_module._config = None  # from the defaults, not from what an earlier test set
     yield config_module.configure(redis_url=cogworker_redis_server.url)
     config_module._config = before
-    lua.reset()  # what configure() does for a new config: the scripts are kept per client
+    forget_scripts()  # what configure() does for a new config: the scripts are kept per client
 
 
 @pytest.fixture
@@ -81,11 +81,18 @@ def cogworker_worker(request: pytest.FixtureRequest, cogworker_redis: Config) ->
     marker = request.node.get_closest_marker("cogworker_app")
     module: Any = marker.args[0] if marker and marker.args else request.config.getini("cogworker_app")
     if not module:
-        raise pytest.UsageError("cogworker_worker needs the app module: @pytest.mark.cogworker_app('app.jobs') "
-                                "or cogworker_app = app.jobs in the pytest ini")
+        raise pytest.UsageError(
+            "cogworker_worker needs the app module: @pytest.mark.cogworker_app('app.jobs') "
+            "or cogworker_app = app.jobs in the pytest ini"
+        )
     options = dict(marker.kwargs) if marker else {}
-    worker = PreforkWorker(cogworker_redis.redis_url, str(module), procs=int(options.get("procs", 1)),
-                           args=tuple(options.get("args", ())), namespace=cogworker_redis.namespace)
+    worker = PreforkWorker(
+        cogworker_redis.redis_url,
+        str(module),
+        procs=int(options.get("procs", 1)),
+        args=tuple(options.get("args", ())),
+        namespace=cogworker_redis.namespace,
+    )
     try:
         worker.wait_ready()
     except BaseException:

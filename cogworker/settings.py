@@ -9,6 +9,27 @@ from typing import Any
 from .errors import ConfigurationError
 from .store import cluster as cluster_mode
 
+DEFAULT_NAMESPACE = "cogworker"
+
+
+def validate_namespace(namespace: object) -> str:
+    """A namespace is the prefix of every key: empty or with spaces, it is a mistake."""
+    if not isinstance(namespace, str) or not namespace:
+        raise ConfigurationError(f"invalid namespace {namespace!r}: must be a non-empty name")
+    if any(c.isspace() or not c.isprintable() for c in namespace):
+        raise ConfigurationError(f"invalid namespace {namespace!r}: no spaces or control characters")
+    return namespace
+
+
+def namespace_from_env() -> str:
+    """``COGWORKER_NAMESPACE``, read where the Redis URL is (every process, every command,
+    the web UI), so an app's namespace needs no ``--namespace`` on each command."""
+    text = os.environ.get("COGWORKER_NAMESPACE") or DEFAULT_NAMESPACE
+    try:
+        return validate_namespace(text)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"COGWORKER_NAMESPACE: {exc}") from None
+
 
 def import_prefixes_from_env() -> tuple[str, ...]:
     return _split_prefixes(os.environ.get("COGWORKER_IMPORT_PREFIXES", ""))
@@ -33,6 +54,30 @@ def wait_timeout_from_env() -> float:
         raise ConfigurationError(f"COGWORKER_WAIT_TIMEOUT must be a number of seconds, got {text!r}") from None
 
 
+DURABILITY = ("none", "aof")
+
+
+def durability_from_env() -> str:
+    return (os.environ.get("COGWORKER_DURABILITY") or "none").strip().lower()
+
+
+def trust_everysec_from_env() -> bool:
+    text = (os.environ.get("COGWORKER_DURABILITY_TRUST_EVERYSEC") or "0").strip().lower()
+    if text not in ("0", "1", "false", "true", "no", "yes"):
+        raise ConfigurationError(f"COGWORKER_DURABILITY_TRUST_EVERYSEC must be 1 or 0, got {text!r}")
+    return text in ("1", "true", "yes")
+
+
+def validate_durability(config: Any) -> None:
+    """``durability``: "none" (the default) or "aof" (store/durability.py's ``require_aof``)."""
+    if config.durability not in DURABILITY:
+        raise ConfigurationError(f"durability must be 'none' or 'aof', got {config.durability!r}")
+    if not isinstance(config.durability_trust_everysec, bool):
+        raise ConfigurationError(
+            f"durability_trust_everysec must be True or False, got {config.durability_trust_everysec!r}"
+        )
+
+
 def validate_wait(config: Any) -> None:
     """``wait_replicas`` replicas must hold each write within ``wait_timeout`` seconds
     (store/replication.py)."""
@@ -47,10 +92,11 @@ def validate_import_prefixes(value: object) -> tuple[str, ...]:
     """A list of dotted module names (a comma-separated string is split)."""
     prefixes = _split_prefixes(value) if isinstance(value, str) else value
     if not isinstance(prefixes, (list, tuple)) or not all(
-            isinstance(p, str) and p and all(part.isidentifier() for part in p.split("."))
-            for p in prefixes):
-        raise ConfigurationError(f"import_prefixes must be a list of dotted module names "
-                                 f"(such as ['app.tasks']), got {value!r}")
+        isinstance(p, str) and p and all(part.isidentifier() for part in p.split(".")) for p in prefixes
+    ):
+        raise ConfigurationError(
+            f"import_prefixes must be a list of dotted module names (such as ['app.tasks']), got {value!r}"
+        )
     return tuple(prefixes)
 
 
@@ -62,8 +108,10 @@ def validate_liveness(config: Any) -> None:
         if not getattr(config, name) > 0:
             raise ConfigurationError(f"{name} must be more than 0, got {getattr(config, name)!r}")
     if config.orphan_threshold < 5 * config.heartbeat_interval:
-        raise ConfigurationError(f"orphan_threshold ({config.orphan_threshold:g}s) must be at least 5 x "
-                                 f"heartbeat_interval ({config.heartbeat_interval:g}s)")
+        raise ConfigurationError(
+            f"orphan_threshold ({config.orphan_threshold:g}s) must be at least 5 x "
+            f"heartbeat_interval ({config.heartbeat_interval:g}s)"
+        )
 
 
 def validate_retention(config: Any) -> None:

@@ -11,12 +11,12 @@ from urllib.parse import parse_qs, urlparse
 
 from .errors import ConfigurationError
 from .store import sentinel
+from .store.connection import url_problem
 from .store.tls import without_tls_options
 
 logger = logging.getLogger("cogworker")
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
-
 
 
 def redis_url_from_env() -> str:
@@ -54,7 +54,7 @@ def hide_urls(text: str) -> str:
 
 def _secret_of(url: str) -> str:
     rest = url.partition("://")[2] or url
-    userinfo = rest[:rest.rfind("@")] if "@" in rest else ""
+    userinfo = rest[: rest.rfind("@")] if "@" in rest else ""
     return userinfo.partition(":")[2] or ("" if ":" in userinfo else userinfo)
 
 
@@ -82,8 +82,10 @@ def validate_redis_url(url: str) -> str:
             why = why.replace(secret, "***")  # urlparse may quote the netloc
         raise ConfigurationError(f"invalid Redis URL {shown!r}: {why}") from None
     if parsed.scheme not in ("redis", "rediss", "unix"):
-        raise ConfigurationError(f"invalid Redis URL {shown!r}: scheme must be redis://, rediss://, unix://, "
-                                 "redis+sentinel:// or rediss+sentinel://")
+        raise ConfigurationError(
+            f"invalid Redis URL {shown!r}: scheme must be redis://, rediss://, unix://, "
+            "redis+sentinel:// or rediss+sentinel://"
+        )
     if parsed.scheme != "unix" and not parsed.hostname:
         raise ConfigurationError(f"invalid Redis URL {shown!r}: no host")
     if port is not None and not 0 < port < 65536:
@@ -96,6 +98,11 @@ def validate_redis_url(url: str) -> str:
     for value in dbs:
         if not value.isascii() or not value.isdigit():
             raise ConfigurationError(f"invalid Redis URL: the database must be a number, got {value!r}")
+    # What redis-py itself would refuse only at the first connection, with a traceback from
+    # inside it (an unknown ?name, a value it can't read): refused now, in one line.
+    problem = url_problem(without_tls_options(url)[0])
+    if problem is not None:
+        raise ConfigurationError(f"invalid Redis URL {shown!r}: {_hidden(problem, url)}")
     return url
 
 
@@ -107,5 +114,8 @@ def warn_tls_options(url: str) -> None:
     clean, dropped = without_tls_options(url)
     if dropped and url not in _tls_warned:
         _tls_warned.add(url)
-        logger.warning("Redis URL %s isn't a TLS one: %s ignored (TLS options apply to rediss:// URLs only)",
-                       redact_url(clean), ", ".join(dropped))
+        logger.warning(
+            "Redis URL %s isn't a TLS one: %s ignored (TLS options apply to rediss:// URLs only)",
+            redact_url(clean),
+            ", ".join(dropped),
+        )

@@ -9,12 +9,12 @@ under a running fleet.
 
 from __future__ import annotations
 
-from .batches import BatchInfo, batch, batch_count, batch_counters, batch_jobs, batches
+from .batches import BatchInfo, batch, batch_count, batch_counters, batch_jobs, batches, close_batch
 from .cancel import cancel, cancelled, progress
 from .control import quiet_process, stop_process
 from .limits import LimiterInfo, deferrals, limiters
 from .metrics import ClassMetrics, MinuteStats, RedisInfo, class_metrics, redis_info, throughput
-from .overview import history_stats, locate, processes, stats, unsettled
+from .overview import history_stats, locate, processes, running_job, stats, unsettled
 from .periodic import (
     PeriodicEntry,
     disable_periodic,
@@ -66,6 +66,7 @@ __all__ = [
     "cancelled",
     "class_metrics",
     "class_window",
+    "close_batch",
     "deferrals",
     "disable_periodic",
     "enable_periodic",
@@ -73,6 +74,7 @@ __all__ = [
     "history_stats",
     "limiters",
     "locate",
+    "running_job",
     "periodic_entries",
     "periodic_entry",
     "processes",

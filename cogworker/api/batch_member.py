@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import routing
 from ..config import Config, get_config
-from . import shards
 
 
-def batch_of(jid: str, payload: dict[str, Any] | None = None, hint: str | None = None,
-             config: Config | None = None) -> str | None:
+def batch_of(
+    jid: str, payload: dict[str, Any] | None = None, hint: str | None = None, config: Config | None = None
+) -> str | None:
     wf = (payload or {}).get("wf")
     named = wf.get("b") if isinstance(wf, dict) else None
     if isinstance(named, str) and named:
@@ -19,5 +20,5 @@ def batch_of(jid: str, payload: dict[str, Any] | None = None, hint: str | None =
     if not hint or len(hint) > 200:
         return None
     config = config or get_config()
-    held = any(part.redis().hexists(part.keys.batch_jobs(hint), jid) for part in shards.parts(config))
+    held = any(part.redis().hexists(part.keys.batch_jobs(hint), jid) for part in routing.parts(config))
     return hint if held else None

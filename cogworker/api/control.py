@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..config import Config, get_config
 from ..core.heartbeat import process_ttl
-from ..store import lua
+from ..transitions import operator
 from .records import checked
 
 CONTROL_TTL_MIN = 60  # seconds; longer than any beat interval a live process keeps
@@ -19,8 +19,9 @@ def _request(identity: str, command: str, config: Config | None) -> bool:
     client, keys = config.redis(), config.keys
     ttl = max(CONTROL_TTL_MIN, process_ttl(config))
     with checked(client, keys.process(identity), "hash"):
-        return int(lua.run(client, "api_control", [keys.process(identity), keys.control(identity)],
-                           [command, ttl])) == 1
+        return operator.api_control(
+            client, process=keys.process(identity), control=keys.control(identity), command=command, ttl=ttl
+        )
 
 
 def quiet_process(identity: str, config: Config | None = None) -> bool:

@@ -6,17 +6,17 @@ the end fetch takes from). For the web UI's links from its list pages to ``/job/
 
 from __future__ import annotations
 
+from ..routing import first
 from .queues import Queue
 from .records import JobRecord
 from .sets import JobSet
-from .shards import first
 
 WINDOW = 200  # entries read around a queue position before falling back to Queue.find
 
 
 def find_scored(jobset: JobSet, jid: str, score: float) -> JobRecord | None:
     """The entry of ``jid`` with exactly this score (as a page read it), or None (over
-    shards: each shard's set at that score)."""
+    parts: each part's set at that score)."""
     if jobset.merged:
         return first(jobset.parts(), lambda part: find_scored(part, jid, score))
     with jobset._checked():
@@ -34,10 +34,8 @@ def find_near(queue: Queue, jid: str, position: int) -> JobRecord | None:
     if not isinstance(position, int) or position < 0:
         return None
     stop, start = position, max(0, position - WINDOW)
-    with queue._checked():
-        rows = queue.client.lrange(queue.key, -(stop + 1), -(start + 1))
-    for raw in rows:
-        record = JobRecord.parse(raw, f"queue:{queue.name}", shard=queue.config.shard_name)
+    # In fetch order, as the page that gave the position (its levels merged: Queue.jobs).
+    for record in queue.jobs(start, stop - start + 1):
         if record.jid == jid:
             return record
     return None

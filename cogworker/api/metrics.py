@@ -1,6 +1,6 @@
 """Numbers for a dashboard: Redis itself, per-minute throughput, and per job class
 counts and durations (average, p95) from what the workers already record: the
-per-minute ``throughput:<minute>`` hashes their batched stats flush writes
+per-minute ``throughput:<minute>`` hashes their gathered stats flush writes
 (docs/architecture.md#operator-api)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import store
-from ..config import Config, as_text, get_config
+from ..config import Config, as_text, count, get_config, number
 from ..lifecycle.stats import DURATIONS_TTL, THROUGHPUT_TTL, bucket_upper_ms
 
 MAX_MINUTES = THROUGHPUT_TTL // 60  # what the throughput hashes are kept for (2 days)
@@ -54,22 +54,17 @@ class _Tally:
 
 
 def redis_info(config: Config | None = None) -> RedisInfo:
-    config = (config or get_config()).fleet  # its node (each shard may be on another)
+    config = (config or get_config()).fleet  # its node (each part may be on another)
     pipe = store.pipeline(config.redis())
     for section in ("server", "memory", "clients"):
         pipe.info(section)
     server, memory, clients = pipe.execute()
-    return RedisInfo(version=str(server.get("redis_version", "?")),
-                     used_memory_human=str(memory.get("used_memory_human", "?")),
-                     connected_clients=_int(clients.get("connected_clients")),
-                     uptime_seconds=_int(server.get("uptime_in_seconds")))
-
-
-def _int(value: Any) -> int:
-    try:
-        return int(float(value))
-    except (TypeError, ValueError):
-        return 0
+    return RedisInfo(
+        version=str(server.get("redis_version", "?")),
+        used_memory_human=str(memory.get("used_memory_human", "?")),
+        connected_clients=count(clients.get("connected_clients")),
+        uptime_seconds=count(server.get("uptime_in_seconds")),
+    )
 
 
 def _check_minutes(minutes: int) -> None:
@@ -86,11 +81,11 @@ def _minutes(minutes: int, config: Config, durations: int = 0) -> list[tuple[int
     pipe = store.pipeline(config.redis())
     for minute in numbers:
         pipe.hgetall(config.keys.throughput(minute))
-    for minute in numbers[len(numbers) - durations:] if durations else []:
+    for minute in numbers[len(numbers) - durations :] if durations else []:
         pipe.hgetall(config.keys.durations(minute))
     replies = pipe.execute(raise_on_error=False)
     found = [(minute, _text(raw)) for minute, raw in zip(numbers, replies, strict=False)]
-    for raw, (_, fields) in zip(replies[len(numbers):], found[len(numbers) - durations:], strict=True):
+    for raw, (_, fields) in zip(replies[len(numbers) :], found[len(numbers) - durations :], strict=True):
         fields.update({"b:" + name: value for name, value in _text(raw).items()})
     return found
 
@@ -104,8 +99,10 @@ def throughput(minutes: int = 60, config: Config | None = None) -> list[MinuteSt
     current (partial) minute last; minutes with nothing recorded are zeros."""
     _check_minutes(minutes)
     config = (config or get_config()).fleet  # the stats flush writes the fleet's keys
-    return [MinuteStats(minute * 60, _int(f.get("processed")), _int(f.get("failed")))
-            for minute, f in _minutes(minutes, config)]
+    return [
+        MinuteStats(minute * 60, count(f.get("processed")), count(f.get("failed")))
+        for minute, f in _minutes(minutes, config)
+    ]
 
 
 def class_metrics(minutes: int = 60, config: Config | None = None) -> list[ClassMetrics]:
@@ -118,18 +115,19 @@ def class_metrics(minutes: int = 60, config: Config | None = None) -> list[Class
     for _, fields in _minutes(minutes, config, durations=min(minutes, P95_MINUTES)):
         for name, value in fields.items():
             _add(tallies, name, value)
-    found = [ClassMetrics(job_class, max(0, t.runs - t.failed), t.failed,
-                          t.ms / t.runs if t.runs else None, _p95(t.buckets))
-             for job_class, t in tallies.items() if t.runs]
+    found = [
+        ClassMetrics(job_class, max(0, t.runs - t.failed), t.failed, t.ms / t.runs if t.runs else None, _p95(t.buckets))
+        for job_class, t in tallies.items()
+        if t.runs
+    ]
     return sorted(found, key=lambda m: (-(m.processed + m.failed), m.job_class))
 
 
 def _add(tallies: dict[str, _Tally], name: str, value: str) -> None:
     kind, _, rest = name.partition(":")
-    try:
-        amount = float(value)
-    except ValueError:
-        return  # a field someone else wrote: skipped
+    amount = number(value)
+    if amount is None:
+        return  # a field someone else wrote (or a damaged one): skipped
     if kind == "count":
         tallies[rest].runs += int(amount)
     elif kind == "failed" and rest:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import store
-from ..config import Config, as_text, get_config
+from ..config import Config, as_text, get_config, number
 from ..cron import ticker as cron
 from .records import checked
 
@@ -28,15 +28,8 @@ class PeriodicEntry:
     record: dict[str, Any] = field(default_factory=dict)  # the published record as it is (args, unique, ...)
 
 
-def _number(value: Any) -> float | None:
-    try:
-        return None if value is None or isinstance(value, bool) else float(value)
-    except (TypeError, ValueError):
-        return None
-
-
 def _slot(raw: Any, fallback: Any) -> int | None:
-    value = _number(as_text(raw) if isinstance(raw, bytes) else fallback)
+    value = number(as_text(raw) if isinstance(raw, bytes) else fallback)
     return None if value is None else int(value)
 
 
@@ -56,12 +49,21 @@ def periodic_entries(config: Config | None = None) -> list[PeriodicEntry]:
     found = []
     for name, slot in zip(names, slots, strict=True):
         rec = published[name]
-        found.append(PeriodicEntry(
-            name=name, cron=str(rec.get("cron") or ""), timezone=str(rec.get("tz") or "UTC"),
-            queue=str(rec.get("queue") or "default"), job_class=str(rec.get("job") or ""),
-            next_fire=_number(rec.get("next_fire")), last_slot=_slot(slot, rec.get("last_slot")),
-            last_jid=rec.get("last_jid") or None, disabled=name in disabled,
-            last_fired_at=_number(rec.get("last_fired_at")), record=rec))
+        found.append(
+            PeriodicEntry(
+                name=name,
+                cron=str(rec.get("cron") or ""),
+                timezone=str(rec.get("tz") or "UTC"),
+                queue=str(rec.get("queue") or "default"),
+                job_class=str(rec.get("job") or ""),
+                next_fire=number(rec.get("next_fire")),
+                last_slot=_slot(slot, rec.get("last_slot")),
+                last_jid=rec.get("last_jid") or None,
+                disabled=name in disabled,
+                last_fired_at=number(rec.get("last_fired_at")),
+                record=rec,
+            )
+        )
     return found
 
 

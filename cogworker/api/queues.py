@@ -2,18 +2,25 @@
 
 A pause is fleet-wide: the queue's name in the ``paused`` set, which every fetch script
 reads in the same step as its move (docs/architecture.md#operator-api). In the queue layout
-on a cluster a queue's keys (and its pause) are its shard's: ``config.shard(name)``."""
+on a cluster a queue's keys (and its pause) are its part's: ``routing.holder(config, name)``.
+
+A queue's waiting jobs are its own list's and its priority levels' (docs/architecture.md#priorities):
+every read here takes them together, in fetch order (the highest level first, the queue's
+own list, then the levels below 0), and its size counts them all."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
+from .. import routing
 from ..config import Config, as_text, get_config
 from ..errors import NotFound
+from ..keys import level_name, split_level
 from ..names import check_queue_name, shown
-from ..store import lua
-from . import shards
+from ..store import ResponseError
+from ..transitions import operator
 from .records import JobRecord, check_page, checked
 
 FIND_CHUNK = 1000  # list entries the find script reads per call
@@ -38,8 +45,8 @@ class Queue:
     def _set(self, name: str, config: Config | None) -> None:
         self.name = name
         base = config or get_config()
-        # A shard's config is kept as given: the queue was found in that shard's keys.
-        self.config = base.shard(name) if base.shard_name is None else base
+        # A part's config is kept as given: the queue was found in that part's keys.
+        self.config = routing.holder(base, name) if routing.name_of(base) is None else base
         self.client = self.config.redis()
         self.key = self.config.keys.queue(name)
 
@@ -60,14 +67,43 @@ class Queue:
     def _checked(self) -> Any:
         return checked(self.client, self.key, "list")
 
-    def size(self) -> int:
+    def lists(self) -> list[str]:
+        """The keys of the lists its jobs wait on, in fetch order: its levels above 0 from
+        the highest, its own, its levels below 0 (only its own when none is in use)."""
+        levels = self.config.keys.levels
+        with checked(self.client, levels, "set"):
+            members = self.client.smembers(levels)
+        ps = sorted(
+            (p for queue, p in (split_level(as_text(m)) for m in members) if queue == self.name and p),
+            reverse=True,
+        )
+        keys = self.config.keys
+        return [
+            *(keys.queue(level_name(self.name, p)) for p in ps if p > 0),
+            self.key,
+            *(keys.queue(level_name(self.name, p)) for p in ps if p < 0),
+        ]
+
+    def _lengths(self) -> list[tuple[str, int]]:
+        lists = self.lists()
         with self._checked():
-            return int(self.client.llen(self.key))
+            pipe = self.client.pipeline(transaction=False)
+            for key in lists:
+                pipe.llen(key)
+            return list(zip(lists, (int(n) for n in pipe.execute()), strict=True))
+
+    def size(self) -> int:
+        """Its waiting jobs, every level's counted."""
+        return sum(n for _, n in self._lengths())
 
     def latency(self) -> float:
-        """Seconds the next job to run (the oldest) has waited; 0.0 if empty."""
+        """Seconds the next job to run (the oldest of the first list in fetch order that
+        has one) has waited; 0.0 if empty."""
+        first = next((key for key, n in self._lengths() if n), None)
+        if first is None:
+            return 0.0
         with self._checked():
-            raw = self.client.lindex(self.key, -1)
+            raw = self.client.lindex(first, -1)
         if raw is None:
             return 0.0
         enqueued = JobRecord.parse(raw, "").enqueued_at
@@ -76,40 +112,63 @@ class Queue:
         return max(0.0, time.time() - float(enqueued))
 
     def jobs(self, offset: int = 0, limit: int = 25) -> list[JobRecord]:
-        """A page, the next to run first (fetch takes from the list's right end)."""
+        """A page, in fetch order, the next to run first (fetch takes from each list's
+        right end, and the lists one after the other)."""
         check_page(offset, limit)
         if limit == 0:
             return []
-        with self._checked():
-            rows = self.client.lrange(self.key, -(offset + limit), -(offset + 1))
-        return [JobRecord.parse(raw, f"queue:{self.name}", shard=self.config.shard_name) for raw in reversed(rows)]
+        rows: list[Any] = []
+        for key, n in self._lengths():
+            if offset >= n:
+                offset -= n
+                continue
+            want = limit - len(rows)
+            with self._checked():
+                got = self.client.lrange(key, -(offset + want), -(offset + 1))
+            rows += reversed(got)
+            offset = 0
+            if len(rows) >= limit:
+                break
+        return [JobRecord.parse(raw, f"queue:{self.name}", shard=routing.name_of(self.config)) for raw in rows[:limit]]
 
     def find(self, jid: str) -> JobRecord | None:
         """Scanned in Redis from the head (where pushes land), one chunk per call: a push
         or a fetch meanwhile shifts entries away from the scan, never past it."""
-        start = 0
-        while jid and start >= 0:
-            with self._checked():
-                index, raw, start = lua.run(self.client, "api_list_find", [self.key], [start, FIND_CHUNK, jid])
-            if int(index) >= 0:
-                record = JobRecord.parse(raw, f"queue:{self.name}", shard=self.config.shard_name)
-                if record.jid == jid:
-                    return record
-            start = int(start)
+        for record in self._scan(jid):  # a match may be in another job's arguments: scanned on
+            if record.jid == jid:
+                return record
         return None
+
+    def containing(self, needle: str) -> Iterator[JobRecord]:
+        """Every entry whose bytes contain ``needle`` (a workflow's id: its jobs), scanned in
+        Redis from the head as ``find`` scans."""
+        return self._scan(needle)
+
+    def _scan(self, needle: str) -> Iterator[JobRecord]:
+        """The entries containing ``needle``, each list's in turn, in fetch order."""
+        for key in self.lists() if needle else ():
+            start = 0
+            while start >= 0:
+                with self._checked():
+                    index, raw, start = operator.api_list_find(
+                        self.client, list=key, start=start, count=FIND_CHUNK, needle=needle
+                    )
+                if int(index) >= 0:
+                    yield JobRecord.parse(raw, f"queue:{self.name}", shard=routing.name_of(self.config))
+                start = int(start)
 
     def delete(self, jid_or_record: str | JobRecord) -> bool:
         record = jid_or_record if isinstance(jid_or_record, JobRecord) else self.find(jid_or_record)
         if record is None:
             return False
         with self._checked():
-            return int(self.client.lrem(self.key, 1, record.raw)) == 1  # type: ignore[arg-type]
+            return any(int(self.client.lrem(key, 1, record.raw)) == 1 for key in self.lists())  # type: ignore[arg-type]
 
     def clear(self) -> int:
-        """Empties the queue; returns how many jobs it held. UNLINK frees the list in the
-        background: O(1) for Redis's main thread whatever the length."""
+        """Empties the queue, its levels too; returns how many jobs they held. UNLINK frees
+        each list in the background: O(1) for Redis's main thread whatever the length."""
         with self._checked():
-            return int(lua.run(self.client, "api_clear_list", [self.key], []))
+            return sum(operator.api_clear_list(self.client, queue=key) for key in self.lists())
 
     def pause(self) -> None:
         """From the moment this returns, no worker takes a job off this queue (jobs already
@@ -128,10 +187,10 @@ class Queue:
 
 
 def queue_names(config: Config | None = None) -> list[str]:
-    """Every known queue: the ones jobs were pushed to, and the paused ones (of every shard)."""
+    """Every known queue: the ones jobs were pushed to, and the paused ones (of every part)."""
     config = config or get_config()
-    if shards.merged(config):
-        return sorted({name for part in shards.parts(config) for name in queue_names(part)})
+    if routing.merged(config):
+        return sorted({name for part in routing.parts(config) for name in queue_names(part)})
     client = config.redis()
     with checked(client, config.keys.queues, "set"):
         names = {as_text(n) for n in client.smembers(config.keys.queues)}
@@ -140,11 +199,23 @@ def queue_names(config: Config | None = None) -> list[str]:
     return sorted(names)
 
 
+def with_levels(config: Config, names: list[str]) -> list[str]:
+    """``names`` and the names of their priority levels in use (in one part), so a sum
+    of their lists' lengths counts every waiting job. A levels set of the wrong type: none."""
+    client = config.redis()
+    try:
+        members = client.smembers(config.keys.levels)
+    except ResponseError:
+        return names
+    wanted = set(names)
+    return [*names, *(name for name in map(as_text, members) if split_level(name)[0] in wanted)]
+
+
 def queues(config: Config | None = None) -> list[Queue]:
-    """Every known queue, each bound to the shard that listed it (the queue layout)."""
+    """Every known queue, each bound to the part that listed it (the queue layout)."""
     config = config or get_config()
-    if shards.merged(config):
-        found = {q.name: q for part in shards.parts(config) for q in queues(part)}
+    if routing.merged(config):
+        found = {q.name: q for part in routing.parts(config) for q in queues(part)}
         return [found[name] for name in sorted(found)]
     return [Queue.known(name, config) for name in queue_names(config)]
 
@@ -155,6 +226,6 @@ def queue(name: str, config: Config | None = None) -> Queue:
     if isinstance(name, str) and name in queue_names(config):
         return Queue.known(name, config)
     found = Queue(name, config)
-    if not found.client.exists(found.key):
+    if not found.client.exists(*found.lists()):
         raise NotFound(f"no queue named {name!r}")  # a name that keeps the rule: repr shows it as it is
     return found

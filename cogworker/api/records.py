@@ -113,8 +113,15 @@ class JobRecord:
 
     @property
     def retry_count(self) -> int:
+        """The runs that failed (the payload's ``retry_count``: a failure counts its run)."""
         value = self._number("retry_count")
         return int(value) if value is not None else 0
+
+    @property
+    def retries(self) -> int:
+        """The retries it had so far: every failed run but the first was one (a job in
+        retry after its first failure has had none yet)."""
+        return max(self.retry_count - 1, 0)
 
     @property
     def error_class(self) -> str | None:
@@ -142,9 +149,11 @@ class JobRecord:
         return self._text("raw_payload") or self.raw.decode("utf-8", errors="replace")
 
     def matches(self, job_class: str | None, error_class: str | None, queue: str | None) -> bool:
-        return ((job_class is None or self.job_class == job_class)
-                and (error_class is None or self.error_class == error_class)
-                and (queue is None or self.queue == queue))
+        return (
+            (job_class is None or self.job_class == job_class)
+            and (error_class is None or self.error_class == error_class)
+            and (queue is None or self.queue == queue)
+        )
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from .. import routing
 from ..boundedjson import loads as json_loads
-from ..config import Config, as_text, get_config
+from ..config import Config, as_text, count, get_config, number
 from ..core.workflow import GROUP_PREFIX
-from . import shards
 
 
 @dataclass(frozen=True)
@@ -32,20 +32,6 @@ class Result:
     left: int | None = None  # a group's members not succeeded yet
 
 
-def _float(value: str | None) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _int(value: str | None) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
-
-
 def _value(text: str | None) -> Any:
     if text is None:
         return None
@@ -57,11 +43,13 @@ def _value(text: str | None) -> Any:
 
 def result(ident: str, config: Config | None = None, now: float | None = None) -> Result | None:
     """The result of ``ident`` (a jid or a group id) as it is now; None if none is kept
-    (in the queue layout: the first shard that keeps one)."""
+    (in the queue layout: the first part that keeps one)."""
     config = config or get_config()
     group = ident.startswith(GROUP_PREFIX)
-    raw = shards.first(shards.parts(config), lambda part: part.redis().hgetall(
-        part.keys.group(ident) if group else part.keys.result(ident)) or None)
+    raw = routing.first(
+        routing.parts(config),
+        lambda part: part.redis().hgetall(part.keys.group(ident) if group else part.keys.result(ident)) or None,
+    )
     if not raw:
         return None
     return _parsed(ident, group, raw, time.time() if now is None else now)
@@ -70,20 +58,30 @@ def result(ident: str, config: Config | None = None, now: float | None = None) -
 def _parsed(ident: str, group: bool, raw: dict[Any, Any], now: float) -> Result:
     f = {as_text(k): as_text(v) for k, v in raw.items()}
     prefix = "f:" if group else ""
-    expires_at = _float(f.get("expires_at"))
+    expires_at = number(f.get("expires_at"))
     common: dict[str, Any] = {"expires_at": expires_at}
     if group:
-        common.update(total=_int(f.get("n")), left=_int(f.get("left")), finished_at=_float(f.get("done_at")))
+        common.update(
+            total=count(f.get("n"), None), left=count(f.get("left"), None), finished_at=number(f.get("done_at"))
+        )
     else:
-        common["finished_at"] = _float(f.get("finished_at"))
+        common["finished_at"] = number(f.get("finished_at"))
     if "failed" in f or f.get("status") == "dead":
-        return Result(ident, "dead", None, f.get(prefix + "error_class"), f.get(prefix + "error_message"),
-                      f.get(prefix + "traceback") or None, f.get(prefix + "jid"), **common)
+        return Result(
+            ident,
+            "dead",
+            None,
+            f.get(prefix + "error_class"),
+            f.get(prefix + "error_message"),
+            f.get(prefix + "traceback") or None,
+            f.get(prefix + "jid"),
+            **common,
+        )
     if group and f.get("left") != "0":
         return Result(ident, "running", **common)
     if expires_at is not None and now > expires_at:
         return Result(ident, "expired", **common)
     if group:
-        n = _int(f.get("n")) or 0
+        n = count(f.get("n"))
         return Result(ident, "succeeded", [_value(f.get(f"r:{i}")) for i in range(n)], **common)
     return Result(ident, "succeeded", _value(f.get("value")), **common)

@@ -5,9 +5,9 @@ it was read from, so it is safe under a running fleet: a ``retry`` racing the po
 moves the job once. Finding a jid scans the set in Redis (``ZSCAN`` with a ``MATCH``
 pattern, chunk by chunk), never loading it into Python (docs/architecture.md#operator-api).
 
-In the queue layout on a cluster, a set of the fleet's config is every shard's set of
-that name: sizes summed, pages merged by score, a change sent to the shard the entry was
-read in (``JobRecord.shard``); a shard's own config is that shard's set alone.
+In the queue layout on a cluster, a set of the fleet's config is every part's set of
+that name: sizes summed, pages merged by score, a change sent to the part the entry was
+read in (``JobRecord.shard``); a part's own config is that part's set alone.
 """
 
 from __future__ import annotations
@@ -16,10 +16,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .. import routing
 from ..config import Config, get_config
+from ..core.payload import priority_of
 from ..errors import BadPayload
-from ..store import lua
-from . import shards
+from ..transitions import operator
+from ..transitions.declare import Declared
 from .records import JobRecord, check_page, checked
 
 CHUNK = 500  # entries per script call of retry_all / clear: a few ms of Redis each
@@ -41,24 +43,27 @@ class JobSet:
         self.config = config or get_config()
         self.client = self.config.redis()
         self.key: str = getattr(self.config.keys, self.name)
-        self.merged = shards.merged(self.config)
+        self.merged = routing.merged(self.config)
 
     def parts(self) -> list[JobSet]:
-        """The set in each shard (this set itself outside the queue layout)."""
+        """The set in each part (this set itself outside the queue layout)."""
         if not self.merged:
             return [self]
-        return [type(self)(part) for part in self.config.shards()]
+        return [type(self)(part) for part in routing.all_parts(self.config)]
 
     def _part(self, record: JobRecord) -> JobSet:
-        """The set ``record`` was read from: its shard's, else its queue's shard's."""
+        """The set ``record`` was read from: its part's, else its queue's part's."""
         if not self.merged:
             return self
-        shard = self.config.shard_named(record.shard) if record.shard else self.config.shard(record.queue
-                                                                                             or DEFAULT_QUEUE)
-        return type(self)(shard)
+        part = (
+            routing.named(self.config, record.shard)
+            if record.shard
+            else routing.holder(self.config, record.queue or DEFAULT_QUEUE)
+        )
+        return type(self)(part)
 
     def _parse(self, raw: Any, score: Any) -> JobRecord:
-        return JobRecord.parse(raw, self.name, float(score), self.config.shard_name)
+        return JobRecord.parse(raw, self.name, float(score), routing.name_of(self.config))
 
     def _checked(self) -> Any:
         return checked(self.client, self.key, "sorted set")
@@ -71,13 +76,13 @@ class JobSet:
 
     def jobs(self, offset: int = 0, limit: int = 25) -> list[JobRecord]:
         """A page: soonest first (dead: newest first). Costs O(limit), whatever the size
-        (over shards: each shard's first ``offset + limit``, merged)."""
+        (over parts: each part's first ``offset + limit``, merged)."""
         check_page(offset, limit)
         if limit == 0:
             return []
         if self.merged:
             pages = [part.jobs(0, offset + limit) for part in self.parts()]
-            return shards.merge_pages(pages, lambda r: r.at or 0.0, self.newest_first, offset, limit)
+            return routing.merge_pages(pages, lambda r: r.at or 0.0, self.newest_first, offset, limit)
         with self._checked():
             rows = self.client.zrange(self.key, offset, offset + limit - 1, desc=self.newest_first, withscores=True)
         return [self._parse(raw, score) for raw, score in rows]  # type: ignore[str-unpack]
@@ -97,15 +102,23 @@ class JobSet:
         if not jid:
             return None
         if self.merged:
-            return shards.first(self.parts(), lambda part: part.find(jid))
+            return routing.first(self.parts(), lambda part: part.find(jid))
         for raw, score in self._scan(jid):
             record = self._parse(raw, score)
             if record.jid == jid:
                 return record
         return None
 
-    def filter(self, job_class: str | None = None, error_class: str | None = None, queue: str | None = None,
-               limit: int = 100) -> list[JobRecord]:
+    def containing(self, needle: str) -> list[JobRecord]:
+        """Every entry whose bytes contain ``needle`` (a workflow's id: its jobs), each once."""
+        if self.merged:
+            return [record for part in self.parts() for record in part.containing(needle)]
+        found = {raw: self._parse(raw, score) for raw, score in self._scan(needle)} if needle else {}
+        return list(found.values())  # ZSCAN may return an entry twice
+
+    def filter(
+        self, job_class: str | None = None, error_class: str | None = None, queue: str | None = None, limit: int = 100
+    ) -> list[JobRecord]:
         """Entries matching every criterion given, in the page order, at most ``limit``."""
         check_page(0, limit)
         needle = job_class or error_class or queue
@@ -113,7 +126,7 @@ class JobSet:
             return self.jobs(0, limit)
         if self.merged:
             pages = [part.filter(job_class, error_class, queue, limit) for part in self.parts()]
-            return shards.merge_pages(pages, lambda r: r.at or 0.0, self.newest_first, 0, limit)
+            return routing.merge_pages(pages, lambda r: r.at or 0.0, self.newest_first, 0, limit)
         found: dict[bytes, JobRecord] = {}
         for raw, score in self._scan(needle):
             record = self._parse(raw, score)
@@ -130,10 +143,19 @@ class JobSet:
 
     def _move(self, mode: str, record: JobRecord, dest: str = "", arg: Any = "") -> bool:
         if self.merged:
-            raise AssertionError("a move is made in one shard's set (JobSet._part)")
-        keys = [self.key, dest or self.key, self.config.keys.queues, self.config.keys.wake]
+            raise AssertionError("a move is made in one part's set (JobSet._part)")
+        keys = self.config.keys
         with self._checked():
-            return int(lua.run(self.client, "api_move", keys, [mode, record.raw, arg])) == 1
+            return operator.api_move(
+                self.client,
+                zset=self.key,
+                dest=dest or self.key,
+                queues=keys.queues,
+                wake=keys.wake,
+                mode=mode,
+                entry=record.raw,
+                arg=arg,
+            )
 
     def delete(self, jid_or_record: str | JobRecord) -> bool:
         """Removes the entry (by jid, or a record as read: an unreadable entry too).
@@ -149,8 +171,9 @@ class JobSet:
         if not record.is_job:
             raise BadPayload(f"entry in {self.key} is not a job (it can only be deleted): {record.raw[:80]!r}")
         queue = record.queue or DEFAULT_QUEUE
-        part = self._part(record)  # the job's own shard: its queue lives there
-        return part._move("retry", record, part.config.keys.queue(queue), queue)
+        part = self._part(record)  # the job's own part: its queue lives there
+        target = part.config.keys.job_queue(queue, priority_of(record.payload))  # its level's, as the poller's
+        return part._move("retry", record, target, queue)
 
     def retry_all(self, progress: Callable[[int], None] | None = None) -> int:
         """Every job of the set onto its queue now, CHUNK per script call; entries that are
@@ -159,15 +182,25 @@ class JobSet:
             return sum(part.retry_all(progress) for part in self.parts())
         keys = self.config.keys
         moved = skipped = 0
+        declared: list[Declared] = []  # the last chunk's lists: the next chunk's are mostly the same
         budget = self.size() + CHUNK  # entries arriving meanwhile can't keep it going forever
         while budget > 0:
             with self._checked():
-                m, s, read = lua.run(self.client, "api_retry_chunk", [self.key, keys.queues, keys.wake],
-                                     [skipped, CHUNK, keys.queue_prefix, DEFAULT_QUEUE])
-            moved, skipped, budget = moved + int(m), skipped + int(s), budget - int(read)
+                m, s, read, declared = operator.api_retry_chunk(
+                    self.client,
+                    keys,
+                    zset=self.key,
+                    queues=keys.queues,
+                    wake=keys.wake,
+                    declared=declared[-2 * CHUNK :],
+                    skip=skipped,
+                    chunk=CHUNK,
+                    default_queue=DEFAULT_QUEUE,
+                )
+            moved, skipped, budget = moved + m, skipped + s, budget - read
             if progress is not None:
-                progress(int(m))
-            if int(read) < CHUNK:
+                progress(m)
+            if read < CHUNK:
                 break
         return moved
 

@@ -4,7 +4,7 @@ a second after the transition; a job pushed to a queue or ``schedule`` has its s
 Each merges the job's own keys with its records in the buckets of the common path
 (``enq:<hour>``, the done ring's ``done:<hour>:<seq>``; docs/architecture.md#status-buckets),
 in two pipelines (the ring's names, then its buckets). In the queue layout on a cluster
-those keys are in the job's shard: each shard is asked in turn, the first that knows the
+those keys are in the job's part: each part is asked in turn, the first that knows the
 job answers."""
 
 from __future__ import annotations
@@ -15,14 +15,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .. import store
+from .. import routing, store
 from ..boundedjson import loads as json_loads
-from ..config import Config, as_text, get_config
+from ..config import Config, as_text, count, get_config, number
 from ..lifecycle.donering import keep_seconds
 from ..lifecycle.history import HOUR, hour_of
-from . import shards
 
-STATES = ("queued", "scheduled", "running", "retrying", "succeeded", "dead", "cancelled")
+STATES = ("queued", "scheduled", "running", "retrying", "succeeded", "dead", "cancelled", "expired")
 # What a job with no record reads as: its status and history were trimmed by retention
 # (docs/architecture.md#retention) or expired, or it never existed: Redis can't tell which.
 NOT_RETAINED = "not_retained"
@@ -41,9 +40,11 @@ class Retention:
 
     def describe(self) -> str:
         """One line, for the command and the web UI: why a job can read as not retained."""
-        return (f"status and history are retained for the last {self.succeeded:,} successes and the last "
-                f"{self.failed:,} failed (dead) jobs, each at most {_span(self.seconds)}; the dead set keeps "
-                f"{self.dead_max:,} entries, at most {_span(self.dead_seconds)}")
+        return (
+            f"status and history are retained for the last {self.succeeded:,} successes and the last "
+            f"{self.failed:,} failed (dead) jobs, each at most {_span(self.seconds)}; the dead set keeps "
+            f"{self.dead_max:,} entries, at most {_span(self.dead_seconds)}"
+        )
 
 
 def _span(seconds: float) -> str:
@@ -58,8 +59,13 @@ def _span(seconds: float) -> str:
 def retention(config: Config | None = None) -> Retention:
     """The retention rules in force for ``config`` (the process's config by default)."""
     config = config or get_config()
-    return Retention(succeeded=config.status_max, failed=config.status_max_failed, seconds=keep_seconds(config),
-                     dead_max=config.dead_max_jobs, dead_seconds=config.dead_timeout)
+    return Retention(
+        succeeded=config.status_max,
+        failed=config.status_max_failed,
+        seconds=keep_seconds(config),
+        dead_max=config.dead_max_jobs,
+        dead_seconds=config.dead_timeout,
+    )
 
 
 def state(jid: str, config: Config | None = None, now: float | None = None) -> str:
@@ -171,11 +177,11 @@ def status(jid: str, config: Config | None = None, now: float | None = None) -> 
     wherever it was, so nothing later about it is a new run). With its last progress."""
     config = config or get_config()
     when = time.time() if now is None else now
-    return shards.first(shards.parts(config), lambda part: _status_in(jid, part, when))
+    return routing.first(routing.parts(config), lambda part: _status_in(jid, part, when))
 
 
 def _status_in(jid: str, config: Config, now: float) -> JobStatus | None:
-    """``status`` in one namespace (or shard): two pipelines."""
+    """``status`` in one namespace (or part): two pipelines."""
     pipe = store.pipeline(config.redis())
     pipe.get(config.keys.cancelled(jid))
     pipe.get(config.keys.progress(jid))
@@ -187,8 +193,9 @@ def _status_in(jid: str, config: Config, now: float) -> JobStatus | None:
         pipe.hget(key, field)
     mark, progress, raw, saved, ring, *records = pipe.execute(raise_on_error=False)
     found = [_from_hash(jid, raw)] if isinstance(raw, dict) and raw else []
-    parsed = [_from_record(jid, False, record) for record in records] + \
-        [_from_record(jid, True, record) for record in _done_records(config, jid, ring)]
+    parsed = [_from_record(jid, False, record) for record in records] + [
+        _from_record(jid, True, record) for record in _done_records(config, jid, ring)
+    ]
     found += [p for p in parsed if p is not None and p.updated_at >= now - config.status_ttl]
     newest = _cancelled(jid, mark, max(found, key=lambda s: s.updated_at) if found else None)
     if newest is None:
@@ -204,17 +211,33 @@ def _cancelled(jid: str, mark: Any, newest: JobStatus | None) -> JobStatus | Non
     data = json_object(mark)
     if data is None:
         return newest
-    at = _float(data.get("at")) or 0.0
+    at = number(data.get("at")) or 0.0
     queue = data.get("queue") if isinstance(data.get("queue"), str) else None
     job_class = data.get("class") if isinstance(data.get("class"), str) else None
     was = data.get("was") if isinstance(data.get("was"), str) else None
     identity = data.get("identity") if isinstance(data.get("identity"), str) else None
     if newest is not None:  # what it was doing is over: no due time, no process unless it was running
-        return dataclasses.replace(newest, state="cancelled", updated_at=max(at, newest.updated_at), reason=was,
-                                   at=None, identity=identity, started_at=newest.started_at if identity else None,
-                                   queue=newest.queue or queue, job_class=newest.job_class or job_class)
-    return JobStatus(jid=jid, state="cancelled", updated_at=at, attempt=0, queue=queue, job_class=job_class,
-                     reason=was, identity=identity)
+        return dataclasses.replace(
+            newest,
+            state="cancelled",
+            updated_at=max(at, newest.updated_at),
+            reason=was,
+            at=None,
+            identity=identity,
+            started_at=newest.started_at if identity else None,
+            queue=newest.queue or queue,
+            job_class=newest.job_class or job_class,
+        )
+    return JobStatus(
+        jid=jid,
+        state="cancelled",
+        updated_at=at,
+        attempt=0,
+        queue=queue,
+        job_class=job_class,
+        reason=was,
+        identity=identity,
+    )
 
 
 def _checkpoint(raw: Any) -> tuple[Any, int] | None:
@@ -231,11 +254,19 @@ def _checkpoint(raw: Any) -> tuple[Any, int] | None:
 
 def _from_hash(jid: str, raw: dict[Any, Any]) -> JobStatus:
     fields = {as_text(k): as_text(v) for k, v in raw.items()}
-    return JobStatus(jid=jid, state=fields.get("state", "?"), updated_at=float(fields.get("updated_at") or 0),
-                     attempt=int(fields.get("attempt") or 0), queue=fields.get("queue") or None,
-                     job_class=fields.get("class") or None, identity=fields.get("identity") or None,
-                     started_at=_float(fields.get("started_at")), at=_float(fields.get("at")),
-                     error_class=fields.get("error_class") or None, reason=fields.get("reason") or None)
+    return JobStatus(
+        jid=jid,
+        state=fields.get("state", "?"),
+        updated_at=number(fields.get("updated_at"), 0.0),
+        attempt=count(fields.get("attempt")),
+        queue=fields.get("queue") or None,
+        job_class=fields.get("class") or None,
+        identity=fields.get("identity") or None,
+        started_at=number(fields.get("started_at")),
+        at=number(fields.get("at")),
+        error_class=fields.get("error_class") or None,
+        reason=fields.get("reason") or None,
+    )
 
 
 def _from_record(jid: str, done: bool, raw: Any) -> JobStatus | None:
@@ -246,10 +277,22 @@ def _from_record(jid: str, done: bool, raw: Any) -> JobStatus | None:
         if data is None:
             return None
         if done:
-            return JobStatus(jid=jid, state="succeeded", updated_at=float(data[4]), attempt=int(data[2]),
-                             queue=data[0] or None, job_class=data[1] or None)
-        return JobStatus(jid=jid, state="queued", updated_at=float(data[3]), attempt=int(data[2]),
-                         queue=data[0] or None, job_class=data[1] or None)
+            return JobStatus(
+                jid=jid,
+                state="succeeded",
+                updated_at=float(data[4]),
+                attempt=int(data[2]),
+                queue=data[0] or None,
+                job_class=data[1] or None,
+            )
+        return JobStatus(
+            jid=jid,
+            state="queued",
+            updated_at=float(data[3]),
+            attempt=int(data[2]),
+            queue=data[0] or None,
+            job_class=data[1] or None,
+        )
     except (ValueError, IndexError, TypeError, KeyError):  # KeyError: an object, not a record's array
         return None
 
@@ -260,11 +303,11 @@ def history(jid: str, config: Config | None = None, now: float | None = None) ->
     duplicates. An entry that isn't readable is skipped."""
     config = config or get_config()
     when = time.time() if now is None else now
-    return shards.first(shards.parts(config), lambda part: _history_in(jid, part, when) or None) or []
+    return routing.first(routing.parts(config), lambda part: _history_in(jid, part, when) or None) or []
 
 
 def _history_in(jid: str, config: Config, now: float) -> list[Attempt]:
-    """``history`` in one namespace (or shard): two pipelines."""
+    """``history`` in one namespace (or part): two pipelines."""
     pipe = store.pipeline(config.redis())
     pipe.lrange(config.keys.history(jid), 0, -1)
     pipe.lrange(config.keys.done_ring, 0, -1)
@@ -274,12 +317,13 @@ def _history_in(jid: str, config: Config, now: float) -> list[Attempt]:
     # same times to the microsecond; two executions can end in the same millisecond.
     found: dict[tuple[int, str, float | None, float], Attempt] = {}
     oldest = now - config.history_ttl  # a bucket outlives its oldest records by up to an hour
-    for entry in [_entry(raw) for raw in (listed if isinstance(listed, list) else [])] + \
-            [e for e in (_done_entry(raw) for raw in records) if e is not None and e.ended_at >= oldest]:
+    for entry in [_entry(raw) for raw in (listed if isinstance(listed, list) else [])] + [
+        e for e in (_done_entry(raw) for raw in records) if e is not None and e.ended_at >= oldest
+    ]:
         if entry is not None:
             started = None if entry.started_at is None else round(entry.started_at, 6)
             found.setdefault((entry.attempt, entry.outcome, started, round(entry.ended_at, 6)), entry)
-    return sorted(found.values(), key=lambda a: a.ended_at)[-config.history_max:]
+    return sorted(found.values(), key=lambda a: a.ended_at)[-config.history_max :]
 
 
 def _done_entry(raw: Any) -> Attempt | None:
@@ -287,8 +331,15 @@ def _done_entry(raw: Any) -> Attempt | None:
         data = json_loads(raw) if isinstance(raw, (bytes, str)) else None
         if data is None:
             return None
-        return Attempt(attempt=int(data[2]), started_at=_float(data[3]), ended_at=float(data[4]),
-                       outcome="succeeded", identity=data[5], queue=data[0] or None, went="succeeded")
+        return Attempt(
+            attempt=int(data[2]),
+            started_at=number(data[3]),
+            ended_at=float(data[4]),
+            outcome="succeeded",
+            identity=data[5],
+            queue=data[0] or None,
+            went="succeeded",
+        )
     except (ValueError, IndexError, TypeError, KeyError):  # KeyError: an object, not a record's array
         return None
 
@@ -296,17 +347,17 @@ def _done_entry(raw: Any) -> Attempt | None:
 def _entry(raw: bytes | str) -> Attempt | None:
     try:
         data: dict[str, Any] = json_loads(raw)
-        return Attempt(attempt=int(data.get("attempt") or 0), started_at=_float(data.get("started_at")),
-                       ended_at=float(data["ended_at"]), outcome=str(data["outcome"]),
-                       identity=data.get("identity"), queue=data.get("queue"), went=data.get("went"),
-                       error_class=data.get("error_class"), error_message=data.get("error_message"),
-                       traceback=data.get("traceback"))
+        return Attempt(
+            attempt=int(data.get("attempt") or 0),
+            started_at=number(data.get("started_at")),
+            ended_at=float(data["ended_at"]),
+            outcome=str(data["outcome"]),
+            identity=data.get("identity"),
+            queue=data.get("queue"),
+            went=data.get("went"),
+            error_class=data.get("error_class"),
+            error_message=data.get("error_message"),
+            traceback=data.get("traceback"),
+        )
     except (ValueError, KeyError, TypeError, AttributeError):
-        return None
-
-
-def _float(value: Any) -> float | None:
-    try:
-        return None if value in (None, "") else float(value)
-    except (TypeError, ValueError):
         return None

@@ -1,7 +1,7 @@
 """Per job class metrics over a chosen window (1 h, 8 h, 24 h, 72 h), as Sidekiq 7's
 Metrics tab shows them: executions and failures per step of the window, execution time
 percentiles (p50, p95, p99), and a histogram of execution times, from what the workers'
-batched stats flush already writes (docs/architecture.md#operator-api).
+gathered stats flush already writes (docs/architecture.md#operator-api).
 
 The last hour reads the per-minute hashes (``throughput:<minute>``, ``durations:<minute>``):
 60 steps of a minute. Longer windows read the per-hour copies (``throughput_h:<hour>``,
@@ -25,7 +25,7 @@ PERCENTILES = (50, 95, 99)
 
 
 @dataclass(frozen=True)
-class Window:
+class Period:
     name: str  # "1h", "8h", "24h" or "72h"
     step: int  # seconds per step: 60 (the last hour) or 3600
     starts: list[int]  # each step's start (epoch seconds), oldest first, the current (partial) one last
@@ -62,7 +62,7 @@ class Bar:
 class ClassWindow:
     """One job class over a window: its summary, runs per step, and its histogram."""
 
-    window: Window
+    window: Period
     summary: ClassSummary | None  # None: it ran in no step of the window
     processed: list[int]  # per step, as window.starts
     failed: list[int]
@@ -71,13 +71,13 @@ class ClassWindow:
 
 @dataclass(frozen=True)
 class WindowMetrics:
-    window: Window
+    window: Period
     classes: list[ClassSummary]  # busiest first
     processed: dict[str, list[int]]  # per class, per step
     failed: dict[str, list[int]]
 
 
-def window(name: str = "1h", now: float | None = None) -> Window:
+def window(name: str = "1h", now: float | None = None) -> Period:
     """The steps of a window; ValueError (one line) for a name not in WINDOWS."""
     hours = WINDOWS.get(name)
     if hours is None:
@@ -85,10 +85,10 @@ def window(name: str = "1h", now: float | None = None) -> Window:
     step = 60 if hours == 1 else 3600
     count = 60 if hours == 1 else hours
     last = int((time.time() if now is None else now) // step)
-    return Window(name, step, [(last - count + 1 + i) * step for i in range(count)])
+    return Period(name, step, [(last - count + 1 + i) * step for i in range(count)])
 
 
-def _read(win: Window, config: Config, job_class: str | None = None) -> list[dict[str, str]]:
+def _read(win: Period, config: Config, job_class: str | None = None) -> list[dict[str, str]]:
     """Each step's fields (a throughput hash with its buckets as ``b:<class>:<n>``), one
     round trip: every class's (HGETALL), or only ``job_class``'s (HMGET of its 104 fields,
     so a class's page costs the same however many other classes ran)."""
@@ -96,8 +96,11 @@ def _read(win: Window, config: Config, job_class: str | None = None) -> list[dic
     names = _class_fields(job_class) if job_class is not None else None
     pipe = config.redis().pipeline(transaction=False)
     for start in win.starts:
-        pair = (keys.throughput(start // 60), keys.durations(start // 60)) if win.step == 60 else \
-            (keys.throughput_hour(start // 3600), keys.durations_hour(start // 3600))
+        pair = (
+            (keys.throughput(start // 60), keys.durations(start // 60))
+            if win.step == 60
+            else (keys.throughput_hour(start // 3600), keys.durations_hour(start // 3600))
+        )
         for key, fields in zip(pair, names or (None, None), strict=True):
             if fields is None:
                 pipe.hgetall(key)
@@ -113,8 +116,10 @@ def _read(win: Window, config: Config, job_class: str | None = None) -> list[dic
 
 
 def _class_fields(job_class: str) -> tuple[list[str], list[str]]:
-    return ([f"count:{job_class}", f"failed:{job_class}", f"ms:{job_class}"],
-            [f"{job_class}:{n}" for n in range(MAX_BUCKET + 1)])
+    return (
+        [f"count:{job_class}", f"failed:{job_class}", f"ms:{job_class}"],
+        [f"{job_class}:{n}" for n in range(MAX_BUCKET + 1)],
+    )
 
 
 def _fields(reply: Any, names: list[str] | None) -> dict[str, str]:
@@ -126,7 +131,7 @@ def _fields(reply: Any, names: list[str] | None) -> dict[str, str]:
     return {name: as_text(value) for name, value in zip(names, reply, strict=True) if value is not None}
 
 
-def _step_tallies(win: Window, config: Config, job_class: str | None = None) -> list[dict[str, _Tally]]:
+def _step_tallies(win: Period, config: Config, job_class: str | None = None) -> list[dict[str, _Tally]]:
     steps = []
     for fields in _read(win, config, job_class):
         tallies: dict[str, _Tally] = defaultdict(_Tally)
@@ -162,8 +167,9 @@ def percentile_ms(buckets: dict[int, int], q: float) -> float | None:
 
 def _summary(job_class: str, t: _Tally) -> ClassSummary:
     p50, p95, p99 = (percentile_ms(t.buckets, q) for q in PERCENTILES)
-    return ClassSummary(job_class, max(0, t.runs - t.failed), t.failed, t.ms, t.ms / t.runs if t.runs else None,
-                        p50, p95, p99)
+    return ClassSummary(
+        job_class, max(0, t.runs - t.failed), t.failed, t.ms, t.ms / t.runs if t.runs else None, p50, p95, p99
+    )
 
 
 def window_metrics(name: str = "1h", config: Config | None = None) -> WindowMetrics:
@@ -184,8 +190,9 @@ def class_window(job_class: str, name: str = "1h", config: Config | None = None)
     total = _total(steps, job_class)
     processed = [max(0, s[job_class].runs - s[job_class].failed) if job_class in s else 0 for s in steps]
     failed = [s[job_class].failed if job_class in s else 0 for s in steps]
-    return ClassWindow(win, _summary(job_class, total) if total.runs else None, processed, failed,
-                       histogram(total.buckets))
+    return ClassWindow(
+        win, _summary(job_class, total) if total.runs else None, processed, failed, histogram(total.buckets)
+    )
 
 
 def histogram(buckets: dict[int, int]) -> list[Bar]:
@@ -198,7 +205,11 @@ def histogram(buckets: dict[int, int]) -> list[Bar]:
     if not per:
         return []
     low, high = min(per), max(per)
-    return [Bar(bucket_upper_ms(d * BUCKETS_PER_DOUBLING - 1) if d else 0.0,
-                bucket_upper_ms(d * BUCKETS_PER_DOUBLING + BUCKETS_PER_DOUBLING - 1), per.get(d, 0))
-            for d in range(low, high + 1)]
-
+    return [
+        Bar(
+            bucket_upper_ms(d * BUCKETS_PER_DOUBLING - 1) if d else 0.0,
+            bucket_upper_ms(d * BUCKETS_PER_DOUBLING + BUCKETS_PER_DOUBLING - 1),
+            per.get(d, 0),
+        )
+        for d in range(low, high + 1)
+    ]

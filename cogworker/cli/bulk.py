@@ -26,7 +26,7 @@ def confirm(question: str, yes: bool, stdin: TextIO | None = None, stderr: TextI
         raise usage("cancelled (nothing changed)")
 
 
-class Progress:
+class ProgressLine:
     """``done/total`` on one rewritten stderr line, only when stderr is a terminal (a log
     file must not fill with carriage returns)."""
 

@@ -13,6 +13,7 @@ from typing import Any
 from .. import api
 from ..errors import NotFound
 from ..names import shown
+from ..wording import counted
 from . import jobs, results
 from .bulk import confirm
 from .output import field, megabytes, not_found, pairs, print_json, relative, seconds, table, when
@@ -33,19 +34,26 @@ def stats_document(numbers: Any, queues: list[Any], processes: list[Any]) -> dic
 
 def stats_screen(numbers: Any, queues: list[Any], processes: list[Any]) -> str:
     """``cogworker stats`` for a person: the counters, the queues, the processes."""
-    counters = pairs([
-        ("processed", field(numbers, "processed", 0)),
-        ("failed", field(numbers, "failed", 0)),
-        ("enqueued", field(numbers, "enqueued", 0)),
-        ("scheduled", field(numbers, "scheduled_size", 0)),
-        ("retry", field(numbers, "retry_size", 0)),
-        ("dead", field(numbers, "dead_size", 0)),
-        ("unsettled", field(numbers, "unsettled_size", 0)),
-        ("processes", f"{field(numbers, 'processes', 0)} ({field(numbers, 'busy', 0)} busy)"),
-        ("default latency", seconds(field(numbers, "default_latency", 0.0))),
-    ])
-    return "\n\n".join([counters, queue_table(queues) if queues else "no queues",
-                         process_table(processes) if processes else "no live processes"])
+    counters = pairs(
+        [
+            ("processed", field(numbers, "processed", 0)),
+            ("failed", field(numbers, "failed", 0)),
+            ("enqueued", field(numbers, "enqueued", 0)),
+            ("scheduled", field(numbers, "scheduled_size", 0)),
+            ("retry", field(numbers, "retry_size", 0)),
+            ("dead", field(numbers, "dead_size", 0)),
+            ("unsettled", field(numbers, "unsettled_size", 0)),
+            ("processes", f"{field(numbers, 'processes', 0)} ({field(numbers, 'busy', 0)} busy)"),
+            ("default latency", seconds(field(numbers, "default_latency", 0.0))),
+        ]
+    )
+    return "\n\n".join(
+        [
+            counters,
+            queue_table(queues) if queues else "no queues",
+            process_table(processes) if processes else "no live processes",
+        ]
+    )
 
 
 def queue_row(queue: Any) -> dict[str, Any]:
@@ -101,11 +109,17 @@ def queue_jobs(args: argparse.Namespace) -> int:
         print_json({**queue_row(target), "jobs": [jobs.record_json(r) for r in found]})
         return 0
     paused = ", paused" if target.paused() else ""
-    print(f"queue {target.name}: {size} jobs, latency {seconds(target.latency())}{paused}")
+    print(f"queue {target.name}: {counted(size, 'job')}, latency {seconds(target.latency())}{paused}")
     if found:
-        print(table(["JID", "CLASS", "ARGS", "ENQUEUED"],
-                    [[field(r, "jid") or "-", jobs.job_class(r), arguments(r), relative(field(r, "enqueued_at"))]
-                     for r in found]))
+        print(
+            table(
+                ["JID", "CLASS", "ARGS", "ENQUEUED"],
+                [
+                    [field(r, "jid") or "-", jobs.job_class(r), arguments(r), relative(field(r, "enqueued_at"))]
+                    for r in found
+                ],
+            )
+        )
     if size > len(found):
         print(f"({len(found)} of {size}, the next to run first; --limit N for more)")
     return 0
@@ -124,12 +138,12 @@ def clear(args: argparse.Namespace) -> int:
     size = target.size()
     deleted = 0
     if size:
-        confirm(f"Delete all {size} jobs of queue {target.name}? This cannot be undone.", args.yes)
+        confirm(f"Delete all {counted(size, 'job')} of queue {target.name}? This cannot be undone.", args.yes)
         deleted = target.clear()
     if args.json:
         print_json({"queue": target.name, "deleted": deleted})
     else:
-        print(f"queue {target.name}: {deleted} jobs deleted")
+        print(f"queue {target.name}: {counted(deleted, 'job')} deleted")
     return 0
 
 
@@ -147,8 +161,10 @@ def processes(args: argparse.Namespace) -> int:
 def control(args: argparse.Namespace) -> int:
     request = api.quiet_process if args.action == "quiet" else api.stop_process
     if not request(args.identity):
-        raise not_found(f"no live master or single-process worker {args.identity!r} "
-                        "(a prefork child is quieted or stopped with its master)")
+        raise not_found(
+            f"no live master or single-process worker {args.identity!r} "
+            "(a prefork child is quieted or stopped with its master)"
+        )
     if args.json:
         print_json({"identity": args.identity, "requested": args.action})
     else:
@@ -156,15 +172,35 @@ def control(args: argparse.Namespace) -> int:
     return 0
 
 
+def process_states(found: list[Any]) -> list[str]:
+    """Each process's STATE: ``quiet`` or ``stopping`` when it (a child: its master, whose
+    record holds it) was told so, else ``busy`` (running a job; a master: a child is) or
+    ``idle``."""
+    told = {
+        (field(p, "host", ""), field(p, "pid", 0)): field(p, "state", "")
+        for p in found
+        if field(p, "kind", "") == "master"
+    }
+    states = []
+    for process in found:
+        state = field(process, "state", "") or ""
+        if not state and field(process, "kind", "") == "child":
+            state = told.get((field(process, "host", ""), field(process, "ppid", 0)), "")
+        busy = field(process, "busy", 0) or field(process, "running")
+        states.append(state or ("busy" if busy else "idle"))
+    return states
+
+
 def process_table(found: list[Any]) -> str:
     now = time.time()
     rows = []
-    for process in found:
+    for process, state in zip(found, process_states(found), strict=True):
         running = field(process, "running")
         doing = "-"
         if running:
-            doing = f"{field(running, 'class', None) or field(running, 'job_class', '?')} " \
-                    f"jid={field(running, 'jid', '?')}"
+            doing = (
+                f"{field(running, 'class', None) or field(running, 'job_class', '?')} jid={field(running, 'jid', '?')}"
+            )
             started = field(running, "run_at")
             if started:
                 doing += f" for {seconds(now - float(started))}"
@@ -172,10 +208,18 @@ def process_table(found: list[Any]) -> str:
             if done is not None:  # first: the column is cut to the screen's width
                 doing = f"{float(done):.0%} {doing}"
         queues_of = field(process, "queues") or []
-        rows.append([field(process, "identity", "?"), field(process, "kind", "?"),
-                     ",".join(queues_of) if isinstance(queues_of, (list, tuple)) else queues_of,
-                     when(field(process, "started_at")), megabytes(field(process, "rss")), doing])
-    return table(["IDENTITY", "KIND", "QUEUES", "SINCE (UTC)", "RSS", "RUNNING"], rows)
+        rows.append(
+            [
+                field(process, "identity", "?"),
+                field(process, "kind", "?"),
+                state,
+                ",".join(queues_of) if isinstance(queues_of, (list, tuple)) else queues_of,
+                when(field(process, "started_at")),
+                megabytes(field(process, "rss")),
+                doing,
+            ]
+        )
+    return table(["IDENTITY", "KIND", "STATE", "QUEUES", "SINCE (UTC)", "RSS", "RUNNING"], rows)
 
 
 HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {

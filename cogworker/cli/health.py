@@ -13,18 +13,24 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import store
-from ..api.shards import everywhere
-from ..config import Config, as_text, get_config
+from ..config import Config, as_text, count, get_config, number
 from ..launch.argtypes import positive_float
+from ..routing import everywhere
 from ..store import durability
 from ..store.tls import certificate_hint
 
 
 def add_parser(sub: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
-    health = sub.add_parser("health", parents=parents,
-                            help="exit 0 if this host's master beats and has all its children, else 1")
-    health.add_argument("--max-age", type=positive_float, default=30.0, metavar="SECONDS",
-                        help="its last beat at most this old (default 30)")
+    health = sub.add_parser(
+        "health", parents=parents, help="exit 0 if this host's master beats and has all its children, else 1"
+    )
+    health.add_argument(
+        "--max-age",
+        type=positive_float,
+        default=30.0,
+        metavar="SECONDS",
+        help="its last beat at most this old (default 30)",
+    )
     health.add_argument("--identity", metavar="ID", help="this process (a master or a worker), not this host's master")
 
 
@@ -38,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         import json
 
-        sys.stdout.write(json.dumps({"healthy": ok, "reason": reason, "redis_warnings": warnings}) + "\n")
+        namespace = get_config().namespace
+        answer = {"healthy": ok, "reason": reason, "namespace": namespace, "redis_warnings": warnings}
+        sys.stdout.write(json.dumps(answer) + "\n")
         return 0 if ok else 1
     if ok:
         sys.stdout.write(f"ok: {reason}\n")
@@ -52,22 +60,26 @@ def run(args: argparse.Namespace) -> int:
 def check(max_age: float, identity: str | None) -> tuple[bool, str]:
     """(healthy, why): the freshest matching process decides."""
     candidates = records(identity)
+    where = f"namespace {get_config().namespace!r}"  # a probe looking in the wrong one says so
     if not candidates:
         what = f"process {identity}" if identity else f"master on host {socket.gethostname()}"
-        return False, f"no {what} is registered (not running, or its record expired)"
-    ident, rec = max(candidates, key=lambda pair: float(pair[1].get("beat_at") or 0))
-    age = time.time() - float(rec.get("beat_at") or 0)
+        return False, (
+            f"no {what} is registered in {where} (not running, its record expired, or it uses "
+            "another namespace: --namespace, $COGWORKER_NAMESPACE)"
+        )
+    ident, rec = max(candidates, key=lambda pair: number(pair[1].get("beat_at"), 0.0))
+    age = time.time() - number(rec.get("beat_at"), 0.0)
     if age > max_age:
-        return False, f"{rec.get('role')} {ident} last beat {age:.0f}s ago (--max-age {max_age:g})"
-    if "procs" in rec and int(rec.get("children") or 0) < int(rec["procs"]):
-        return False, f"master {ident} has {rec.get('children')} of its {rec['procs']} children"
+        return False, f"{rec.get('role')} {ident} last beat {age:.0f}s ago (--max-age {max_age:g}), in {where}"
+    if "procs" in rec and count(rec.get("children")) < count(rec["procs"]):
+        return False, f"master {ident} has {rec.get('children')} of its {rec['procs']} children, in {where}"
     children = f", {rec['children']}/{rec['procs']} children" if "procs" in rec else ""
-    return True, f"{rec.get('role')} {ident} beat {age:.1f}s ago{children}"
+    return True, f"{rec.get('role')} {ident} beat {age:.1f}s ago{children}, in {where}"
 
 
 def records(identity: str | None) -> list[tuple[str, dict[str, str]]]:
     """The matching records: the fleet's and, in the queue layout on a cluster, every
-    shard's (a child beats in its shard; a master in the fleet)."""
+    part's (a child beats in its part; a master in the fleet)."""
     return [found for part in everywhere(get_config()) for found in _records_in(part, identity)]
 
 

@@ -20,12 +20,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def limit_text(one: Any) -> str:
-    return f"{one.limit} at once" if one.kind == "concurrency" else f"{one.limit} per {seconds(one.per)}"
+    """``3 at once``, ``20 per 2.0s``; a number the record doesn't hold usably shows as ``?``
+    and the row says which (a damaged or forged record: shown, not fatal)."""
+    n = one.limit or "?"
+    text = f"{n} at once" if one.kind == "concurrency" else f"{n} per {seconds(one.per) if one.per else '?'}"
+    return text + (f" (unreadable: {', '.join(one.unreadable)})" if one.unreadable else "")
 
 
 def screen(found: list[Any]) -> str:
     if not found:
         return "no limiters (none used in the last 7 days)"
-    rows = [[one.name, one.kind, limit_text(one), one.in_use, one.waiting, one.over, relative(one.last_used)]
-            for one in found]
+    rows = [
+        [one.name, one.kind, limit_text(one), one.in_use, one.waiting, one.over, relative(one.last_used)]
+        for one in found
+    ]
     return table(["LIMITER", "KIND", "LIMIT", "IN USE", "WAITING", "OVER LIMIT", "LAST USED"], rows)

@@ -11,6 +11,8 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..config import number
+
 WIDTH = 100  # a person's terminal: every table is cut to fit
 
 # Exit codes (the command's contract).
@@ -51,11 +53,12 @@ def one_line_cut(text: object, limit: int) -> str:
         # A prefix's line is a prefix of the whole text's line (the last word at worst cut).
         line = one_line(raw[:size])
         if len(line) > limit or size >= len(raw):
-            return line[:limit + 1]
+            return line[: limit + 1]
         size *= 4  # mostly whitespace so far: read more, still linear in all
 
 
 # -- JSON ------------------------------------------------------------------------------------
+
 
 def jsonable(value: Any) -> Any:
     """The API's records (dataclasses or plain objects) as JSON values. Bytes that are not
@@ -85,12 +88,14 @@ def print_json(document: Any) -> None:
 
 # -- tables ------------------------------------------------------------------------------------
 
+
 def cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:max(0, width - 1)] + "…"
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[object]], width: int = WIDTH,
-          keep: Sequence[int] = (0,)) -> str:
+def table(
+    headers: Sequence[str], rows: Iterable[Sequence[object]], width: int = WIDTH, keep: Sequence[int] = (0,)
+) -> str:
     """Columns aligned, two spaces apart; the widest columns are cut (with …) until the
     whole line fits ``width``, except the ``keep`` ones (a jid or an identity is what a
     person copies into the next command). Numbers are right-aligned.
@@ -98,8 +103,10 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]], width: int =
     No cell is read past ``width``: a column is then at most ``width`` wide, so the
     cutting below takes at most ``width`` passes per column, whatever the cells hold."""
     cells = [[one_line_cut(c, width) for c in row] for row in rows]
-    numeric = [all(_is_number(row[i]) or row[i] == "-" for row in cells) and any(_is_number(row[i]) for row in cells)
-               for i in range(len(headers))]
+    numeric = [
+        all(_is_number(row[i]) or row[i] == "-" for row in cells) and any(_is_number(row[i]) for row in cells)
+        for i in range(len(headers))
+    ]
     widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
     _fit(widths, width, [i for i in range(len(widths)) if i not in keep])
     _fit(widths, width, list(keep))  # a kept column too, if it alone is wider than the terminal
@@ -140,6 +147,7 @@ def pairs(items: Sequence[tuple[str, object]]) -> str:
 
 # -- values --------------------------------------------------------------------------------------
 
+
 def when(epoch: object) -> str:
     """An epoch time as UTC, to the second; '-' when there is none."""
     if epoch is None or epoch == "":
@@ -147,7 +155,7 @@ def when(epoch: object) -> str:
     if isinstance(epoch, datetime.datetime):
         return epoch.strftime("%Y-%m-%d %H:%M:%S")
     try:
-        moment = datetime.datetime.fromtimestamp(float(epoch), datetime.timezone.utc)  # type: ignore[arg-type]
+        moment = datetime.datetime.fromtimestamp(float(epoch), datetime.UTC)  # type: ignore[arg-type]
     except (TypeError, ValueError, OverflowError, OSError):
         return str(epoch)
     return moment.strftime("%Y-%m-%d %H:%M:%S")
@@ -155,18 +163,17 @@ def when(epoch: object) -> str:
 
 def relative(epoch: object, now: float | None = None) -> str:
     """An epoch time relative to now, short enough for a table: ``3m05s ago``, ``in 59m``."""
-    try:
-        delta = float(epoch) - (time.time() if now is None else now)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    at = number(epoch)
+    if at is None:
         return "-"
+    delta = at - (time.time() if now is None else now)
     return f"in {seconds(delta)}" if delta > 0 else f"{seconds(-delta)} ago"
 
 
 def seconds(value: object) -> str:
     """A duration for a person: 0.4s, 12s, 5m03s, 2h10m, 3d04h."""
-    try:
-        total = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    total = number(value)
+    if total is None:
         return "-"
     if total < 10:
         return f"{total:.1f}s"
@@ -182,9 +189,8 @@ def seconds(value: object) -> str:
 
 def megabytes(value: object) -> str:
     """RSS in bytes -> MB; '-' when unknown (not measured: 0)."""
-    try:
-        size = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    size = number(value)
+    if size is None:
         return "-"
     return f"{size / 1048576:.0f}MB" if size > 0 else "-"
 

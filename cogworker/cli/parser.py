@@ -17,46 +17,72 @@ DEFAULT_LIMIT = 25
 WATCH_EVERY = 2.0  # seconds between two rounds of `stats --watch`, as the web dashboard polls
 
 
-
 def common() -> OneLineParser:
     """What every subcommand takes."""
     parent = OneLineParser(add_help=False)
-    parent.add_argument("--redis-url", type=redis_url_arg,
-                        help="default: $COGWORKER_REDIS_URL, $REDIS_URL, redis://localhost:6379/0")
-    parent.add_argument("--namespace", type=namespace_arg, help="Redis key prefix (default cogworker)")
+    parent.add_argument(
+        "--redis-url", type=redis_url_arg, help="default: $COGWORKER_REDIS_URL, $REDIS_URL, redis://localhost:6379/0"
+    )
+    parent.add_argument(
+        "--namespace", type=namespace_arg, help="Redis key prefix (default: $COGWORKER_NAMESPACE, else cogworker)"
+    )
     parent.add_argument("--json", action="store_true", help="one JSON document on stdout, for scripts")
     return parent
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="cogworker", description="Look at and operate a cogworker system.",
-                           epilog="cogworker worker MODULE runs the single-process worker "
-                                  "(cogworker worker --help for its options).")
+    parser = OneLineParser(
+        prog="cogworker",
+        description="Look at and operate a cogworker system.",
+        epilog="cogworker worker MODULE runs the single-process worker (cogworker worker --help for its options).",
+    )
     add_version(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     sub.required = True
     parent = [common()]
 
     stats = sub.add_parser("stats", parents=parent, help="counters, sets, queues, latency, processes (one screen)")
-    stats.add_argument("--watch", nargs="?", type=positive_float, const=WATCH_EVERY, metavar="SECONDS",
-                       help=f"redraw every SECONDS (default {WATCH_EVERY:g}) until Ctrl-C; "
-                            "one line per round when stdout is not a terminal")
+    stats.add_argument(
+        "--watch",
+        nargs="?",
+        type=positive_float,
+        const=WATCH_EVERY,
+        metavar="SECONDS",
+        help=f"redraw every SECONDS (default {WATCH_EVERY:g}) until Ctrl-C; "
+        "one line per round when stdout is not a terminal",
+    )
     sub.add_parser("queues", parents=parent, help="every known queue: size, latency, paused")
-    queue = sub.add_parser("queue", parents=parent, usage="cogworker queue [pause|resume] NAME [--limit N]",
-                           help="a queue's jobs (the next to run first); pause|resume NAME: fleet-wide")
+    queue = sub.add_parser(
+        "queue",
+        parents=parent,
+        usage="cogworker queue [pause|resume] NAME [--limit N]",
+        help="a queue's jobs (the next to run first); pause|resume NAME: fleet-wide",
+    )
     queue.add_argument("words", nargs="+", metavar="[pause|resume] NAME")
-    queue.add_argument("--limit", type=positive_int, default=DEFAULT_LIMIT, metavar="N",
-                       help=f"list at most N jobs (default {DEFAULT_LIMIT})")
+    queue.add_argument(
+        "--limit",
+        type=positive_int,
+        default=DEFAULT_LIMIT,
+        metavar="N",
+        help=f"list at most N jobs (default {DEFAULT_LIMIT})",
+    )
     clear = sub.add_parser("clear", parents=parent, help="delete every job of a queue (asks first)")
     clear.add_argument("name", metavar="QUEUE")
     clear.add_argument("--yes", "-y", action="store_true", help="don't ask for confirmation")
 
     _add_set_commands(sub, parent)
 
-    procs = sub.add_parser("processes", parents=parent,
-                           help="live processes: what each runs, since when, RSS; quiet|stop IDENTITY of a master")
-    procs.add_argument("action", nargs="?", choices=("quiet", "stop"),
-                       help="ask a master (or single-process worker) to go quiet or stop, through Redis")
+    procs = sub.add_parser(
+        "processes",
+        parents=parent,
+        help="live processes: what each runs, since when, RSS; quiet|stop IDENTITY of a master",
+    )
+    procs.add_argument(
+        "action",
+        nargs="?",
+        choices=("quiet", "stop"),
+        help="ask a master (or single-process worker) to go quiet or stop, through Redis",
+    )
     procs.add_argument("identity", nargs="?", metavar="IDENTITY")
 
     periodic = sub.add_parser("periodic", parents=parent, help="periodic entries: list, disable, enable, run-now")
@@ -67,15 +93,17 @@ def build_parser() -> argparse.ArgumentParser:
     batches.add_parser(sub, parent)
 
     server = OneLineParser(add_help=False)
-    server.add_argument("--redis-url", type=redis_url_arg,
-                        help="default: $COGWORKER_REDIS_URL, $REDIS_URL, redis://localhost:6379/0")
-    server.add_argument("--namespace", type=namespace_arg, help="Redis key prefix (default cogworker)")
+    server.add_argument(
+        "--redis-url", type=redis_url_arg, help="default: $COGWORKER_REDIS_URL, $REDIS_URL, redis://localhost:6379/0"
+    )
+    server.add_argument(
+        "--namespace", type=namespace_arg, help="Redis key prefix (default: $COGWORKER_NAMESPACE, else cogworker)"
+    )
     web.add_parser(sub, server)
     health.add_parser(sub, parent)
 
     # Listed for --help only: main() hands `worker ...` to the runner's own parser.
-    sub.add_parser("worker", help="run the single-process worker: cogworker worker MODULE [options]",
-                   add_help=False)
+    sub.add_parser("worker", help="run the single-process worker: cogworker worker MODULE [options]", add_help=False)
     return parser
 
 
@@ -86,15 +114,21 @@ def _add_set_commands(sub: argparse._SubParsersAction, parent: list[OneLineParse
     jobs.add_argument("--class", dest="job_class", metavar="C", help="only this job class")
     jobs.add_argument("--error", dest="error_class", metavar="E", help="only this error class")
     jobs.add_argument("--queue", metavar="Q", help="only this queue")
-    jobs.add_argument("--limit", type=positive_int, default=DEFAULT_LIMIT, metavar="N",
-                      help=f"at most N entries (default {DEFAULT_LIMIT})")
+    jobs.add_argument(
+        "--limit",
+        type=positive_int,
+        default=DEFAULT_LIMIT,
+        metavar="N",
+        help=f"at most N entries (default {DEFAULT_LIMIT})",
+    )
 
     job = sub.add_parser("job", parents=parent, help="where a job is, its payload, status, history, traceback")
     job.add_argument("jid", metavar="JID")
     results.add_parser(sub, parent)
 
-    cancel = sub.add_parser("cancel", parents=parent,
-                            help="cancel jobs: a waiting one is removed, a running one told (it ends cancelled)")
+    cancel = sub.add_parser(
+        "cancel", parents=parent, help="cancel jobs: a waiting one is removed, a running one told (it ends cancelled)"
+    )
     cancel.add_argument("jids", nargs="+", metavar="JID")
 
     for name, what in (("retry", "enqueue entries now, on their queues"), ("delete", "delete entries")):

@@ -19,8 +19,10 @@ def run(args: argparse.Namespace) -> int:
     entry = entries.get(name)
     if entry is None:
         # A name no worker published may be a typo: disabling it would change nothing.
-        raise not_found(f"no periodic entry named {name!r} (known: {', '.join(sorted(entries)) or 'none'}; "
-                        "a worker publishes its entries at boot)")
+        raise not_found(
+            f"no periodic entry named {name!r} (known: {', '.join(sorted(entries)) or 'none'}; "
+            "a worker publishes its entries at boot)"
+        )
     jid = None
     if args.action == "disable":
         changed = api.disable_periodic(name)
@@ -55,7 +57,17 @@ def show(entries: list[api.PeriodicEntry], as_json: bool) -> int:
     if not entries:
         print("no periodic entries published (a worker publishes the entries its app registers, at boot)")
         return 0
-    rows = [[e.name, e.cron or "-", e.job_class or "-", e.queue, relative(e.next_fire), relative(e.last_fired_at),
-             "no" if e.disabled else "yes"] for e in entries]
+    rows = [
+        [
+            e.name,
+            e.cron or "-",
+            e.job_class or "-",
+            e.queue,
+            relative(e.next_fire),
+            relative(e.last_fired_at),
+            "no" if e.disabled else "yes",
+        ]
+        for e in entries
+    ]
     print(table(["NAME", "CRON", "JOB", "QUEUE", "NEXT", "LAST FIRED", "ENABLED"], rows))
     return 0

@@ -17,11 +17,13 @@ FAILED = 1  # the exit status of a result that says its job ended dead (or expir
 
 
 def add_parser(sub: Any, parent: Sequence[argparse.ArgumentParser]) -> None:
-    found = sub.add_parser("result", parents=parent, help="a kept result: of a job (results=True), chain, chord "
-                                                         "or group")
+    found = sub.add_parser(
+        "result", parents=parent, help="a kept result: of a job (results=True), chain, chord or group"
+    )
     found.add_argument("ident", metavar="ID", help="a jid, a chain's or chord's id, or a group id (g-...)")
-    found.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
-                       help="wait up to SECONDS for it (default: read it now)")
+    found.add_argument(
+        "--wait", type=float, default=0.0, metavar="SECONDS", help="wait up to SECONDS for it (default: read it now)"
+    )
 
 
 def show_result(args: argparse.Namespace) -> int:
@@ -34,8 +36,10 @@ def show_result(args: argparse.Namespace) -> int:
             pass  # whatever it ended as, the record below says it
     record = api.result(args.ident)
     if record is None:
-        raise not_found(f"no result kept for {args.ident!r} (not finished, not a job that keeps its result "
-                        "(results=True), or gone past twice its result_ttl)")
+        raise not_found(
+            f"no result kept for {args.ident!r} (not finished, not a job that keeps its result "
+            "(results=True), or gone past twice its result_ttl)"
+        )
     if args.json:
         print_json(record)
         return 0 if record.state in ("succeeded", "running") else FAILED

@@ -50,8 +50,10 @@ def one_round(args: argparse.Namespace, redraw: bool) -> str:
         numbers, queues, processes = api.stats(), api.queues(), api.processes()
         document = commands.stats_document(numbers, queues, processes) if args.json else None
     except (store.ConnectionError, store.TimeoutError) as exc:
-        note = (f"{stamp()} Redis at {redact_url(get_config().redis_url)} did not answer ({type(exc).__name__}); "
-                f"trying again in {args.watch:g}s")
+        note = (
+            f"{stamp()} Redis at {redact_url(get_config().redis_url)} did not answer ({type(exc).__name__}); "
+            f"trying again in {args.watch:g}s"
+        )
         return (CLEAR if redraw else "") + note + "\n"
     if document is not None:
         return json.dumps(jsonable({"at": time.time(), **document}), separators=(",", ":")) + "\n"
@@ -63,9 +65,17 @@ def one_round(args: argparse.Namespace, redraw: bool) -> str:
 
 def line(numbers: Any) -> str:
     """One round as one line: a UTC time, then name=value pairs."""
-    names = (("processed", "processed"), ("failed", "failed"), ("enqueued", "enqueued"),
-             ("scheduled", "scheduled_size"), ("retry", "retry_size"), ("dead", "dead_size"),
-             ("unsettled", "unsettled_size"), ("processes", "processes"), ("busy", "busy"))
+    names = (
+        ("processed", "processed"),
+        ("failed", "failed"),
+        ("enqueued", "enqueued"),
+        ("scheduled", "scheduled_size"),
+        ("retry", "retry_size"),
+        ("dead", "dead_size"),
+        ("unsettled", "unsettled_size"),
+        ("processes", "processes"),
+        ("busy", "busy"),
+    )
     values = " ".join(f"{label}={field(numbers, name, 0)}" for label, name in names)
     return f"{stamp()} {values} default_latency={seconds(field(numbers, 'default_latency', 0.0))}"
 

@@ -20,11 +20,18 @@ def add_parser(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser)
     web.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     web.add_argument("--port", type=port_arg, default=8000, help="port (default 8000)")
     web.add_argument("--read-only", action="store_true", help="hide every action and refuse every POST")
-    web.add_argument("--allowed-host", action="append", default=[], dest="allowed_hosts", metavar="NAME",
-                     help="a name the UI is reached by, besides --host, localhost, 127.0.0.1 and ::1 "
-                          "(repeatable; .example.com: it and its subdomains); any other Host header is refused")
-    web.add_argument("--insecure", action="store_true",
-                     help=f"allow a non-loopback --host without {USER_ENV}/{PASSWORD_ENV} set")
+    web.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        dest="allowed_hosts",
+        metavar="NAME",
+        help="a name the UI is reached by, besides --host, localhost, 127.0.0.1 and ::1 "
+        "(repeatable; .example.com: it and its subdomains); any other Host header is refused",
+    )
+    web.add_argument(
+        "--insecure", action="store_true", help=f"allow a non-loopback --host without {USER_ENV}/{PASSWORD_ENV} set"
+    )
 
 
 def is_loopback(host: str) -> bool:
@@ -54,8 +61,10 @@ def auth_from_env() -> tuple[str, str] | None:
 def run(args: argparse.Namespace) -> int:
     credentials = auth_from_env()
     if credentials is None and not is_loopback(args.host) and not args.insecure:
-        raise usage(f"refusing to serve on {args.host} without authentication: set {USER_ENV} and "
-                    f"{PASSWORD_ENV}, or bind 127.0.0.1, or pass --insecure")
+        raise usage(
+            f"refusing to serve on {args.host} without authentication: set {USER_ENV} and "
+            f"{PASSWORD_ENV}, or bind 127.0.0.1, or pass --insecure"
+        )
     try:
         import uvicorn
 
@@ -66,8 +75,12 @@ def run(args: argparse.Namespace) -> int:
     config.redis().ping()  # unreachable: one line and exit 3, before the server starts
     auth = BasicAuth(*credentials) if credentials else None
     try:
-        app = create_app(auth=auth, read_only=args.read_only, config=config,
-                         allowed_hosts=[*bound_names(args.host), *args.allowed_hosts])
+        app = create_app(
+            auth=auth,
+            read_only=args.read_only,
+            config=config,
+            allowed_hosts=[*bound_names(args.host), *args.allowed_hosts],
+        )
     except ValueError as exc:  # a bad --allowed-host or $COGWORKER_WEB_SECRET
         raise usage(str(exc)) from None
     uvicorn.run(app, host=args.host, port=args.port, log_level="info", server_header=False)

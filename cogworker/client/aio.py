@@ -13,21 +13,24 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from .. import store
+from .. import routing, store
 from ..config import Config, get_config
 from ..core import batchscope, hooks, tracing
 from ..core.middleware import client_middleware
-from ..core.payload import dumps
+from ..core.payload import dumps, priority_of
+from ..keys import level_name
 from ..lifecycle import unique
-from ..store import guard, lua, replication
+from ..store import guard, replication
 from ..store.connection import connect_async
+from ..transitions import call
 from . import enqueue as client
 from . import status as status_enqueue
 
 # loop -> {(redis URL, wait_replicas's need, namespace): client}: a redis.asyncio client belongs to the
 # loop it first ran on.
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, Any, str], store.AsyncClient]] = \
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, Any, str], store.AsyncClient]] = (
     weakref.WeakKeyDictionary()
+)
 
 
 def async_redis(config: Config | None = None) -> store.AsyncClient:
@@ -38,9 +41,15 @@ def async_redis(config: Config | None = None) -> store.AsyncClient:
     key = (config.redis_url, config.replication_need, config.keys.namespace)
     found = per_loop.get(key)
     if found is None:  # config.cluster: asked of the node once per process (a blocking INFO), then kept
+        config.require_durable()  # durability="aof": asked once per process (blocking, as above)
         found = per_loop[key] = connect_async(
-            config.client_url, config.socket_timeout, config.socket_connect_timeout, config.replication_need,
-            config.cluster, config.keys.namespace)
+            config.client_url,
+            config.socket_timeout,
+            config.socket_connect_timeout,
+            config.replication_need,
+            config.cluster,
+            config.keys.namespace,
+        )
     return found
 
 
@@ -60,12 +69,12 @@ async def _execute(pipe: Any) -> None:
     client.check_written(commands, results, need)
 
 
-async def _unique_push(conn: Any, keys: list[Any], args: list[Any], name: str = "unique_push") -> Any:
-    """unique_push.lua (or ``name``: batch_push.lua); with wait_replicas, with its WAIT in one pipeline."""
+async def _unique_push(conn: Any, push: call.Call) -> Any:
+    """unique_push.lua (or batch_push.lua); with wait_replicas, with its WAIT in one pipeline."""
     if replication.need_of(conn) is None:
-        return await lua.script(conn, name)(keys=keys, args=args)
+        return await call.run_async(conn, push)
     pipe = store.pipeline(conn)
-    await lua.script(conn, name)(keys=keys, args=args, client=pipe)  # queued, not sent
+    await call.run_async(conn, push, pipe)  # queued, not sent
     need = replication.wait_on(pipe)
     pushed, waited = await pipe.execute(raise_on_error=False)
     if isinstance(pushed, Exception):
@@ -80,9 +89,9 @@ async def _write_one(payload: dict[str, Any], at: float | None) -> str | None:
     if at is not None and at > time.time():
         payload["at"] = at
     given = get_config()
-    # The job's shard's config (not sharded: the config itself); note_shard's SADD is
-    # once per process, off the loop.
-    into = await asyncio.to_thread(client.shard_of, given, payload) if given.sharded else given
+    # The job's part (one part: the config itself); its listing in the registry (an SADD,
+    # once per process) runs off the loop.
+    into = await asyncio.to_thread(client.part_of, given, payload) if routing.split(given) else given
     bid = batchscope.joining()
     if bid is not None:
         payload.setdefault("wf", {})["b"] = bid
@@ -90,18 +99,19 @@ async def _write_one(payload: dict[str, Any], at: float | None) -> str | None:
         dumps(payload)
         unique.prepare(payload)
     encoded = dumps(payload)
-    conn: Any = async_redis(into)  # lua.script registers on either kind of client
+    conn: Any = async_redis(into)  # the runner registers scripts on either kind of client
+    priority = priority_of(payload)
+    if priority and (bid is not None or payload.get("unique_for")):  # as client._final
+        await conn.sadd(into.keys.levels, level_name(payload["queue"], priority))
     if bid is not None:
-        keys, args = client.batch_call(bid, payload, encoded, at, into)
-        jid = client.joined(bid, await _unique_push(conn, keys, args, "batch_push"), payload)
+        jid = client.joined(bid, await _unique_push(conn, client.batch_call(bid, payload, encoded, at, into)), payload)
         if jid is not None and status_enqueue.writes_enqueue(into, payload):
             await _status(conn, payload, at, into)
     elif payload.get("unique_for"):
-        keys, args = unique.push_call(payload, encoded, at, into.keys)
         try:
-            pushed = await _unique_push(conn, keys, args)
+            pushed = await _unique_push(conn, unique.push_call(payload, encoded, at, into.keys))
         except store.ResponseError as exc:
-            lua.raise_if_fenced(exc)
+            call.raise_if_fenced(exc)
             raise
         jid = payload["jid"] if pushed == 1 else None
         if jid is not None and status_enqueue.writes_enqueue(into, payload):
@@ -129,10 +139,16 @@ async def push(payload: dict[str, Any], at: float | None = None) -> str | None:
     """``client.push``, awaited: the jid, or None when a middleware or a unique lock dropped it."""
     if client.sink is not None:  # cogworker.testing: the job may run now, off this loop
         return await asyncio.to_thread(client.push, payload, at)
-    if tracing.ON and tracing.active():
-        with tracing.producing(payload, at) as span:  # a PRODUCER span, current across the await
-            return tracing.written(span, await _untraced(payload, at))
-    return await _untraced(payload, at)
+    try:
+        if tracing.ON and tracing.active():
+            with tracing.producing(payload, at) as span:  # a PRODUCER span, current across the await
+                return tracing.written(span, await _untraced(payload, at))
+        return await _untraced(payload, at)
+    except (store.ConnectionError, store.TimeoutError) as exc:
+        found = client.unreachable(str(payload.get("class")), None, exc)
+        if found is exc:
+            raise
+        raise found from exc
 
 
 async def _untraced(payload: dict[str, Any], at: float | None) -> str | None:
@@ -144,6 +160,7 @@ async def _untraced(payload: dict[str, Any], at: float | None) -> str | None:
     def chain() -> str | None:
         def final() -> str | None:
             return asyncio.run_coroutine_threadsafe(_write_one(payload, at), loop).result()
+
         result: str | None = client_middleware.invoke((payload,), final)
         return result
 
@@ -161,8 +178,11 @@ async def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
     for i in singles:
         jids[i] = await push(payloads[i])
     config = get_config()
-    parts = await asyncio.to_thread(client.by_shard, config, by_queue, bulk) if config.sharded \
+    parts = (
+        await asyncio.to_thread(client.by_part, config, by_queue, bulk)
+        if routing.split(config)
         else [(config, by_queue, bulk)]
+    )
     for into, queues, part in parts:
         bid = batchscope.joining()
         if bid is not None and part:
@@ -186,8 +206,8 @@ async def _push_joining(bid: str, bulk: list[dict[str, Any]], config: Config) ->
         await pipe.execute()
     except Exception as exc:  # best-effort, as the sync client's
         guard.handle("writing job status", exc)
-    for keys, args in client.batch_calls(bid, bulk, [dumps(p) for p in bulk], config):
-        client.joined(bid, await _unique_push(conn, keys, args, "batch_push"), {"jid": ""})
+    for push in client.batch_calls(bid, bulk, [dumps(p) for p in bulk], config):
+        client.joined(bid, await _unique_push(conn, push), {"jid": ""})
     if hooks.wanted("enqueued"):
         for payload in bulk:
             hooks.fire("enqueued", payload, queue=payload["queue"])

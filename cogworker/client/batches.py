@@ -15,19 +15,24 @@ import time
 from types import TracebackType
 from typing import Any
 
+from .. import routing
 from ..config import Config, get_config, logger
 from ..core.batchscope import BATCH_PREFIX, BatchScope
 from ..core.payload import dumps, new_jid
+from ..errors import BatchNotClosed
 from ..lifecycle import unique
-from ..store import lua
+from ..store import guard
+from ..transitions import batches as batch_scripts
 from . import enqueue
 from .jobs import Signature
-from .placement import one_shard
 
 CALLBACKS = ("on_success", "on_complete", "on_death")
 MAX_BATCHES = 10_000  # the index keeps the newest this many (and none older than workflow_ttl)
 DONE_KEEP = 24 * 3600  # a finished batch's record and jobs are kept this long (s)
 DESCRIPTION_LIMIT = 500
+# How long the end of a block rides out a Redis outage to close its batch (s); a batch
+# never closed would never fire, so this is longer than a restart or a failover takes.
+CLOSE_WITHIN = 30.0
 
 
 class batch(BatchScope):  # noqa: N801 (named as the API has it: cogworker.batch(...))
@@ -36,10 +41,18 @@ class batch(BatchScope):  # noqa: N801 (named as the API has it: cogworker.batch
     succeeded, ``on_complete`` once when every job succeeded, went dead or was cancelled,
     ``on_death`` once at the first that went dead; none before the block ends. A batch
     that no job joined is complete (and successful) when its block ends. ``keep``: how
-    long its record stays once done (seconds)."""
+    long its record stays once done (seconds); ``close_within``: how long the block's end
+    rides out a Redis outage to close it before it raises ``BatchNotClosed`` (seconds)."""
 
-    def __init__(self, on_success: Signature[Any] | None = None, on_complete: Signature[Any] | None = None,
-                 on_death: Signature[Any] | None = None, description: str = "", keep: float = DONE_KEEP) -> None:
+    def __init__(
+        self,
+        on_success: Signature[Any] | None = None,
+        on_complete: Signature[Any] | None = None,
+        on_death: Signature[Any] | None = None,
+        description: str = "",
+        keep: float = DONE_KEEP,
+        close_within: float = CLOSE_WITHIN,
+    ) -> None:
         given = {"on_success": on_success, "on_complete": on_complete, "on_death": on_death}
         for name, sig in given.items():
             if sig is not None and not isinstance(sig, Signature):
@@ -48,36 +61,39 @@ class batch(BatchScope):  # noqa: N801 (named as the API has it: cogworker.batch
             raise TypeError(f"batch's description is a string, got {description!r}")
         if isinstance(keep, bool) or not (isinstance(keep, (int, float)) and keep >= 1):
             raise ValueError(f"batch's keep is at least 1 second, got {keep!r}")
+        if isinstance(close_within, bool) or not (isinstance(close_within, (int, float)) and close_within >= 0):
+            raise ValueError(f"batch's close_within is at least 0 seconds, got {close_within!r}")
         super().__init__(BATCH_PREFIX + new_jid())
         self.callbacks = {name: sig for name, sig in given.items() if sig is not None}
         self.description = description[:DESCRIPTION_LIMIT]
         self.keep = int(keep)
+        self.close_within = float(close_within)
         self.opened = False
-        self._fleet: Config | None = None  # the queue layout: the record waits for its shard
+        self._fleet: Config | None = None  # a split layout: the record waits for its part
 
     def open(self, config: Config | None = None, now: float | None = None) -> None:
         """Writes the record (open); the ``with`` block does this as it enters. Under
         ``cogworker.testing``'s inline or fake mode nothing is written (nor fired).
 
         The queue layout on a cluster: the scripts that settle a job count it in its batch
-        and push the callbacks in the same step, so the record is in the shard of its
+        and push the callbacks in the same step, so the record is in the part of its
         callbacks (all in one), or, without any, of its first job: written by that job's
         enqueue (``join``), or at the close if none joined."""
         if enqueue.sink is not None:
             self.opened = True
             return
         config = config or get_config()
-        if config.sharded and config.shard_name is None:
+        if routing.merged(config):
             queues = [sig.bound.opts.queue for sig in self.callbacks.values()]
             if not queues:
                 self._fleet = config
                 return
-            config = one_shard(config, queues, "batch")  # its callbacks' shard (the first job must match)
-            self.shard = config.shard_name
+            config = routing.one_part(config, queues, "batch")  # its callbacks' part (the first job must match)
+            self.part = routing.name_of(config)
         self._write_open(config, now)
 
     def join(self, config: Any, queue: str) -> None:
-        """A job of ``queue`` joins (the queue layout): in the batch's shard, opened by the first."""
+        """A job of ``queue`` joins (a split layout): in the batch's part, opened by the first."""
         super().join(config, queue)
         if not self.opened and self._fleet is not None:
             self._write_open(config, None)
@@ -88,9 +104,20 @@ class batch(BatchScope):  # noqa: N801 (named as the API has it: cogworker.batch
         for name, sig in self.callbacks.items():
             fields += callback_fields(name, sig, self.bid, config)
         keys = config.keys
-        lua.run(config.redis(), "batch_open", [keys.batch(self.bid), keys.batches, keys.stats_batches],
-                [self.bid, repr(now), config.workflow_ttl, MAX_BATCHES, repr(now - config.workflow_ttl),
-                 keys.workflow_prefix, *fields])
+        batch_scripts.batch_open(
+            config.redis(),
+            keys,
+            record=keys.batch(self.bid),
+            index=keys.batches,
+            created=keys.stats_batches,
+            declared=(),
+            bid=self.bid,
+            now=repr(now),
+            ttl=config.workflow_ttl,
+            most=MAX_BATCHES,
+            oldest=repr(now - config.workflow_ttl),
+            fields=fields,
+        )
         self.opened = True
 
     def close(self, config: Config | None = None, now: float | None = None) -> None:
@@ -98,14 +125,26 @@ class batch(BatchScope):  # noqa: N801 (named as the API has it: cogworker.batch
         if enqueue.sink is not None:
             return
         if self._fleet is not None:  # the queue layout
-            if not self.opened:  # no job joined: complete, in any shard ("default"'s)
-                into = one_shard(self._fleet, ["default"], "batch")
-                self.shard = into.shard_name
+            if not self.opened:  # no job joined: complete, in any part ("default"'s)
+                into = routing.one_part(self._fleet, ["default"], "batch")
+                self.part = routing.name_of(into)
                 self._write_open(into, now)
-            config = self._fleet.shard_named(self.shard or "default")
-        elif self.shard is not None and config is None:
-            config = get_config().shard_named(self.shard)
-        close(self.bid, config, now)
+            config = routing.named(self._fleet, self.part or "default")
+        elif self.part is not None and config is None:
+            config = routing.named(get_config(), self.part)
+        close(self.bid, config, now, self.close_within)
+
+    def _close_at_exit(self, raised: bool) -> None:
+        """Closed even when the block raised: the jobs it wrote run anyway, and a batch
+        never closed would never fire. If the close fails while the block's own error
+        propagates, that error is not replaced: the close's is logged (ERROR), naming
+        the batch and how to close it."""
+        try:
+            self.close()
+        except BatchNotClosed as exc:
+            if not raised:
+                raise
+            logger.error("%s", exc)
 
     def __enter__(self) -> batch:
         if not self.opened:
@@ -113,13 +152,10 @@ class batch(BatchScope):  # noqa: N801 (named as the API has it: cogworker.batch
         super().__enter__()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         super().__exit__(kind, error, tb)
         if len(self._tokens) == 0:
-            # Closed even when the block raised: the jobs it wrote run anyway, and a batch
-            # never closed would never fire.
-            self.close()
+            self._close_at_exit(error is not None)
 
     async def __aenter__(self) -> batch:
         if not self.opened:
@@ -127,23 +163,54 @@ class batch(BatchScope):  # noqa: N801 (named as the API has it: cogworker.batch
         BatchScope.__enter__(self)
         return self
 
-    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
         BatchScope.__exit__(self, kind, error, tb)
         if len(self._tokens) == 0:
-            await asyncio.to_thread(self.close)
+            await asyncio.to_thread(self._close_at_exit, error is not None)
 
 
-def close(bid: str, config: Config | None = None, now: float | None = None) -> bool:
-    """Closes batch ``bid`` (``batch_close.lua``); False if it is unknown (expired)."""
+def close(bid: str, config: Config | None = None, now: float | None = None, within: float = CLOSE_WITHIN) -> bool:
+    """Closes batch ``bid`` (``batch_close.lua``); False if it is unknown (expired).
+
+    A Redis outage (away, paused, read-only, out of memory) is ridden out as the worker's
+    loops ride one (``guard.Outage``: logged once when it starts and once when it ends,
+    backed off) for up to ``within`` seconds: the script is idempotent (``open`` removed,
+    each callback fired by ``HSETNX``), so an attempt that did land before its reply was
+    lost changes nothing when the next one runs. Past that, ``BatchNotClosed`` names the
+    batch and the two ways to close it later."""
     config = config or get_config()
-    now = time.time() if now is None else now
-    reply = lua.run(config.redis(), "batch_close", [config.keys.batch(bid)],
-                    [config.keys.workflow_prefix, bid, repr(now)])
-    for error in reply[1:]:
-        logger.error("batch %s closed, but not all of it could be written: %s", bid,
-                     error.decode("utf-8", "replace") if isinstance(error, bytes) else error)
-    return bool(reply[0] == 1)
+    outage = guard.Outage(f"closing batch {bid}")
+    deadline = time.monotonic() + within
+    while True:
+        at = time.time() if now is None else now
+        try:
+            keys = config.keys
+            reply = batch_scripts.batch_close(
+                config.redis(),
+                keys,
+                record=keys.batch(bid),
+                jobs=keys.batch_jobs(bid),
+                queues=keys.queues,
+                wake=keys.wake,
+                batch_callbacks=keys.stats_batch_callbacks,
+                declared=[],
+                now=repr(at),
+            )
+        except Exception as exc:  # the policy sorts it: only an outage is retried
+            if guard.kind_of(exc) != guard.OUTAGE:
+                raise
+            delay = guard.handle(f"closing batch {bid}", exc, outage, config)
+            if time.monotonic() + delay >= deadline:
+                raise BatchNotClosed(bid, within, exc) from exc
+            time.sleep(delay)
+            continue
+        outage.ok()
+        break
+    for error in reply.errors:
+        logger.error("batch %s closed, but not all of it could be written: %s", bid, error)
+    return reply.found
 
 
 def callback_fields(name: str, sig: Signature[Any], bid: str, config: Config) -> list[Any]:
@@ -151,11 +218,21 @@ def callback_fields(name: str, sig: Signature[Any], bid: str, config: Config) ->
     names its batch in ``batch_of``), queue, class, and for a unique job its lock and TTL."""
     payload = sig.bound.payload(sig.args, sig.kwargs)
     payload["batch_of"] = bid
-    fields: list[Any] = [f"cbq:{name}", payload["queue"], f"cbj:{name}", payload["jid"], f"cbc:{name}",
-                         payload["class"]]
+    fields: list[Any] = [
+        f"cbq:{name}",
+        payload["queue"],
+        f"cbj:{name}",
+        payload["jid"],
+        f"cbc:{name}",
+        payload["class"],
+    ]
     if payload.get("unique_for"):
         dumps(payload)
         unique.prepare(payload)
-        fields += [f"cbu:{name}", config.keys.unique(payload["unique_digest"]),
-                   f"cbut:{name}", unique.lock_ttl(payload)]
+        fields += [
+            f"cbu:{name}",
+            config.keys.unique(payload["unique_digest"]),
+            f"cbut:{name}",
+            unique.lock_ttl(payload),
+        ]
     return [f"cb:{name}", dumps(payload), *fields]

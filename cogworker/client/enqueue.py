@@ -8,17 +8,19 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import store
-from ..config import Config, get_config
+from .. import routing, store
+from ..config import Config, get_config, redact_url
 from ..core import batchscope, hooks, tracing
 from ..core.middleware import client_middleware
-from ..core.payload import dumps
+from ..core.payload import dumps, priority_of
 from ..errors import ConfigurationError
-from ..keys import Keys
+from ..keys import Keys, level_name
 from ..lifecycle import unique
-from ..store import NoScriptError, guard, lua, replication
+from ..store import NoScriptError, guard, replication
+from ..store import errors as store_errors
 from ..store import pipes as rawpipe
-from . import placement
+from ..transitions import call
+from ..transitions import push as push_scripts
 from . import status as status_enqueue
 
 BULK_CHUNK = 1000  # values per LPUSH in a bulk enqueue
@@ -34,13 +36,16 @@ sink: Callable[[dict[str, Any], float | None], str | None] | None = None
 
 
 def _write(pipe: Any, payload: dict[str, Any], encoded: str, at: float | None, config: Config) -> None:
-    """``config``: the job's shard's (``config.shard(queue)``; the config itself unless sharded)."""
+    """``config``: the job's part (``routing.holder(config, queue)``; one part: the config itself)."""
     keys = config.keys
     status(pipe, payload, at, config)  # before the push: a worker's "running" can't be overwritten by it
+    priority = priority_of(payload)
+    if priority:  # before the job: a worker that reads the levels names its level's list
+        pipe.sadd(keys.levels, level_name(payload["queue"], priority))
     if at is not None and at > time.time():
         pipe.zadd(keys.schedule, {encoded: at})
     else:
-        pipe.lpush(keys.queue(payload["queue"]), encoded)
+        pipe.lpush(keys.job_queue(payload["queue"], priority), encoded)
         pipe.sadd(keys.queues, payload["queue"])
         wake(pipe, config)
 
@@ -60,7 +65,7 @@ def hset(pipe: Any, found: status_enqueue.EnqueueWrite) -> None:
 
 
 def status_many(pipe: Any, payloads: list[dict[str, Any]], config: Config) -> None:
-    """Queued statuses of a bulk enqueue (of one shard): one HSET of the hour's bucket."""
+    """Queued statuses of a bulk enqueue (of one part): one HSET of the hour's bucket."""
     wanted = [p for p in payloads if status_enqueue.writes_enqueue(config, p)]
     if wanted:
         hset(pipe, status_enqueue.enqueue_bucket(config, wanted, time.time()))
@@ -111,24 +116,27 @@ def _push_one(client: Any, payload: dict[str, Any], encoded: str, config: Config
         _backlogged.discard(key)
         guard.best_effort("waking idle workers", _name_and_wake, client, keys, queue)
         return
-    script_keys, args = push_call(keys, queue, encoded, found)
-    [n] = rawpipe.send(client, lua.command(client, "push", script_keys, args))
+    one = push_call(keys, queue, encoded, found)
+    [n] = rawpipe.send(client, call.command(client, one))
     if isinstance(n, NoScriptError):  # not run: Redis lost it (a restart, SCRIPT FLUSH)
-        n = lua.run(client, "push", script_keys, args)
+        n = call.run(client, one)
     if rawpipe.ok(n) > 1:
         _backlogged.add(key)
 
 
-def push_call(keys: Keys, queue: str, encoded: str,
-              found: tuple[str, int | None, str, str] | None) -> tuple[list[Any], list[Any]]:
-    """push.lua's keys and arguments; ``found``: the job's enq:<hour> field, riding in it."""
-    script_keys: list[Any] = [keys.queue(queue), keys.queues, keys.wake]
-    args: list[Any] = [encoded, queue]
-    if found is not None:
-        bucket, ttl, jid, record = found
-        script_keys.append(bucket)
-        args += [jid, record, "" if ttl is None else ttl]
-    return script_keys, args
+def queued(found: tuple[str, int | None, str, str] | None) -> list[push_scripts.Queued]:
+    """The job's enq:<hour> field riding in its push (``found``), if any."""
+    if found is None:
+        return []
+    bucket, ttl, jid, record = found
+    return [push_scripts.Queued(bucket, jid, record, "" if ttl is None else ttl)]
+
+
+def push_call(keys: Keys, queue: str, encoded: str, found: tuple[str, int | None, str, str] | None) -> call.Call:
+    """push.lua's call; ``found``: the job's enq:<hour> field, riding in it."""
+    return push_scripts.push(
+        queue_key=keys.queue(queue), queues=keys.queues, wake=keys.wake, status=queued(found), job=encoded, queue=queue
+    )
 
 
 class SlotPushed(Exception):
@@ -139,25 +147,36 @@ class SlotPushed(Exception):
         self.jid = jid
 
 
-def _push_marked(client: Any, payload: dict[str, Any], encoded: str, mark: tuple[str, int],
-                 config: Config) -> None:
+def _push_marked(client: Any, payload: dict[str, Any], encoded: str, mark: tuple[str, int], config: Config) -> None:
     """``periodic_push.lua``: push.lua's call with the mark after it, whatever the job's
     size (rare: a periodic slot's). Raises SlotPushed if the slot's mark is there already."""
-    script_keys, args = push_call(config.keys, payload["queue"], encoded,
-                                  status_enqueue.queued_field(config, payload))
-    reply = lua.run(client, "periodic_push", [*script_keys, mark[0]], [*args, payload["jid"], mark[1]])
-    if isinstance(reply, bytes):
-        raise SlotPushed(reply.decode())
+    keys, queue = config.keys, payload["queue"]
+    pushed_as = push_scripts.periodic_push(
+        client,
+        queue_key=keys.job_queue(queue, priority_of(payload)),
+        queues=keys.queues,
+        wake=keys.wake,
+        status=queued(status_enqueue.queued_field(config, payload)),
+        mark=mark[0],
+        job=encoded,
+        queue=queue,
+        jid=payload["jid"],
+        mark_ttl=mark[1],
+    )
+    if pushed_as is not None:
+        raise SlotPushed(pushed_as)
 
 
 def _name_and_wake(client: Any, keys: Keys, queue: str) -> None:
-    for reply in rawpipe.send(client, ("SADD", keys.queues, queue),
-                              ("XADD", keys.wake, "MAXLEN", "~", 100, "*", "w", 1)):
+    for reply in rawpipe.send(
+        client, ("SADD", keys.queues, queue), ("XADD", keys.wake, "MAXLEN", "~", 100, "*", "w", 1)
+    ):
         rawpipe.ok(reply)
 
 
-def push(payload: dict[str, Any], at: float | None = None, config: Config | None = None,
-         mark: tuple[str, int] | None = None) -> str | None:
+def push(
+    payload: dict[str, Any], at: float | None = None, config: Config | None = None, mark: tuple[str, int] | None = None
+) -> str | None:
     """Write one job (to its queue, or to ``schedule`` when ``at`` is in the future).
 
     Returns its jid, or None when a client middleware or a held unique lock dropped it.
@@ -166,14 +185,27 @@ def push(payload: dict[str, Any], at: float | None = None, config: Config | None
     ``mark``: (key, ttl): a key set to the jid in the push's own step (a periodic slot's:
     its ticker can tell a push whose reply was lost from one that never landed).
     """
-    if tracing.ON and tracing.active(config):  # a PRODUCER span, its context into the payload
-        with tracing.producing(payload, at) as span:
-            return tracing.written(span, _push(payload, at, config, mark))
-    return _push(payload, at, config, mark)
+    try:
+        if tracing.ON and tracing.active(config):  # a PRODUCER span, its context into the payload
+            with tracing.producing(payload, at) as span:
+                return tracing.written(span, _push(payload, at, config, mark))
+        return _push(payload, at, config, mark)
+    except (store.ConnectionError, store.TimeoutError) as exc:
+        found = unreachable(str(payload.get("class")), config, exc)
+        if found is exc:
+            raise
+        raise found from exc
 
 
-def _push(payload: dict[str, Any], at: float | None, config: Config | None,
-          mark: tuple[str, int] | None = None) -> str | None:
+def unreachable(what: str, config: Config | None, error: BaseException) -> BaseException:
+    """``error`` as an enqueue raises it: an unreachable Redis as ``cogworker.RedisUnavailable``
+    (one line, the URL without its password), anything else as it was."""
+    return store_errors.unreachable(what, redact_url((config or get_config()).redis_url), error)
+
+
+def _push(
+    payload: dict[str, Any], at: float | None, config: Config | None, mark: tuple[str, int] | None = None
+) -> str | None:
     if sink is not None:
         divert = sink
         dumps(payload)
@@ -184,8 +216,9 @@ def _push(payload: dict[str, Any], at: float | None, config: Config | None,
     return client_middleware.invoke((payload,), lambda: _final(payload, at, config, mark))
 
 
-def _final(payload: dict[str, Any], at: float | None, config: Config | None,
-           mark: tuple[str, int] | None = None) -> str | None:
+def _final(
+    payload: dict[str, Any], at: float | None, config: Config | None, mark: tuple[str, int] | None = None
+) -> str | None:
     """The push itself, inside the client middleware chain."""
     if at is not None:
         if at > time.time():
@@ -194,7 +227,7 @@ def _final(payload: dict[str, Any], at: float | None, config: Config | None,
             at = None  # due already: to its queue
     unique_for = payload.get("unique_for")
     given = config or get_config()
-    into = shard_of(given, payload) if given.sharded else given  # the job's shard's (not sharded: given)
+    into = part_of(given, payload) if routing.split(given) else given  # the job's part (one part: given)
     bid = batchscope.joining()
     if bid is not None:
         payload.setdefault("wf", {})["b"] = bid  # counted by the script of its settlement
@@ -203,9 +236,11 @@ def _final(payload: dict[str, Any], at: float | None, config: Config | None,
         unique.prepare(payload)
     encoded = dumps(payload)
     client = into.redis()
+    priority = priority_of(payload)
+    if priority and (bid is not None or unique_for or mark is not None):  # scripts push it: its level known first
+        client.sadd(into.keys.levels, level_name(payload["queue"], priority))
     if bid is not None:
-        keys, args = batch_call(bid, payload, encoded, at, into)
-        jid = joined(bid, lua.run(client, "batch_push", keys, args), payload)
+        jid = joined(bid, call.run(client, batch_call(bid, payload, encoded, at, into)), payload)
         if jid is not None and status_enqueue.writes_enqueue(into, payload):
             pipe = store.pipeline(client)
             status(pipe, payload, at, into)
@@ -220,7 +255,7 @@ def _final(payload: dict[str, Any], at: float | None, config: Config | None,
     elif at is None and mark is not None:
         _push_marked(client, payload, encoded, mark, into)
         jid = payload["jid"]
-    elif at is None and len(encoded) <= PUSH_SCRIPT_MAX:
+    elif at is None and len(encoded) <= PUSH_SCRIPT_MAX and not priority:
         _push_one(client, payload, encoded, into)
         jid = payload["jid"]
     else:
@@ -233,14 +268,13 @@ def _final(payload: dict[str, Any], at: float | None, config: Config | None,
     return jid
 
 
-def shard_of(config: Config, payload: dict[str, Any]) -> Config:
-    """The queue layout: the config of the shard ``payload``'s queue is in, named in the
-    fleet's registry; checked against the batch it joins (one shard per batch)."""
+def part_of(config: Config, payload: dict[str, Any]) -> Config:
+    """A split layout: the part ``payload``'s queue is in, listed in the fleet's registry;
+    checked against the batch it joins (one part per batch)."""
     queue = payload["queue"]
-    into = config.shard(queue)
-    into.note_shard()
+    into = routing.place(config, queue)
     if "wf" in payload:  # a result may be waited for: result() finds it without a search
-        placement.remember(payload["jid"], into)
+        routing.remember(payload["jid"], into)
     scope = batchscope.joining_scope()
     if scope is not None:
         scope.join(into, queue)
@@ -248,7 +282,7 @@ def shard_of(config: Config, payload: dict[str, Any]) -> Config:
 
 
 def _push_joining(bid: str, bulk: list[dict[str, Any]], config: Config) -> None:
-    """A bulk enqueue into batch ``bid`` (``config``: its shard's): its jobs counted in
+    """A bulk enqueue into batch ``bid`` (``config``: its part): its jobs counted in
     the scripts that write them."""
     for payload in bulk:
         payload.setdefault("wf", {})["b"] = bid
@@ -256,28 +290,34 @@ def _push_joining(bid: str, bulk: list[dict[str, Any]], config: Config) -> None:
     pipe = store.pipeline(client)
     status_many(pipe, bulk, config)  # before the push, as in the plain pipeline
     guard.best_effort("writing job status", pipe.execute)
-    for keys, args in batch_calls(bid, bulk, [dumps(p) for p in bulk], config):
-        joined(bid, lua.run(client, "batch_push", keys, args), {"jid": ""})
+    for one in batch_calls(bid, bulk, [dumps(p) for p in bulk], config):
+        joined(bid, call.run(client, one), {"jid": ""})
     if hooks.wanted("enqueued"):
         for payload in bulk:
             hooks.fire("enqueued", payload, queue=payload["queue"])
 
 
-def batch_call(bid: str, payload: dict[str, Any], encoded: str, at: float | None,
-               config: Config) -> tuple[list[Any], list[Any]]:
-    """The keys and arguments of ``batch_push.lua`` (the sync and the async client send the same)."""
+def batch_call(bid: str, payload: dict[str, Any], encoded: str, at: float | None, config: Config) -> call.Call:
+    """``batch_push.lua``'s call (the sync and the async client send the same)."""
     keys = config.keys
     scheduled = at is not None and at > time.time()
     lock = keys.unique(payload["unique_digest"]) if payload.get("unique_for") else keys.batch(bid)
-    ttl = unique.lock_ttl(payload, (at - time.time()) if scheduled and at else 0.0) \
-        if payload.get("unique_for") else ""
-    return ([keys.batch(bid), keys.batch_jobs(bid), keys.schedule if scheduled else keys.queue(payload["queue"]),
-             keys.queues, keys.wake, lock],
-            [repr(at) if scheduled else "", payload["queue"], ttl, payload["jid"], encoded])
+    ttl = unique.lock_ttl(payload, (at - time.time()) if scheduled and at else 0.0) if payload.get("unique_for") else ""
+    return push_scripts.batch_push(
+        record=keys.batch(bid),
+        jobs=keys.batch_jobs(bid),
+        target=keys.schedule if scheduled else keys.job_queue(payload["queue"], priority_of(payload)),
+        queues=keys.queues,
+        wake=keys.wake,
+        lock=lock,
+        at=repr(at) if scheduled else "",
+        queue=payload["queue"],
+        lock_ttl=ttl,
+        pairs=[payload["jid"], encoded],
+    )
 
 
-def batch_calls(bid: str, payloads: list[dict[str, Any]], encoded: list[str],
-                config: Config) -> list[tuple[list[Any], list[Any]]]:
+def batch_calls(bid: str, payloads: list[dict[str, Any]], encoded: list[str], config: Config) -> list[call.Call]:
     """``batch_push.lua`` calls for a bulk enqueue into a batch: one per queue and chunk."""
     keys = config.keys
     by_queue: dict[str, list[str]] = {}
@@ -286,8 +326,20 @@ def batch_calls(bid: str, payloads: list[dict[str, Any]], encoded: list[str],
     calls = []
     for queue, pairs in by_queue.items():
         for i in range(0, len(pairs), 2 * BULK_CHUNK):
-            calls.append(([keys.batch(bid), keys.batch_jobs(bid), keys.queue(queue), keys.queues, keys.wake,
-                           keys.batch(bid)], ["", queue, "", *pairs[i:i + 2 * BULK_CHUNK]]))
+            calls.append(
+                push_scripts.batch_push(
+                    record=keys.batch(bid),
+                    jobs=keys.batch_jobs(bid),
+                    target=keys.queue(queue),
+                    queues=keys.queues,
+                    wake=keys.wake,
+                    lock=keys.batch(bid),
+                    at="",
+                    queue=queue,
+                    lock_ttl="",
+                    pairs=pairs[i : i + 2 * BULK_CHUNK],
+                )
+            )
     return calls
 
 
@@ -311,7 +363,7 @@ def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
     for i in singles:
         jids[i] = push(payloads[i])  # one by one: a traced enqueue is a span and a payload field each
     config = get_config()
-    for into, queues, part in by_shard(config, by_queue, bulk):
+    for into, queues, part in by_part(config, by_queue, bulk):
         bid = batchscope.joining()
         if bid is not None and part:
             _push_joining(bid, part, into)
@@ -323,30 +375,42 @@ def push_many(payloads: Sequence[dict[str, Any]]) -> list[str | None]:
     return jids
 
 
-def by_shard(config: Config, by_queue: dict[str, list[str]], bulk: list[dict[str, Any]],
-             ) -> list[tuple[Config, dict[str, list[str]], list[dict[str, Any]]]]:
-    """A bulk's plain jobs split by shard, each with its shard's config (one pipeline
-    each: a pipeline is one slot's); not sharded: all of it, as one."""
-    if not config.sharded:
+def by_part(
+    config: Config,
+    by_queue: dict[str, list[str]],
+    bulk: list[dict[str, Any]],
+) -> list[tuple[Config, dict[str, list[str]], list[dict[str, Any]]]]:
+    """A bulk's plain jobs split by part, each with its part's config (one pipeline
+    each: a pipeline is one slot's); one part: all of it, as one."""
+    if not routing.split(config):
         return [(config, by_queue, bulk)]
     parts: dict[str | None, tuple[Config, dict[str, list[str]], list[dict[str, Any]]]] = {}
     for queue, raws in by_queue.items():
-        into = shard_of(config, {"queue": queue})
-        parts.setdefault(into.shard_name, (into, {}, []))[1][queue] = raws
+        into = part_of(config, {"queue": queue})
+        parts.setdefault(routing.name_of(into), (into, {}, []))[1][queue] = raws
     for payload in bulk:
-        parts[config.shard(payload["queue"]).shard_name][2].append(payload)
+        parts[routing.name_of(routing.holder(config, payload["queue"]))][2].append(payload)
     return list(parts.values())
 
 
-def bulk_plan(payloads: Sequence[dict[str, Any]], encoded: Sequence[str],
-              ) -> tuple[list[int], dict[str, list[str]], list[dict[str, Any]]]:
-    """Which payloads take the single path (their indexes, in order: unique jobs, jobs under
-    client middleware or tracing), and the rest: their encodings by queue, and themselves."""
+def bulk_plan(
+    payloads: Sequence[dict[str, Any]],
+    encoded: Sequence[str],
+) -> tuple[list[int], dict[str, list[str]], list[dict[str, Any]]]:
+    """Which payloads take the single path (their indexes, in order: unique jobs, jobs of
+    a priority (their level's list), jobs under client middleware or tracing), and the
+    rest: their encodings by queue, and themselves."""
     singles: list[int] = []
     by_queue: dict[str, list[str]] = {}
     bulk: list[dict[str, Any]] = []
     for i, (payload, raw) in enumerate(zip(payloads, encoded, strict=True)):
-        if len(client_middleware) or payload.get("unique_for") or tracing.ON and tracing.active():
+        if (
+            len(client_middleware)
+            or payload.get("unique_for")
+            or "priority" in payload
+            or tracing.ON
+            and tracing.active()
+        ):
             singles.append(i)
             continue
         by_queue.setdefault(payload["queue"], []).append(raw)
@@ -356,13 +420,13 @@ def bulk_plan(payloads: Sequence[dict[str, Any]], encoded: Sequence[str],
 
 def bulk_write(pipe: Any, by_queue: dict[str, list[str]], bulk: list[dict[str, Any]], config: Config) -> None:
     """Queues the bulk's writes on ``pipe`` (sync or asyncio): statuses, pushes, known
-    queues, the wake (``config``: their shard's)."""
+    queues, the wake (``config``: their part)."""
     keys = config.keys
     status_many(pipe, bulk, config)
     for queue, raws in by_queue.items():
         for i in range(0, len(raws), BULK_CHUNK):
             # LPUSH k a b c leaves a nearest the fetch end: first in, first out.
-            pipe.lpush(keys.queue(queue), *raws[i:i + BULK_CHUNK])
+            pipe.lpush(keys.queue(queue), *raws[i : i + BULK_CHUNK])
         pipe.sadd(keys.queues, queue)
     wake(pipe, config)
 
@@ -371,4 +435,3 @@ def bulk_enqueued(bulk: list[dict[str, Any]]) -> None:
     if hooks.wanted("enqueued"):
         for payload in bulk:
             hooks.fire("enqueued", payload, queue=payload["queue"])
-

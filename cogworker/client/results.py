@@ -11,16 +11,19 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar, overload
 
-from .. import store
+from .. import routing, store
 from ..boundedjson import loads as json_loads
 from ..config import Config, get_config
 from ..core.workflow import GROUP_PREFIX
 from ..errors import JobFailed, ResultExpired, ResultTimeout
 from ..lifecycle.history import HOUR, hour_of
-from . import aio, placement
+from . import aio
+from .jobid import JobId
+
+R = TypeVar("R")
 
 MISSING: Any = object()
 
@@ -40,14 +43,21 @@ def _expired(of: str, fields: dict[str, str], now: float) -> None:
         return
     if now > at:
         kept = fields.get("ttl", "?")
-        raise ResultExpired(f"the result of {of} expired at {time.strftime('%Y-%m-%d %H:%M:%SZ', time.gmtime(at))}"
-                            f" (kept {kept}s, result_ttl)")
+        raise ResultExpired(
+            f"the result of {of} expired at {time.strftime('%Y-%m-%d %H:%M:%SZ', time.gmtime(at))}"
+            f" (kept {kept}s, result_ttl)"
+        )
 
 
 def _failed(of: str, fields: dict[str, str], prefix: str = "") -> JobFailed:
-    return JobFailed(fields.get(prefix + "jid") or of, fields.get(prefix + "error_class", ""),
-                     fields.get(prefix + "error_message", ""), fields.get(prefix + "traceback") or None,
-                     fields.get(prefix + "class") or None, of)
+    return JobFailed(
+        fields.get(prefix + "jid") or of,
+        fields.get(prefix + "error_class", ""),
+        fields.get(prefix + "error_message", ""),
+        fields.get(prefix + "traceback") or None,
+        fields.get(prefix + "class") or None,
+        of,
+    )
 
 
 def decode_result(jid: str, raw: dict[Any, Any], now: float) -> Any:
@@ -86,8 +96,10 @@ def _where(config: Config, ident: str) -> tuple[str, str, Callable[[str, dict[An
 
 def _timeout(ident: str, timeout: float) -> ResultTimeout:
     what = f"group {ident}" if ident.startswith(GROUP_PREFIX) else f"jid={ident}"
-    return ResultTimeout(f"no result for {what} within {timeout:g}s: not finished yet, not a job that keeps "
-                         f"its result (results=True), or gone past twice its result_ttl")
+    return ResultTimeout(
+        f"no result for {what} within {timeout:g}s: not finished yet, not a job that keeps "
+        f"its result (results=True), or gone past twice its result_ttl"
+    )
 
 
 def _check(ident: Any, timeout: Any) -> None:
@@ -99,52 +111,52 @@ def _check(ident: Any, timeout: Any) -> None:
 
 def _placed(ident: str, config: Config) -> list[Config]:
     """Where ``ident``'s result may be: the config itself unless it is the fleet's in the
-    queue layout; there, the shard this process put it in, else every shard."""
-    if not config.sharded or config.shard_name is not None:
+    queue layout; there, the part this process put it in, else every part."""
+    if not routing.merged(config):
         return [config]
-    name = placement.placed(ident)
-    return [config.shard_named(name)] if name is not None else config.shards()
+    name = routing.placed(ident)
+    return [routing.named(config, name)] if name is not None else routing.all_parts(config)
 
 
-def _traces(shard: Config, ident: str, now: float) -> list[tuple[str, str, str | None]]:
-    """What a shard holds of ``ident`` once it was enqueued there: its result (a group's
+def _traces(part: Config, ident: str, now: float) -> list[tuple[str, str, str | None]]:
+    """What a part holds of ``ident`` once it was enqueued there: its result (a group's
     record, written at enqueue), its status, its queued field in the hour buckets (status
     on, the default): ``(command, key, field)``, any of them found is enough."""
-    keys = shard.keys
-    found: list[tuple[str, str, str | None]] = [("EXISTS", _where(shard, ident)[0], None)]
-    if ident.startswith(GROUP_PREFIX) or not shard.status:
+    keys = part.keys
+    found: list[tuple[str, str, str | None]] = [("EXISTS", _where(part, ident)[0], None)]
+    if ident.startswith(GROUP_PREFIX) or not part.status:
         return found
     newest = hour_of(now)
-    hours = [newest - k * HOUR for k in range(math.ceil(shard.status_ttl / HOUR) + 1)]
+    hours = [newest - k * HOUR for k in range(math.ceil(part.status_ttl / HOUR) + 1)]
     return [*found, ("EXISTS", keys.status(ident), None), *(("HEXISTS", keys.enq(h), ident) for h in hours)]
 
 
-def _holds(shard: Config, ident: str) -> bool:
-    """Whether ``shard`` knows ``ident``: one pipeline (``_traces``)."""
-    pipe = store.pipeline(shard.redis())
-    for command, key, field in _traces(shard, ident, time.time()):
+def _holds(part: Config, ident: str) -> bool:
+    """Whether ``part`` knows ``ident``: one pipeline (``_traces``)."""
+    pipe = store.pipeline(part.redis())
+    for command, key, field in _traces(part, ident, time.time()):
         pipe.execute_command(command, key, *([field] if field is not None else []))
     return any(reply is True or reply == 1 for reply in pipe.execute(raise_on_error=False))
 
 
-async def _holds_async(shard: Config, ident: str) -> bool:
+async def _holds_async(part: Config, ident: str) -> bool:
     """``_holds``, awaited."""
-    pipe = aio.async_redis(shard).pipeline(transaction=False)
-    for command, key, field in _traces(shard, ident, time.time()):
+    pipe = aio.async_redis(part).pipeline(transaction=False)
+    for command, key, field in _traces(part, ident, time.time()):
         pipe.execute_command(command, key, *([field] if field is not None else []))
     return any(reply is True or reply == 1 for reply in await pipe.execute(raise_on_error=False))
 
 
-def _search(ident: str, shards: list[Config], deadline: float, timeout: float) -> Config:
-    """The queue layout, an id this process didn't place: the shard that knows it (its
+def _search(ident: str, parts: list[Config], deadline: float, timeout: float) -> Config:
+    """The queue layout, an id this process didn't place: the part that knows it (its
     result, group, status or queued field), one pipeline each; a job not enqueued yet (or
     with status off and no result yet) is looked for again, with a growing pause, until
-    ``deadline``: then a waiter polls, since a wait list is one shard's."""
+    ``deadline``: then a waiter polls, since a wait list is one part's."""
     pause = 0.05
     while True:
-        for shard in shards:
-            if _holds(shard, ident):
-                return shard
+        for part in parts:
+            if _holds(part, ident):
+                return part
         left = deadline - time.monotonic()
         if left <= 0:
             raise _timeout(ident, timeout)
@@ -162,14 +174,29 @@ def peek(ident: str, config: Config | None = None, now: float | None = None) -> 
     return MISSING
 
 
+# An async job's R is its coroutine (the function's return type): its result is what it
+# awaits to. Listed first, so the overlap with the next (mypy's overload-overlap) is intended.
+@overload
+def result(ident: JobId[Awaitable[R]], timeout: float = 10.0, config: Config | None = None) -> R: ...
+
+
+@overload
+def result(ident: JobId[R], timeout: float = 10.0, config: Config | None = None) -> R: ...
+
+
+@overload
+def result(ident: str, timeout: float = 10.0, config: Config | None = None) -> Any: ...
+
+
 def result(ident: str, timeout: float = 10.0, config: Config | None = None) -> Any:
     """The result of a job (``results=True``), chain, chord or group, waiting up to ``timeout``
-    seconds. Raises ``JobFailed`` if it ended dead, ``ResultTimeout`` if none came in time,
-    ``ResultExpired`` if it was kept but outlived its TTL."""
+    seconds: of the job's return type, for type checkers, when ``ident`` is the ``JobId`` its
+    ``enqueue`` gave. Raises ``JobFailed`` if it ended dead, ``ResultTimeout`` if none came in
+    time, ``ResultExpired`` if it was kept but outlived its TTL."""
     _check(ident, timeout)
     deadline = time.monotonic() + timeout
-    shards = _placed(ident, config or get_config())
-    config = shards[0] if len(shards) == 1 else _search(ident, shards, deadline, timeout)
+    parts = _placed(ident, config or get_config())
+    config = parts[0] if len(parts) == 1 else _search(ident, parts, deadline, timeout)
     client = config.redis()
     key, wait_key, decode = _where(config, ident)
     chunk = max(0.05, config.socket_timeout / 2)  # a BLPOP longer than the socket timeout would fail
@@ -189,13 +216,25 @@ def result(ident: str, timeout: float = 10.0, config: Config | None = None) -> A
                 return found
 
 
+@overload
+async def result_async(ident: JobId[Awaitable[R]], timeout: float = 10.0, config: Config | None = None) -> R: ...
+
+
+@overload
+async def result_async(ident: JobId[R], timeout: float = 10.0, config: Config | None = None) -> R: ...
+
+
+@overload
+async def result_async(ident: str, timeout: float = 10.0, config: Config | None = None) -> Any: ...
+
+
 async def result_async(ident: str, timeout: float = 10.0, config: Config | None = None) -> Any:
     """``result`` from asyncio code, on ``redis.asyncio`` (the loop is never blocked)."""
     _check(ident, timeout)
     deadline = time.monotonic() + timeout
     config = config or get_config()
-    shards = _placed(ident, config) if not config.sharded else await asyncio.to_thread(_placed, ident, config)
-    config = shards[0] if len(shards) == 1 else await _search_async(ident, shards, deadline, timeout)
+    parts = _placed(ident, config) if not routing.split(config) else await asyncio.to_thread(_placed, ident, config)
+    config = parts[0] if len(parts) == 1 else await _search_async(ident, parts, deadline, timeout)
     client = aio.async_redis(config)
     key, wait_key, decode = _where(config, ident)
     chunk = max(0.05, config.socket_timeout / 2)
@@ -214,13 +253,13 @@ async def result_async(ident: str, timeout: float = 10.0, config: Config | None 
                 return found
 
 
-async def _search_async(ident: str, shards: list[Config], deadline: float, timeout: float) -> Config:
+async def _search_async(ident: str, parts: list[Config], deadline: float, timeout: float) -> Config:
     """``_search``, awaited."""
     pause = 0.05
     while True:
-        for shard in shards:
-            if await _holds_async(shard, ident):
-                return shard
+        for part in parts:
+            if await _holds_async(part, ident):
+                return part
         left = deadline - time.monotonic()
         if left <= 0:
             raise _timeout(ident, timeout)

@@ -73,8 +73,12 @@ def _enq_bucket(config: Config, now: float) -> tuple[str, int | None]:
     global _expired_enq
     sent = _expired_enq
     # Asked per enqueue: until the next hour or minute, the answer is the last one.
-    if sent is not None and sent.start <= now < sent.until and sent.keys is config.keys \
-            and sent.url == config.redis_url:
+    if (
+        sent is not None
+        and sent.start <= now < sent.until
+        and sent.keys is config.keys
+        and sent.url == config.redis_url
+    ):
         return sent.key, None
     hour = hour_of(now)
     key = config.keys.enq(hour)
@@ -95,7 +99,7 @@ def _enq_record(payload: dict[str, Any], t: str) -> str:
         head = f"[{json.dumps(queue)},{json.dumps(cls)},"
         if isinstance(queue, str) and isinstance(cls, str) and len(_enq_heads) < 1024:
             _enq_heads[queue, cls] = head
-    return f'{head}{int(payload.get("retry_count") or 0) + 1},{t}]'
+    return f"{head}{int(payload.get('retry_count') or 0) + 1},{t}]"
 
 
 _enq_heads: dict[tuple[str, str], str] = {}

@@ -7,7 +7,8 @@
   members, each carrying the group id and its index.
 - ``chord(group, callback)``: the group's state also holds the callback as the script
   splices it (the list of results first among its arguments); the last member's success
-  pushes it, once. Its id is the callback's jid (its result is kept).
+  pushes it, once. Its id is the callback's jid (its result is kept); ``chord:{id}``
+  names its group, so ``api.cancel(id)`` finds it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from .. import routing
 from ..config import Config, get_config
 from ..core import workflow
 from ..core.payload import dumps, new_jid
@@ -23,7 +25,6 @@ from ..errors import ConfigurationError
 from ..store import pipes
 from . import enqueue as client
 from .jobs import Signature
-from .placement import one_shard, remember
 
 
 def _signatures(items: Iterable[Any], what: str) -> list[Signature[Any]]:
@@ -50,7 +51,7 @@ class chain:  # noqa: N801 (named as the API has it: cogworker.chain(...))
         config = get_config()
         steps = [sig.step(first=i == 0) for i, sig in enumerate(self.steps)]
         last = steps[-1]
-        into = one_shard(config, [s["queue"] for s in steps], "chain")  # each step pushes the next in its ack
+        into = routing.one_part(config, [s["queue"] for s in steps], "chain")  # each step pushes the next in its ack
         last_ttl = last.get("ttl") or config.result_ttl
         now = time.time()
         first = workflow.job_payload(steps[0], list(steps[0]["args"]), now)
@@ -61,7 +62,7 @@ class chain:  # noqa: N801 (named as the API has it: cogworker.chain(...))
             wf["ttl"] = last_ttl
         client.push(first, config=config)
         self.id = last["jid"]
-        remember(self.id, into)
+        routing.remember(self.id, into)
         return self.id
 
 
@@ -98,19 +99,24 @@ class chord:  # noqa: N801
         payload = workflow.job_payload(step, list(step["args"]), time.time())
         head, tail, mode = workflow.callback_template(payload, self.callback.immutable)
         fields = {"cb": head, "cbt": tail, "cbmode": mode, "cbq": step["queue"], "cbj": step["jid"]}
-        # The last member's settlement pushes the callback: in the members' shard.
-        self.group_id = _enqueue_group(self.header.members, fields, config, step["queue"])
+        # The last member's settlement pushes the callback: in the members' part.
+        self.group_id = _enqueue_group(self.header.members, fields, config, step["queue"], step["jid"])
         self.header.id = self.group_id
         self.id = step["jid"]
-        remember(self.id, config.shard(step["queue"]))
+        routing.remember(self.id, routing.holder(config, step["queue"]))
         return self.id
 
 
-def _enqueue_group(members: list[Signature[Any]], extra: dict[str, str], config: Config,
-                   callback_queue: str | None = None) -> str:
+def _enqueue_group(
+    members: list[Signature[Any]],
+    extra: dict[str, str],
+    config: Config,
+    callback_queue: str | None = None,
+    chord_id: str | None = None,
+) -> str:
     steps = [sig.step(first=True) for sig in members]
     queues = [s["queue"] for s in steps] + ([callback_queue] if callback_queue else [])
-    config = one_shard(config, queues, "chord" if callback_queue else "group")  # its record is counted there
+    config = routing.one_part(config, queues, "chord" if callback_queue else "group")  # its record is counted there
     gid = workflow.GROUP_PREFIX + new_jid()
     now = time.time()
     ttl = max([int(s["ttl"]) for s in steps if s.get("ttl")] or [config.result_ttl])
@@ -128,13 +134,22 @@ def _enqueue_group(members: list[Signature[Any]], extra: dict[str, str], config:
         payloads.append(payload)
     key = config.keys.group(gid)
     fields = [x for name, value in state.items() for x in (name, value)]
+    lives = config.workflow_ttl if steps else 2 * ttl
+    # A chord's id names its group as long as the group's state lives (api.cancel(id)).
+    pointer = [("SET", config.keys.chord(chord_id), gid, "EX", lives)] if chord_id else []
     # One transaction, so the record never lives without its TTL; pipes.send adds the WAIT
     # of wait_replicas after it (a WAIT inside MULTI would be queued, not waited on).
-    replies = pipes.send(config.redis(), ("MULTI",), ("HSET", key, *fields),
-                         ("EXPIRE", key, config.workflow_ttl if steps else 2 * ttl), ("EXEC",))
+    replies = pipes.send(
+        config.redis(),
+        ("MULTI",),
+        ("HSET", key, *fields),
+        ("EXPIRE", key, lives),
+        *pointer,
+        ("EXEC",),
+    )
     for reply in replies:
         pipes.ok(reply)
-    remember(gid, config)
+    routing.remember(gid, config)
     if payloads:
         client.push_many(payloads)
     return gid

@@ -8,7 +8,7 @@ import contextvars
 from types import TracebackType
 from typing import Any
 
-from ..errors import ConfigurationError
+from .. import routing
 
 BATCH_PREFIX = "b-"  # a batch id: told from a jid or a group id by this
 _joining: contextvars.ContextVar[BatchScope | None] = contextvars.ContextVar("cogworker_batch", default=None)
@@ -21,7 +21,7 @@ def joining() -> str | None:
 
 
 def joining_scope() -> BatchScope | None:
-    """The batch an enqueue made now joins (its shard known, in the queue layout), or None."""
+    """The batch an enqueue made now joins (its part known, in a split layout), or None."""
     return _joining.get()
 
 
@@ -29,10 +29,10 @@ class BatchScope:
     """``with scope:``: every enqueue inside joins batch ``bid`` (sync and async clients,
     single and bulk). Re-entrant; nests (the innermost batch wins)."""
 
-    def __init__(self, bid: str, shard: str | None = None) -> None:
+    def __init__(self, bid: str, part: str | None = None) -> None:
         self.bid = bid
-        # The queue layout on a cluster: the shard its record is in (None: not known yet).
-        self.shard = shard
+        # A split layout (``routing``): the part its record is in (None: not known yet).
+        self.part = part
         self._tokens: list[contextvars.Token[BatchScope | None]] = []
 
     def __repr__(self) -> str:
@@ -43,24 +43,18 @@ class BatchScope:
         return self
 
     def join(self, config: Any, queue: str) -> None:
-        """An enqueue into this batch of a job of ``queue``, whose shard's config is
-        ``config`` (the queue layout only). The scripts that settle a job count it in its
-        batch in the same step, so every job of a batch must be in the batch's shard."""
-        name = config.shard_name
-        if self.shard is None:
-            self.shard = name
-        elif self.shard != name:
-            raise ConfigurationError(
-                f"batch {self.bid} is in shard {self.shard!r}; a job of queue {queue!r} (shard {name!r}) can't "
-                f"join it: list the queues of one batch together in cluster_shards")
+        """An enqueue into this batch of a job of ``queue``, whose part is ``config`` (a
+        split layout only). The scripts that settle a job count it in its batch in the
+        same step, so every job of a batch must be in the batch's part."""
+        self.part = routing.join_batch(self.part, config, self.bid, queue)
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         _joining.reset(self._tokens.pop())
 
     async def __aenter__(self) -> BatchScope:
         return self.__enter__()
 
-    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.__exit__(kind, error, tb)

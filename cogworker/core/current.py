@@ -22,9 +22,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .. import routing
 from ..config import Config, logger
+from ..transitions import process
 from .batchscope import BatchScope
 
+clock = time.time  # the progress index's scores (tests inject their own)
 PROGRESS_INTERVAL = 0.5  # seconds between two writes of one job's progress
 MESSAGE_LIMIT = 200  # characters of a progress message kept
 
@@ -36,10 +39,25 @@ _solo: CurrentJob | None = None
 _lock = threading.Lock()
 
 
+def progress_writer(config: Config, jid: str) -> Callable[[str], Any]:
+    """Writes a record into ``progress:<jid>`` (``status_ttl``) and its key into the
+    progress index, trimmed to ``status_max`` keys in the same script (``progress.lua``)."""
+    keys, client = config.keys, config.redis()
+    key, index = keys.progress(jid), keys.retained_progress
+    ttl, most = max(1, int(config.status_ttl)), config.status_max
+    return lambda value: process.progress(
+        client, keys, record_key=key, index=index, declared=(), record=value, ttl=ttl, now=repr(clock()), keep=most
+    )
+
+
 def progress_record(fraction: float, message: str | None, at: float) -> str:
     """``progress:<jid>``'s value; ``fraction`` checked: a number in [0, 1]."""
-    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or math.isnan(fraction) \
-            or not 0.0 <= fraction <= 1.0:
+    if (
+        isinstance(fraction, bool)
+        or not isinstance(fraction, (int, float))
+        or math.isnan(fraction)
+        or not 0.0 <= fraction <= 1.0
+    ):
         raise ValueError(f"progress must be a number from 0 to 1, not {fraction!r}")
     if message is not None and not isinstance(message, str):
         raise TypeError(f"a progress message must be a string, not {type(message).__name__}")
@@ -51,9 +69,13 @@ class ProgressWriter:
     ``clock`` and ``schedule`` (``schedule(delay, fn)`` -> a handle with ``cancel()``) are
     injectable for tests; ``write(value)`` does the write."""
 
-    def __init__(self, write: Callable[[str], Any], interval: float = PROGRESS_INTERVAL,
-                 clock: Callable[[], float] = time.monotonic,
-                 schedule: Callable[[float, Callable[[], None]], Any] | None = None) -> None:
+    def __init__(
+        self,
+        write: Callable[[str], Any],
+        interval: float = PROGRESS_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+        schedule: Callable[[float, Callable[[], None]], Any] | None = None,
+    ) -> None:
         self._write = write
         self.interval = interval
         self._clock = clock
@@ -133,8 +155,8 @@ class CurrentJob:
         jobs to it (counted before this job settles, so its callbacks wait for them)."""
         wf = self.payload.get("wf")
         bid = wf.get("b") if isinstance(wf, dict) else None
-        # Its record is in this job's shard (the queue layout): what joins it must be too.
-        return BatchScope(bid, self.config.shard_name) if isinstance(bid, str) else None
+        # Its record is in this job's part (a split layout): what joins it must be too.
+        return BatchScope(bid, routing.name_of(self.config)) if isinstance(bid, str) else None
 
     def progress(self, fraction: float, message: str | None = None) -> None:
         """Reports how far the job got (``fraction`` from 0 to 1, and a short message):
@@ -144,9 +166,7 @@ class CurrentJob:
         if self.offline:
             return
         if self._progress is None:
-            key, ttl = self.config.keys.progress(self.jid), max(1, int(self.config.status_ttl))
-            client = self.config.redis()
-            self._progress = ProgressWriter(lambda v: client.set(key, v, ex=ttl))
+            self._progress = ProgressWriter(progress_writer(self.config, self.jid))
         self._progress.report(value)
 
     def attach(self, task: asyncio.Task[Any]) -> None:
@@ -176,8 +196,9 @@ def current_job() -> CurrentJob | None:
     return job if job is not None else _solo
 
 
-def begin(config: Config, payload: dict[str, Any], queue: str, offline: bool = False,
-          solo: bool = False) -> tuple[CurrentJob, contextvars.Token[Any] | None]:
+def begin(
+    config: Config, payload: dict[str, Any], queue: str, offline: bool = False, solo: bool = False
+) -> tuple[CurrentJob, contextvars.Token[Any] | None]:
     """Per job, on the worker's path: no lock (one dict item set, under the GIL).
     ``solo``: the only job of the process, run in its main thread."""
     global _solo

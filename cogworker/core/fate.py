@@ -15,22 +15,26 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from ..boundedjson import loads as json_loads
 from ..config import Config
+from ..errors import Retry, Shutdown
 from . import workflow
 from .payload import default_backoff, error_class_name, error_message, error_traceback, jid_in
 from .payload import parse_payload as parse_payload  # re-exported: its home was here
 from .workflow import Completion
 
 MAX_INTERRUPTS = 3
+REQUESTED = "requested"  # a filing's reason when the job raised cogworker.Retry (not counted)
 INTERRUPT_DELAY = 30  # seconds, times the interruption count
 RAW_PAYLOAD_LIMIT = 100_000
 
 Backoff = Callable[[int, BaseException], float]
+# Whether a job's error is retried at all (its ``retry_on``/``no_retry_on``: ``JobDef.retries``).
+Retryable = Callable[[BaseException], bool]
 
 # -- outcomes: what happened to a fetched job ---------------------------------------------
 
@@ -42,11 +46,13 @@ class Succeeded(NamedTuple):  # made per job: a named tuple costs half a frozen 
 
 @dataclass(frozen=True)
 class Raised:
-    """It ran and raised ``error``; ``backoff(count, error)``: the delay before the next try."""
+    """It ran and raised ``error``; ``backoff(count, error)``: the delay before the next try;
+    ``retries(error)``: whether it is retried at all (None: any error is, while retries last)."""
 
     error: BaseException
     backoff: Backoff = default_backoff
     duration: float = 0.0
+    retries: Retryable | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,13 @@ class TimedOut:
 
 
 @dataclass(frozen=True)
+class Expired:
+    """Still waiting at its ``expires_at``: not run, off the list, recorded as expired."""
+
+    expires_at: float
+
+
+@dataclass(frozen=True)
 class Unreadable:
     why: str
 
@@ -118,20 +131,69 @@ class Suspended:
     duration: float = 0.0
 
 
-Outcome = (Succeeded | Raised | Cancelled | NeverStarted | Abandoned | Orphaned | TimedOut | Unreadable
-           | FilingFailed | Leaving | Suspended)
+Outcome = (
+    Succeeded
+    | Raised
+    | Cancelled
+    | NeverStarted
+    | Abandoned
+    | Orphaned
+    | TimedOut
+    | Unreadable
+    | FilingFailed
+    | Leaving
+    | Suspended
+    | Expired
+)
 
 # -- decisions: what to write ------------------------------------------------------------
+#
+# Each decision type has one transition, the function that writes it (``settlement.TABLE``).
+# Two facts about each are read by the worker and its reporter, never re-derived from the
+# outcome: ``ran`` (what the run counts as: a success True, a failure False, None for no
+# run of its own), ``told_after`` (the process's record says the job finished only once
+# the write went through: until then a death re-runs it, as for any job still running) and
+# ``ack_due`` (the record says it ran and must be dropped, never requeued, until its
+# ack is known to have landed).
 
 
 @dataclass(frozen=True)
 class Ack:
+    """Succeeded: off the list. ``ride``: the ride-along mode, the ack held for this
+    process's next fetch, which writes it in its own round trip (one round trip a job)."""
+
+    ride: bool = False
+    ran: ClassVar[bool | None] = True
+    told_after: ClassVar[bool] = False
+    ack_due: ClassVar[bool] = True
+
     def to_wire(self) -> Any:
         return "ack"
 
 
 @dataclass(frozen=True)
+class Cancel:
+    """Ran, and an operator cancelled it meanwhile: ``cancel.lua`` already took its entry
+    off the list and marked it, so what is left is a no-op LREM (``ride``: on the next
+    fetch, as an ack). Neither a success nor a failure."""
+
+    ride: bool = False
+    ran: ClassVar[bool | None] = None
+    told_after: ClassVar[bool] = False
+    ack_due: ClassVar[bool] = True
+
+    def to_wire(self) -> Any:
+        return "drop"
+
+
+@dataclass(frozen=True)
 class GiveBack:
+    """Never ran: back on its queue."""
+
+    ran: ClassVar[bool | None] = None
+    told_after: ClassVar[bool] = False
+    ack_due: ClassVar[bool] = False
+
     def to_wire(self) -> Any:
         return "give_back"
 
@@ -140,6 +202,10 @@ class GiveBack:
 class Drop:
     """Finished, only the ack is missing: dropping the entry is the ack."""
 
+    ran: ClassVar[bool | None] = None
+    told_after: ClassVar[bool] = False
+    ack_due: ClassVar[bool] = True
+
     def to_wire(self) -> Any:
         return "drop"
 
@@ -147,7 +213,8 @@ class Drop:
 @dataclass(frozen=True)
 class File:
     """``entry`` into ``zset`` (retry or dead) at ``score``, off the in-progress list.
-    ``reason``: "failed" | "interrupted" | "timed_out" | "bad_payload" | "process_died"."""
+    ``reason``: "failed" | "interrupted" | "timed_out" | "bad_payload" | "process_died" |
+    "requested" (the job raised ``cogworker.Retry``: no failure)."""
 
     zset: str
     score: float
@@ -155,6 +222,13 @@ class File:
     retrying: bool
     delay: float = 0.0
     reason: str = "failed"
+    told_after: ClassVar[bool] = True
+    ack_due: ClassVar[bool] = False
+
+    @property
+    def ran(self) -> bool | None:
+        """A failure, but for a retry the job asked for: no run of its own to count."""
+        return None if self.reason == REQUESTED else False
 
     def record(self) -> str:
         """What ``unsettled`` holds for it: any live process can file it from this alone."""
@@ -169,6 +243,9 @@ class Park:
     """Into ``unsettled``: a failure that can't be filed now, never re-run."""
 
     record: str
+    ran: ClassVar[bool | None] = None
+    told_after: ClassVar[bool] = True
+    ack_due: ClassVar[bool] = False
 
     def to_wire(self) -> Any:
         return ("park", self.record)
@@ -183,28 +260,50 @@ class Suspend:
     entry: str
     cursor: str
     done: int
+    ran: ClassVar[bool | None] = None
+    told_after: ClassVar[bool] = False
+    ack_due: ClassVar[bool] = False
 
     def to_wire(self) -> Any:
         return ("suspend", self.entry, self.cursor, self.done)
 
 
+@dataclass(frozen=True)
+class Expire:
+    """Expired before it ran (``expires``): off the list (``ack.lua``), no run, the
+    ``expired`` hook (its status, history entry and count)."""
+
+    ran: ClassVar[bool | None] = None
+    told_after: ClassVar[bool] = False
+    ack_due: ClassVar[bool] = True
+
+    def to_wire(self) -> Any:
+        return "expire"
 
 
 @dataclass(frozen=True)
 class Complete:
     """A workflow job's success: its ack, with its result, its chain's next step and its
     group's counter, in one script (``complete.lua``; docs/architecture.md#workflows).
-    Never dropped like a plain ack: owed until it lands, applied by the master for a dead child."""
+    Never dropped like a plain ack: owed until it lands, applied by the master for a dead
+    child. Told after the write: a child killed before it landed left the job running in
+    its record, so it runs again, and its result and callbacks are written once."""
 
     done: Completion
+    ran: ClassVar[bool | None] = True
+    told_after: ClassVar[bool] = True
+    ack_due: ClassVar[bool] = True
 
     def to_wire(self) -> Any:
         return ("complete", *self.done)
 
 
-Decision = Ack | GiveBack | Drop | File | Park | Suspend | Complete
-ACK, GIVE_BACK, DROP = Ack(), GiveBack(), Drop()
-_PLAIN: dict[str, Decision] = {"ack": ACK, "give_back": GIVE_BACK, "drop": DROP}
+Decision = Ack | Cancel | GiveBack | Drop | File | Park | Suspend | Complete | Expire
+DECISIONS: tuple[type[Decision], ...] = (Ack, Cancel, GiveBack, Drop, File, Park, Suspend, Complete, Expire)
+ACK, GIVE_BACK, DROP, EXPIRE = Ack(), GiveBack(), Drop(), Expire()
+RIDE = Ack(ride=True)  # a success whose ack rides on the next fetch
+CANCEL, CANCEL_RIDE = Cancel(), Cancel(ride=True)
+_PLAIN: dict[str, Decision] = {"ack": ACK, "give_back": GIVE_BACK, "drop": DROP, "expire": EXPIRE}
 
 
 def from_wire(value: Any) -> Decision:
@@ -222,40 +321,87 @@ def from_wire(value: Any) -> Decision:
 # -- the decision ------------------------------------------------------------------------
 
 
-def decide(config: Config, job: dict[str, Any] | bytes, outcome: Outcome) -> Decision:
+def decide(config: Config, job: dict[str, Any] | bytes, outcome: Outcome, ride: bool = False) -> Decision:
     """The one decision. ``job``: the payload as run (updated in place with the failure
-    fields when it failed), or the entry as fetched when it was never parsed."""
+    fields when it failed), or the entry as fetched when it was never parsed. ``ride``:
+    this process has a next fetch for an ack to ride on (the ride-along mode)."""
     if isinstance(outcome, Succeeded):
         if isinstance(job, dict) and isinstance(job.get("wf"), dict):
             # Raises TypeError when its value can't be kept: the caller fails the job with it.
             return Complete(workflow.completion(job, outcome.value, config.result_ttl))
-        return ACK
+        return RIDE if ride else ACK
     if isinstance(outcome, Cancelled):
-        # Settled by the cancel itself (off the list, marked): what is left is the drop,
-        # a no-op LREM that rides on the next fetch as an ack does.
-        return DROP
+        return CANCEL_RIDE if ride else CANCEL
     if isinstance(outcome, (NeverStarted, Abandoned, Orphaned)):
         return GIVE_BACK
     if isinstance(outcome, Raised):
-        return route_failure(config, _payload(job), outcome.error, outcome.backoff)
+        if isinstance(outcome.error, Shutdown):  # raised at a shutdown deadline: an interruption
+            return GIVE_BACK
+        return route_failure(config, _payload(job), outcome.error, outcome.backoff, outcome.retries)
     if isinstance(outcome, TimedOut):
-        return _with_reason(route_failure(config, _payload(job), outcome.error, outcome.backoff), "timed_out")
+        return timed_out(config, _payload(job), outcome.error, outcome.backoff)
     if isinstance(outcome, Leaving):
         return _on_leaving(outcome.owed)
     if isinstance(outcome, Suspended):
         return suspension(_payload(job), outcome)
+    if isinstance(outcome, Expired):
+        return EXPIRE
     if isinstance(outcome, Unreadable):
         raw = _raw(job)
         return plain_dead(config, raw, "cogworker.BadPayload", outcome.why, jid_in(raw), reason="bad_payload")
     if isinstance(outcome, FilingFailed):
-        raw = _raw(job)
-        try:
-            return interruption(config, raw, outcome.error)
-        except Exception:
-            # Not even the fetched entry can be rebuilt into a record: the simplest dead one.
-            return plain_dead(config, raw, error_class_name(outcome.error), error_message(outcome.error),
-                              jid_in(raw), reason="interrupted")
+        return filing_failed(config, _raw(job), outcome.error)
     raise TypeError(f"not an outcome: {outcome!r}")
+
+
+def undecided(outcome: Outcome, exc: Exception) -> Outcome | None:
+    """``decide`` raised ``exc``: a success whose value can't be kept is a failure with
+    it (the outcome returned, decided in turn); a failure that can't be recorded (None)
+    is filed as an interruption (``filing_failed``). Anything else raises ``exc``."""
+    if isinstance(outcome, Succeeded):
+        return Raised(exc, default_backoff, outcome.duration)
+    if isinstance(outcome, Raised):
+        return None
+    raise exc
+
+
+def timed_out(config: Config, payload: dict[str, Any], error: BaseException, backoff: Backoff) -> File:
+    """Killed past its hard timeout: filed as failed through its backoff, reason ``timed_out``."""
+    return _with_reason(route_failure(config, payload, error, backoff), "timed_out")
+
+
+def filing_failed(config: Config, raw: bytes, error: BaseException) -> File:
+    """It ran and failed, but filing that failed: an interruption record, or (not even
+    the fetched entry can be rebuilt into one) the simplest dead one."""
+    try:
+        return interruption(config, raw, error)
+    except Exception:
+        return plain_dead(config, raw, error_class_name(error), error_message(error), jid_in(raw), reason="interrupted")
+
+
+def owed_by_dead(owes: dict[str, Decision], acks: Iterable[str]) -> dict[str, Decision]:
+    """What a dead child still owes Redis, by jid: an owed filing or completion as it is
+    (a completion carries its result and callbacks: applied, never dropped), an ack
+    (owed, due, or riding on a fetch) dropped: dropping the entry is the ack."""
+    decisions: dict[str, Decision] = {jid: how for jid, how in owes.items() if isinstance(how, (File, Complete))}
+    for jid, how in owes.items():
+        if isinstance(how, (Ack, Cancel, Drop, Expire)):
+            decisions[jid] = DROP
+    for jid in acks:
+        if not isinstance(decisions.get(jid), Complete):
+            decisions[jid] = DROP
+    return decisions
+
+
+def dropped(decision: Decision) -> bool:
+    """Written by the leaving process's requeue script, which drops the entry (the ack)."""
+    return isinstance(decision, Drop)
+
+
+def refused(decision: Decision) -> Decision | None:
+    """What to write when Redis refuses ``decision`` on another process's behalf: a
+    filing is parked in ``unsettled`` (never re-run); anything else stays listed (None)."""
+    return Park(decision.record()) if isinstance(decision, File) else None
 
 
 def suspension(payload: dict[str, Any], outcome: Suspended) -> Suspend:
@@ -266,7 +412,7 @@ def suspension(payload: dict[str, Any], outcome: Suspended) -> Suspend:
 
 
 def _on_leaving(owed: Decision) -> Decision:
-    if isinstance(owed, (Ack, Drop)):
+    if isinstance(owed, (Ack, Cancel, Drop, Expire)):
         return DROP
     if isinstance(owed, File):
         return Park(owed.record())
@@ -297,18 +443,47 @@ def max_retries(payload: dict[str, Any]) -> int:
         return 25
 
 
-def route_failure(config: Config, payload: dict[str, Any], error: BaseException, backoff: Backoff) -> File:
+def route_failure(
+    config: Config, payload: dict[str, Any], error: BaseException, backoff: Backoff, retries: Retryable | None = None
+) -> File:
     """The retry/dead record for a job that ran and raised ``error``; ``payload`` is
-    updated with the failure fields (it is the job as it will be stored)."""
+    updated with the failure fields (it is the job as it will be stored). ``retries``:
+    whether this error is retried at all (the job's ``retry_on``/``no_retry_on``); a
+    ``cogworker.Retry`` always is, at its own delay, and not counted unless it asks."""
+    if isinstance(error, Retry) and not error.count:
+        return requested(config, payload, error)
     now = time.time()
     count = int(payload.get("retry_count") or 0) + 1
-    payload.update(retry_count=count, error_class=error_class_name(error),
-                   error_message=error_message(error), failed_at=now)
+    payload.update(
+        retry_count=count, error_class=error_class_name(error), error_message=error_message(error), failed_at=now
+    )
     _with_traceback(config, payload, error)
-    if count <= max_retries(payload):
+    if isinstance(error, Retry):
+        if count <= max_retries(payload):
+            return File(config.keys.retry, now + error.in_, json.dumps(payload), True, error.in_)
+    elif count <= max_retries(payload) and (retries is None or retries(error)):
         delay = float(backoff(count, error))
         return File(config.keys.retry, now + delay, json.dumps(payload), True, delay)
     return File(config.keys.dead, now, json.dumps(payload), False)
+
+
+def requested(config: Config, payload: dict[str, Any], error: Retry) -> File:
+    """A job raised ``cogworker.Retry(in_=...)``: into ``retry`` at that delay, its
+    ``retry_count`` and failure fields untouched (no failure). Not limited by its retry
+    budget, so ``retries_requested`` caps it: past ``Retry.MAX_REQUESTED`` it is dead."""
+    now = time.time()
+    asked = int(payload.get("retries_requested") or 0) + 1
+    payload["retries_requested"] = asked
+    if asked > Retry.MAX_REQUESTED:
+        payload.update(
+            retry_count=int(payload.get("retry_count") or 0) + 1,
+            error_class=error_class_name(error),
+            error_message=f"asked to be retried (cogworker.Retry) more than {Retry.MAX_REQUESTED} times",
+            failed_at=now,
+        )
+        payload.pop("error_traceback", None)
+        return File(config.keys.dead, now, json.dumps(payload), False)
+    return File(config.keys.retry, now + error.in_, json.dumps(payload), True, error.in_, reason=REQUESTED)
 
 
 def _with_traceback(config: Config, payload: dict[str, Any], error: BaseException) -> None:
@@ -332,8 +507,13 @@ def interruption(config: Config, raw: bytes, error: BaseException) -> File:
     count = int(payload.get("interrupted_count") or 0) + 1
     attempt = int(payload.get("retry_count") or 0) + 1
     now = time.time()
-    payload.update(interrupted_count=count, retry_count=attempt, error_class=error_class_name(error),
-                   error_message=error_message(error), failed_at=now)
+    payload.update(
+        interrupted_count=count,
+        retry_count=attempt,
+        error_class=error_class_name(error),
+        error_message=error_message(error),
+        failed_at=now,
+    )
     _with_traceback(config, payload, error)
     if attempt > max_retries(payload) or count > MAX_INTERRUPTS:
         return File(config.keys.dead, now, json.dumps(payload), False, reason="interrupted")
@@ -341,12 +521,17 @@ def interruption(config: Config, raw: bytes, error: BaseException) -> File:
     return File(config.keys.retry, now + delay, json.dumps(payload), True, delay, reason="interrupted")
 
 
-def plain_dead(config: Config, raw: bytes, error_class: str, message: str, jid: str | None = None,
-               reason: str = "bad_payload") -> File:
+def plain_dead(
+    config: Config, raw: bytes, error_class: str, message: str, jid: str | None = None, reason: str = "bad_payload"
+) -> File:
     """The simplest dead entry: for what isn't a job at all, or can't be built into one."""
     text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
-    entry: dict[str, Any] = {"error_class": error_class, "error_message": message,
-                             "failed_at": time.time(), "raw_payload": text[:RAW_PAYLOAD_LIMIT]}
+    entry: dict[str, Any] = {
+        "error_class": error_class,
+        "error_message": message,
+        "failed_at": time.time(),
+        "raw_payload": text[:RAW_PAYLOAD_LIMIT],
+    }
     if jid:
         entry["jid"] = jid
     return File(config.keys.dead, entry["failed_at"], json.dumps(entry), False, reason=reason)

@@ -10,16 +10,20 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from .. import store
 from ..config import Config, logger
 from ..store import errors as redis_errors
-from ..store import lua
+from ..transitions import process
+from ..transitions.process import Beat
 
 
 @dataclass
-class ProcessRecord:
+class BeatRecord:
+    """What a process's beat writes about it (its record in ``processes``); the operator
+    API reads it back as ``api.ProcessRecord``."""
+
     identity: str
     role: str  # master | child | worker
     pid: int
@@ -36,9 +40,18 @@ class ProcessRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def fields(self) -> dict[str, Any]:
-        return {"host": socket.gethostname(), "pid": self.pid, "role": self.role,
-                "queues": ",".join(self.queues), "busy": self.busy, "rss": self.rss,
-                "started_at": self.started_at, "beat_at": time.time(), "state": self.state, **self.extra}
+        return {
+            "host": socket.gethostname(),
+            "pid": self.pid,
+            "role": self.role,
+            "queues": ",".join(self.queues),
+            "busy": self.busy,
+            "rss": self.rss,
+            "started_at": self.started_at,
+            "beat_at": time.time(),
+            "state": self.state,
+            **self.extra,
+        }
 
 
 def process_ttl(config: Config) -> int:
@@ -62,31 +75,48 @@ def _text(mapping: dict[str, Any]) -> str:
     return json.dumps({k: v if isinstance(v, str) else repr(v) for k, v in mapping.items()})
 
 
-class Beat(NamedTuple):
-    refused: list[str]  # declared dead (fenced): not refreshed, and must stop
-    cancelled: list[str]  # jids the records say run now, cancelled by an operator: tell them
-
-
-def beat(config: Config, records: list[ProcessRecord], client: Any = None) -> Beat:
+def beat(config: Config, records: list[BeatRecord], client: Any = None) -> Beat:
     """One script for every record; returns the identities it refused because they were
     declared dead (fenced), and the running jobs that were cancelled."""
     keys = config.keys
-    script_keys = [keys.processes, keys.last_beat, keys.in_progress_identities]
-    args: list[Any] = [process_ttl(config)]
+    beating, marks = [], []
     for rec in records:
-        script_keys += [keys.process(rec.identity), keys.workers(rec.identity), keys.fenced(rec.identity)]
         running = ""
         if rec.running:
-            running = _text({k: v if isinstance(v, (str, int, float)) else json.dumps(v)
-                             for k, v in rec.running.items()})
-        args += [rec.identity, "1" if rec.owns_list else "0", _text(rec.fields()), running]
-    args.append(keys.cancelled_prefix)
-    refused, cancelled = lua.run(client or config.redis(), "beat", script_keys, args)
-    return Beat([_str(x) for x in refused], [_str(x) for x in cancelled])
+            running = _text(
+                {k: v if isinstance(v, (str, int, float)) else json.dumps(v) for k, v in rec.running.items()}
+            )
+            marks += [process.Mark(keys.cancelled(jid), jid, rec.identity) for jid in running_jids(running)]
+        beating.append(
+            process.Beating(
+                keys.process(rec.identity),
+                keys.workers(rec.identity),
+                keys.fenced(rec.identity),
+                rec.identity,
+                "1" if rec.owns_list else "0",
+                _text(rec.fields()),
+                running,
+            )
+        )
+    return process.beat(
+        client or config.redis(),
+        processes=keys.processes,
+        last_beat=keys.last_beat,
+        identities=keys.in_progress_identities,
+        beating=beating,
+        marks=marks,
+        ttl=process_ttl(config),
+    )
 
 
-def _str(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+def running_jids(running: str) -> list[str]:
+    """The jobs a record says run now (``running``, as the beat writes it): its job, and
+    with --concurrency the others in flight ("also", comma-separated)."""
+    fields = json.loads(running)
+    jid, also = fields.get("jid"), fields.get("also")
+    if not isinstance(jid, str):
+        return []
+    return [j for j in f"{jid},{also if isinstance(also, str) else ''}".split(",") if j]
 
 
 CONTROLS = ("quiet", "stop")
@@ -111,9 +141,17 @@ def take_control(config: Config, identity: str, client: Any = None) -> str | Non
 def deregister(config: Config, identity: str, client: Any = None) -> bool:
     """Drop a process's records; True if its in-progress list was empty and it is forgotten."""
     keys = config.keys
-    return lua.run(client or config.redis(), "forget",
-                   [keys.in_progress(identity), keys.in_progress_identities, keys.last_beat, keys.processes,
-                    keys.process(identity), keys.workers(identity), keys.ahead], [identity]) == 1
+    return process.forget(
+        client or config.redis(),
+        in_progress=keys.in_progress(identity),
+        identities=keys.in_progress_identities,
+        last_beat=keys.last_beat,
+        processes=keys.processes,
+        process=keys.process(identity),
+        workers=keys.workers(identity),
+        ahead=keys.ahead,
+        identity=identity,
+    )
 
 
 def rss_of(pid: int | None = None) -> int:

@@ -12,9 +12,10 @@ callable taking one ``JobEvent``::
     def alert(event: hooks.JobEvent) -> None:
         print(event.payload.get("jid"), event.reason, event.error_message)
 
-A hook fires once per transition, in the process that made it, after the Redis write
-that made it (``succeeded``: once the job's success is final, its acknowledgement due;
-it rides on that process's next fetch). A hook that raises is logged (at most once a
+A hook fires once per transition, in the process that made it, after the transition
+that applied its decision (``settlement.TABLE``): after its write went through, or, for
+an ack riding on the process's next fetch, once it is handed to that fetch (``succeeded``
+then fires before the ack lands). A hook that raises is logged (at most once a
 minute per hook) and ignored: it never changes a job's fate. No event object is built
 for an event nobody subscribes to.
 """
@@ -30,7 +31,18 @@ from typing import Any
 from ..config import logger
 from .payload import error_class_name, error_message
 
-EVENTS = ("enqueued", "started", "succeeded", "retrying", "dead", "given_back", "orphaned", "suspended", "cancelled")
+EVENTS = (
+    "enqueued",
+    "started",
+    "succeeded",
+    "retrying",
+    "dead",
+    "given_back",
+    "orphaned",
+    "suspended",
+    "cancelled",
+    "expired",
+)
 LOG_EVERY = 60.0
 
 
@@ -91,6 +103,26 @@ def subscribe(names: str | Iterable[str], fn: Hook | None = None, *, when: Filte
         return hook
 
     return add if fn is None else add(fn)
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """One hook as a process installs it: what ``subscribe(names, fn, when=when)`` takes.
+    cogworker's own behaviour on these events (unique locks, the cron running lock, stats,
+    status and history) is a list of these, which each process installs where it is put
+    together (``install``): importing a module subscribes nothing."""
+
+    names: tuple[str, ...]
+    fn: Hook
+    when: Filter | str | None = None
+
+
+def install(*groups: Iterable[Subscription]) -> None:
+    """Subscribes every hook of ``groups``, in order. Idempotent: a hook already subscribed
+    to an event stays where it is (a forked child installs what its master did)."""
+    for group in groups:
+        for subscription in group:
+            subscribe(subscription.names, subscription.fn, when=subscription.when)
 
 
 def unsubscribe(names: str | Iterable[str], fn: Hook) -> None:
@@ -154,5 +186,12 @@ def _log_failure(hook: Hook, name: str, payload: dict[str, Any], exc: Exception)
     if now - _last_logged.get(key, float("-inf")) < LOG_EVERY:
         return
     _last_logged[key] = now
-    logger.error("hook %s on %s (jid=%s) failed (ignored): %s: %s", getattr(hook, "__qualname__", hook), name,
-                 payload.get("jid"), type(exc).__name__, exc, exc_info=exc)
+    logger.error(
+        "hook %s on %s (jid=%s) failed (ignored): %s: %s",
+        getattr(hook, "__qualname__", hook),
+        name,
+        payload.get("jid"),
+        type(exc).__name__,
+        exc,
+        exc_info=exc,
+    )

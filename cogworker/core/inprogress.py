@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any
 
 from .. import store
 from ..boundedjson import TooDeep, shallow
 from ..boundedjson import loads as json_loads
 from ..config import Config, as_bytes_list, logger
 from ..errors import Fenced
-from ..store import lua
+from ..transitions import declare, fetch, settle
+from ..transitions.settle import Requeued
 from .heartbeat import clock
+from .payload import priority_of
 from .workflow import Completion
 
 ORPHANINGS_TTL = 7 * 24 * 3600
@@ -29,16 +31,19 @@ ORPHANINGS_TTL = 7 * 24 * 3600
 CHECKPOINT_TTL = 7 * 24 * 3600
 
 
-class Requeued(NamedTuple):
-    moved: int  # -1: orphan recovery's requeue found the owner alive
-    fenced_now: bool  # this requeue fenced the identity (it wasn't yet)
-    buried: list[bytes]  # repeat orphans the script filed in dead raw (the caller completes them)
-    # For a gone owner's list ("reclaim", "dead:"): "c"/"u" (an orphaning counted or not)
-    # alternating with each job moved or parked, for the ``orphaned`` hook.
-    orphaned: list[bytes] = []
+def _top(raw: bytes | str) -> dict[str, Any]:
+    """The payload's top-level object ({} if it isn't one)."""
+    try:
+        value = json_loads(raw)
+    except TooDeep:
+        value = shallow(raw)  # its top level still names it
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
-def _text_field(raw: bytes, name: str) -> str | None:
+def _text_field(raw: bytes | str, name: str) -> str | None:
+    # As _top, inline: a jid is read this way once per job (the ack's orphan counter).
     try:
         value = json_loads(raw)
     except TooDeep:
@@ -54,6 +59,24 @@ def jid_of(raw: bytes) -> str:
     return _text_field(raw, "jid") or "?"
 
 
+class Owned:
+    """A step on an in-progress list: a refusal (``Fenced``: its identity was declared
+    dead) is remembered in the list's ``fenced`` and raised on. A class, not a
+    ``contextmanager``: some steps run once per job."""
+
+    __slots__ = ("of",)
+
+    def __init__(self, of: InProgressList) -> None:
+        self.of = of
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        if kind is not None and issubclass(kind, Fenced):
+            self.of.fenced = True
+
+
 class InProgressList:
     def __init__(self, config: Config, identity: str, beats: bool = True) -> None:
         self.config = config
@@ -63,6 +86,7 @@ class InProgressList:
         self.fence_key = self.keys.fenced(identity)
         self.beat_as = identity if beats else ""
         self.fenced = False
+        self.owned = Owned(self)  # ``with self.owned:`` around each step on the list
         self.confirmed_at = float("-inf")
         self.lease = config.orphan_threshold / 2
 
@@ -70,21 +94,14 @@ class InProgressList:
     def client(self) -> store.Client:
         return self.config.redis()
 
-    def _run(self, name: str, keys: list[Any], args: list[Any], beats: bool = False) -> Any:
-        sent = clock()
-        try:
-            reply = lua.run(self.client, name, keys, args)
-        except Fenced:
-            self.fenced = True
-            raise
-        if beats and self.beat_as:
-            self.vouch(sent)
-        return reply
-
     def vouch(self, at: float) -> None:
         """This identity's beat was refreshed, and it was not fenced, at ``at`` (``clock()``)."""
         if at > self.confirmed_at:
             self.confirmed_at = at
+
+    def _vouched(self, sent: float) -> None:
+        if self.beat_as:
+            self.vouch(sent)
 
     def lease_left(self, vouched_at: float = float("-inf")) -> float:
         """Seconds before someone could declare this identity dead (``vouched_at``: when
@@ -94,73 +111,234 @@ class InProgressList:
     def confirm(self) -> None:
         """Refreshes the beat, or raises ``Fenced``: asked before starting a job when the
         lease has run out."""
-        self._run("confirm", [self.fence_key, self.keys.last_beat, self.in_progress,
-                              self.keys.in_progress_identities], [self.identity], beats=True)
+        sent, keys = clock(), self.keys
+        with self.owned:
+            fetch.confirm(
+                self.client,
+                fence=self.fence_key,
+                last_beat=keys.last_beat,
+                in_progress=self.in_progress,
+                identities=keys.in_progress_identities,
+                identity=self.identity,
+            )
+        self._vouched(sent)
 
     def acknowledge(self, raw: bytes) -> None:
-        self._run("ack", [self.in_progress, self.keys.orphanings(jid_of(raw)), self.fence_key, self.keys.last_beat],
-                  [raw, self.beat_as], beats=True)
+        sent, keys = clock(), self.keys
+        with self.owned:
+            settle.ack(
+                self.client,
+                in_progress=self.in_progress,
+                orphans=keys.orphanings(jid_of(raw)),
+                fence=self.fence_key,
+                last_beat=keys.last_beat,
+                job=raw,
+                identity=self.beat_as,
+            )
+        self._vouched(sent)
 
     ack = acknowledge
 
+    def carry(self, raw: bytes, jid: str | None = None) -> None:
+        """The ride-along ack (``settlement``): a list with no fetch of its own (the
+        master's, a bare list) has nothing for it to ride on, so it is written at once.
+        The worker holds it for its next fetch instead."""
+        self.acknowledge(raw)
+
+    def cancelled(self, payload: dict[str, Any], event: dict[str, Any]) -> None:
+        """A run of this process ended cancelled: only the process that ran it records
+        that (the worker's log line and history entry); a bare list ran nothing."""
+
+    def back_keys(self, raw: bytes | str) -> tuple[str, list[str]]:
+        """The queue a job goes back on and its unique lock (none, or one), read from its
+        payload as the scripts read it: the default queue when it names none or can't be read."""
+        top = _top(raw)
+        queue, digest = top.get("queue"), top.get("unique_digest")
+        name = queue if isinstance(queue, str) and queue else "default"
+        return self.keys.job_queue(name, priority_of(top)), [self.keys.unique(digest)] if isinstance(
+            digest, str
+        ) and digest else []
+
     def give_back(self, raw: bytes) -> bool:
         """Back on its queue, at the fetch end (it has not run). False if no longer ours."""
-        return self._run("give_back", [self.in_progress, self.fence_key],
-                         [raw, self.keys.queue_prefix, "default", self.keys.unique_prefix]) == 1
+        queue, lock = self.back_keys(raw)
+        with self.owned:
+            return settle.give_back(
+                self.client,
+                in_progress=self.in_progress,
+                fence=self.fence_key,
+                queue=queue,
+                wake=self.keys.wake,
+                lock=lock,
+                job=raw,
+            )
 
     def file(self, raw: bytes, zset: str, score: float, entry: str | bytes) -> bool:
         """Into retry or dead, off the in-progress list, in one step. False if no longer ours."""
-        dead = zset == self.keys.dead
-        args = [raw, repr(score), entry, "dead" if dead else "",
-                repr(time.time() - self.config.dead_timeout), self.config.dead_max_jobs, self.beat_as,
-                self.keys.workflow_prefix, repr(time.time())]
-        return self._run("file", [self.in_progress, zset, self.keys.orphanings(jid_of(raw)), self.fence_key,
-                                  self.keys.last_beat], args, beats=True) == 1
+        sent, keys = clock(), self.keys
+        with self.owned:
+            dead = zset == keys.dead
+            # A job of a workflow or batch filed in dead settles there: the keys its payload names.
+            declared = declare.of_entry(keys, entry) if dead else []
+            filed = settle.file(
+                self.client,
+                keys,
+                in_progress=self.in_progress,
+                zset=zset,
+                orphans=keys.orphanings(jid_of(raw)),
+                fence=self.fence_key,
+                last_beat=keys.last_beat,
+                **settle.settling_keys(keys),
+                declared=declared,
+                job=raw,
+                score=repr(score),
+                entry=entry,
+                dead="dead" if dead else "",
+                oldest=repr(time.time() - self.config.dead_timeout),
+                most=self.config.dead_max_jobs,
+                identity=self.beat_as,
+                workflows="1",
+                now=repr(time.time()),
+                keep=self.config.status_max,
+            )
+        self._vouched(sent)
+        return filed
 
     def complete(self, raw: bytes, done: Completion) -> bool:
         """A workflow job's ack with its result, its chain's next step and its group's
         counter, in one step (``complete.lua``). False if no longer ours (a replay)."""
-        reply = self._run("complete", [self.in_progress, self.keys.orphanings(done.jid), self.fence_key,
-                                       self.keys.last_beat],
-                          [raw, self.beat_as, self.keys.workflow_prefix, done.jid, done.value, done.ttl,
-                           repr(time.time()), done.group, done.member, done.next_payload, done.next_queue,
-                           done.batch],
-                          beats=True)
-        for error in reply[1:]:
-            logger.error("jid=%s settled, but its workflow couldn't record all of it: %s", done.jid,
-                         error.decode("utf-8", "replace") if isinstance(error, bytes) else error)
-        return bool(reply[0] == 1)
+        sent, keys = clock(), self.keys
+        with self.owned:
+            reply = settle.complete(
+                self.client,
+                keys,
+                in_progress=self.in_progress,
+                orphans=keys.orphanings(done.jid),
+                fence=self.fence_key,
+                last_beat=keys.last_beat,
+                result=keys.result(done.jid),
+                result_wait=keys.result_wait(done.jid),
+                next_queue_key=keys.queue(done.next_queue),
+                **settle.settling_keys(keys),
+                group=keys.group(done.group),
+                group_wait=keys.group_wait(done.group),
+                batch_key=keys.batch(done.batch),
+                batch_jobs=keys.batch_jobs(done.batch),
+                chain_mark=[keys.cancelled(done.chain)] if done.chain and done.next_payload else [],
+                declared=[],
+                job=raw,
+                identity=self.beat_as,
+                jid=done.jid,
+                value=done.value,
+                ttl=done.ttl,
+                now=repr(time.time()),
+                group_id=done.group,
+                member=done.member,
+                next_payload=done.next_payload,
+                next_queue=done.next_queue,
+                batch_id=done.batch,
+                keep=self.config.status_max,
+            )
+        self._vouched(sent)
+        for error in reply.errors:
+            logger.error("jid=%s settled, but its workflow couldn't record all of it: %s", done.jid, error)
+        return reply.done
 
     def park_unsettled(self, raw: bytes, record: str) -> bool:
         """Into ``unsettled`` (a failure to file later, never re-run). False if no longer ours."""
-        return self._run("park_unsettled", [self.in_progress, self.keys.unsettled, self.fence_key],
-                         [raw, record]) == 1
+        with self.owned:
+            return settle.park_unsettled(
+                self.client,
+                in_progress=self.in_progress,
+                unsettled=self.keys.unsettled,
+                fence=self.fence_key,
+                job=raw,
+                record=record,
+            )
 
     park = park_unsettled
 
     def suspend(self, raw: bytes, entry: str, jid: str, cursor: str, done: int) -> bool:
         """An iterable job stopped at a yield: its checkpoint saved and ``entry`` (it, with
         its cursor) back on its queue, in one script. False if no longer ours."""
-        return self._run("suspend", [self.in_progress, self.fence_key, self.keys.checkpoint(jid), self.keys.last_beat],
-                         [raw, entry, self.keys.queue_prefix, "default", self.keys.unique_prefix, done, cursor,
-                          CHECKPOINT_TTL, self.beat_as, repr(time.time())], beats=True) == 1
+        sent, keys = clock(), self.keys
+        queue, lock = self.back_keys(entry)
+        with self.owned:
+            suspended = settle.suspend(
+                self.client,
+                keys,
+                in_progress=self.in_progress,
+                fence=self.fence_key,
+                checkpoint=keys.checkpoint(jid),
+                last_beat=keys.last_beat,
+                index=keys.retained_checkpoints,
+                queue=queue,
+                wake=keys.wake,
+                lock=lock,
+                declared=(),
+                job=raw,
+                entry=entry,
+                done=done,
+                cursor=cursor,
+                ttl=CHECKPOINT_TTL,
+                identity=self.beat_as,
+                now=repr(time.time()),
+                keep=self.config.status_max,
+            )
+        self._vouched(sent)
+        return suspended
 
     def checkpoint(self, jid: str, cursor: str, done: int, state: str = "running", ttl: int = CHECKPOINT_TTL) -> bool:
         """Saves an iterable job's cursor (refused, ``Fenced``, once this identity was
         declared dead); False if a newer checkpoint is there (more items done)."""
-        return self._run("checkpoint", [self.keys.checkpoint(jid), self.fence_key, self.keys.last_beat],
-                         [done, cursor, ttl, self.beat_as, repr(time.time()), state], beats=True) == 1
+        sent = clock()
+        with self.owned:
+            saved = settle.checkpoint(
+                self.client,
+                self.keys,
+                checkpoint=self.keys.checkpoint(jid),
+                fence=self.fence_key,
+                last_beat=self.keys.last_beat,
+                index=self.keys.retained_checkpoints,
+                declared=(),
+                done=done,
+                cursor=cursor,
+                ttl=ttl,
+                identity=self.beat_as,
+                now=repr(time.time()),
+                state=state,
+                keep=self.config.status_max,
+            )
+        self._vouched(sent)
+        return saved
 
     def return_ahead(self, number: int, started: int = 0) -> int:
         """This identity's look-ahead jobs of fetch ``number`` not started (``started``:
         how many of them it did), back on their queues; how many went (another process
         calls this, holding the owner's lock)."""
-        return int(self._run("return_ahead", [self.keys.ahead, self.in_progress, self.fence_key],
-                             [self.identity, number, self.keys.queue_prefix, "default", self.keys.unique_prefix,
-                              started]))
+        keys = self.keys
+        with self.owned:
+            return fetch.return_ahead(
+                self.client,
+                keys,
+                ahead=keys.ahead,
+                in_progress=self.in_progress,
+                fence=self.fence_key,
+                wake=keys.wake,
+                declared=(),
+                owner=self.identity,
+                number=number,
+                default_queue="default",
+                started=started,
+            )
 
-    def requeue_all(self, drop: Iterable[bytes] = (), keep: Iterable[bytes] = (),
-                    count_orphanings: bool | str = False, mode: str = "own") -> Requeued:
+    def requeue_all(
+        self,
+        drop: Iterable[bytes] = (),
+        keep: Iterable[bytes] = (),
+        count_orphanings: bool | str = False,
+        mode: str = "own",
+    ) -> Requeued:
         """Everything on the list back on its queues, in order, in one script.
 
         ``mode``: "own": the owner's requeue as it leaves (refused, ``Fenced``, if it was
@@ -173,16 +351,28 @@ class InProgressList:
         ``keep``: jobs left on the list untouched.
         """
         keys = self.keys
-        marks = [b"d:" + raw for raw in drop] + [b"k:" + raw for raw in keep]
         count = "*" if count_orphanings is True else f"j:{count_orphanings}" if count_orphanings else ""
-        reply = self._run("requeue", [self.in_progress, keys.process(self.identity), keys.last_beat,
-                                      keys.repeat_orphans, keys.dead, self.fence_key],
-                          [keys.queue_prefix, "default", keys.unique_prefix, self.identity, mode, repr(time.time()),
-                           keys.orphanings_prefix, ORPHANINGS_TTL, self.config.max_orphanings, count, *marks])
-        moved = int(reply[0])
-        if moved < 0:
-            return Requeued(moved, False, [])
-        return Requeued(moved, int(reply[1]) == 1, list(reply[2]), list(reply[3]))
+        with self.owned:
+            return settle.requeue(
+                self.client,
+                keys,
+                in_progress=self.in_progress,
+                process=keys.process(self.identity),
+                last_beat=keys.last_beat,
+                repeat_orphans=keys.repeat_orphans,
+                dead=keys.dead,
+                fence=self.fence_key,
+                wake=keys.wake,
+                declared=(),
+                default_queue="default",
+                identity=self.identity,
+                mode=mode,
+                now=repr(time.time()),
+                orphanings_ttl=ORPHANINGS_TTL,
+                max_orphanings=self.config.max_orphanings,
+                count=count,
+                marks=[b"d:" + raw for raw in drop] + [b"k:" + raw for raw in keep],
+            )
 
     def listed(self) -> list[bytes]:
         return as_bytes_list(self.client.lrange(self.in_progress, 0, -1))

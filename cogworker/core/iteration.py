@@ -71,11 +71,14 @@ def encode(cursor: Any, name: str) -> str:
     try:
         text = json.dumps(cursor)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"iterable job {name} yielded a cursor JSON can't carry ({type(cursor).__name__}): {exc}") \
-            from None
+        raise TypeError(
+            f"iterable job {name} yielded a cursor JSON can't carry ({type(cursor).__name__}): {exc}"
+        ) from None
     if len(text) > MAX_CURSOR_BYTES:
-        raise TypeError(f"iterable job {name} yielded a cursor of {len(text)} bytes as JSON "
-                        f"(at most {MAX_CURSOR_BYTES}): yield a key, not the item")
+        raise TypeError(
+            f"iterable job {name} yielded a cursor of {len(text)} bytes as JSON "
+            f"(at most {MAX_CURSOR_BYTES}): yield a key, not the item"
+        )
     return text
 
 
@@ -126,8 +129,13 @@ class Run:
         if best is not None:
             self.cursor, self.done = best
             self.saved_done = self.done
-            logger.info("iterable job %s jid=%s resumes after %d item(s) at cursor %s", self.name, self.jid,
-                        self.done, _short(self.cursor))
+            logger.info(
+                "iterable job %s jid=%s resumes after %d item(s) at cursor %s",
+                self.name,
+                self.jid,
+                self.done,
+                _short(self.cursor),
+            )
         return self.cursor
 
     def advance(self, cursor: Any) -> bool:
@@ -140,8 +148,10 @@ class Run:
         if self.items_run > 1:  # the run itself counts as one job: its first item is that one
             self.context.host.count_item()
         every, seconds = self.policy.every, self.policy.seconds
-        return bool((every is not None and self.done - self.saved_done >= every)
-                    or (seconds is not None and time.monotonic() - self.saved_at >= seconds))
+        return bool(
+            (every is not None and self.done - self.saved_done >= every)
+            or (seconds is not None and time.monotonic() - self.saved_at >= seconds)
+        )
 
     def pause_due(self) -> bool:
         """Its process stops (or goes quiet, ...), or an operator cancelled it: it stops
@@ -163,8 +173,13 @@ class Run:
         try:
             self.context.host.fetcher.checkpoint(self.jid, text, self.done, state, **extra)
         except store.RedisError as exc:
-            logger.warning("iterable job %s jid=%s: couldn't save its checkpoint after %d item(s): %s", self.name,
-                           self.jid, self.done, exc)
+            logger.warning(
+                "iterable job %s jid=%s: couldn't save its checkpoint after %d item(s): %s",
+                self.name,
+                self.jid,
+                self.done,
+                exc,
+            )
             return
         self.saved_done = self.done
         self.saved_at = time.monotonic()
@@ -204,8 +219,13 @@ def _start(kwargs: dict[str, Any], policy: Policy, name: str) -> tuple[Run, dict
     return run, rest, rest.pop("cursor", None)
 
 
-def drive(func: Callable[..., Generator[Any, Any, Any]], policy: Policy, name: str, args: tuple[Any, ...],
-          kwargs: dict[str, Any]) -> None:
+def drive(
+    func: Callable[..., Generator[Any, Any, Any]],
+    policy: Policy,
+    name: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> None:
     """Runs a generator job to its end, or to the yield where its process asked it to stop."""
     run, rest, start = _start(kwargs, policy, name)
     cursor = run.begin(start)
@@ -224,8 +244,13 @@ def drive(func: Callable[..., Generator[Any, Any, Any]], policy: Policy, name: s
     run.finished()
 
 
-async def drive_async(func: Callable[..., AsyncGenerator[Any, Any]], policy: Policy, name: str, args: tuple[Any, ...],
-                      kwargs: dict[str, Any]) -> None:
+async def drive_async(
+    func: Callable[..., AsyncGenerator[Any, Any]],
+    policy: Policy,
+    name: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> None:
     """``drive`` for an async generator job; its Redis writes go to a thread, so a slow
     Redis never blocks the loop other jobs share."""
     run, rest, start = _start(kwargs, policy, name)

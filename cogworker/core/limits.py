@@ -49,8 +49,7 @@ class Limit:
             except LimitKeyError as exc:
                 raise ConfigurationError(str(exc)) from None
         elif not callable(self.key):
-            raise ConfigurationError(f"a limit's key is a name or a callable of the job's arguments, got "
-                                     f"{self.key!r}")
+            raise ConfigurationError(f"a limit's key is a name or a callable of the job's arguments, got {self.key!r}")
         if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:
             raise ConfigurationError(f"a limit's n must be an int >= 1, got {self.n!r}")
 
@@ -61,8 +60,9 @@ class Limit:
         try:
             name = self.key(*args, **kwargs)
         except Exception as exc:
-            raise LimitKeyError(f"the limit key {getattr(self.key, '__qualname__', self.key)!r} raised "
-                                f"{type(exc).__name__}: {exc}") from exc
+            raise LimitKeyError(
+                f"the limit key {getattr(self.key, '__qualname__', self.key)!r} raised {type(exc).__name__}: {exc}"
+            ) from exc
         return check_name(name, "a limit key's result")
 
     def per_seconds(self) -> float:

@@ -13,22 +13,25 @@ import inspect
 import json
 import json.encoder as json_encoder
 import math
+import os
 import random
+import sysconfig
 import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from os import urandom
+from types import TracebackType
 from typing import Any, Literal, TypedDict
 
 from ..boundedjson import MAX_DEPTH, TooDeep, check_depth, shallow
 from ..boundedjson import loads as json_loads
 from ..errors import ConfigurationError
 from ..names import check_queue_name
+from .fields import MAX_SECONDS, UNIQUE_UNTIL, job_problem
 from .limits import Limit, check_limits
 
-UNIQUE_UNTIL = ("success", "start")
 BackoffFn = Callable[[int, BaseException], float]
 
 
@@ -52,19 +55,43 @@ def error_class_name(error: BaseException | type) -> str:
     return f"{module}.{cls.__qualname__}"
 
 
+# The frames that call a job are no part of its story: cogworker's own source files, and
+# the standard library's between them and the job (asyncio running an async job).
+_OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_STDLIB = tuple({os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")})
+
+
+def _calls_the_job(filename: str) -> bool:
+    if filename.startswith(_OURS):
+        return True
+    return filename.startswith(_STDLIB) and "-packages" + os.sep not in filename  # an app installed there is not
+
+
+def from_the_job(tb: TracebackType) -> TracebackType:
+    """The traceback from its first frame that isn't cogworker's or the standard
+    library's (the job's own, or a server middleware's): the loop, the executor, asyncio
+    and the middleware chain that called it are left out. Whole when there is no such
+    frame (an error of cogworker's own)."""
+    first: TracebackType | None = tb
+    while first is not None and _calls_the_job(first.tb_frame.f_code.co_filename):
+        first = first.tb_next
+    return first if first is not None else tb
+
+
 def error_traceback(error: BaseException, lines: int = 30) -> str | None:
     """The exception's traceback as text, at most ``lines`` lines: the header, then the
-    innermost frames and the exception line (where it went wrong). None without one."""
+    frames from the job's own on (``from_the_job``) and the exception line (where it went
+    wrong), the innermost kept when it is cut. None without one."""
     if error.__traceback__ is None or lines <= 0:
         return None
     try:
-        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        text = "".join(traceback.format_exception(type(error), error, from_the_job(error.__traceback__)))
     except Exception:  # a __str__ or a frame that can't be shown must not break failure handling
         return None
     rows = text.rstrip("\n").split("\n")
     if len(rows) > lines:
         cut = len(rows) - lines + 2
-        rows = [rows[0], f"  ... ({cut} lines cut)"] + rows[-(lines - 2):] if lines > 2 else rows[-lines:]
+        rows = [rows[0], f"  ... ({cut} lines cut)"] + rows[-(lines - 2) :] if lines > 2 else rows[-lines:]
     return "\n".join(rows)
 
 
@@ -79,19 +106,29 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-class OptionArgs(TypedDict, total=False):
-    """The options as keyword arguments (``@job(...)``, ``.options(...)``), for type
-    checkers: a misspelt or mistyped option is an error there as well as at run time."""
+class PlainOptionArgs(TypedDict, total=False):
+    """The options but ``unique_for``: the job handles' overloads take that one apart, as
+    it decides whether ``enqueue`` may return None (``client/jobs.py``)."""
 
     queue: str
     retry: int | bool
     timeout: float | None
-    unique_for: float | None
     unique_until: Literal["success", "start"]
     backoff: BackoffFn | None
     results: bool
     result_ttl: int | None
     limits: Sequence[Limit] | None
+    priority: int
+    expires: float | None
+    retry_on: type[BaseException] | Sequence[type[BaseException]]
+    no_retry_on: type[BaseException] | Sequence[type[BaseException]]
+
+
+class OptionArgs(PlainOptionArgs, total=False):
+    """The options as keyword arguments (``@job(...)``, ``.options(...)``), for type
+    checkers: a misspelt or mistyped option is an error there as well as at run time."""
+
+    unique_for: float | None
 
 
 @dataclass(frozen=True)
@@ -107,6 +144,15 @@ class JobOptions:
     # Fleet-wide rate limits, checked by the worker before the job starts (core/limits.py);
     # not in the payload.
     limits: tuple[Limit, ...] = ()
+    # Higher is fetched sooner among the jobs waiting on its queue (keys.level).
+    priority: int = 0
+    # Which errors are retried (the rest go straight to dead): with ``retry_on``, only those
+    # (and subclasses); ``no_retry_on`` never. Held by the worker's definition, not in the payload.
+    retry_on: tuple[type[BaseException], ...] = ()
+    no_retry_on: tuple[type[BaseException], ...] = ()
+    # Seconds from its enqueue (a scheduled job's too) after which a job still waiting is
+    # not run but recorded as expired; the payload carries the moment (``expires_at``).
+    expires: float | None = None
 
     @classmethod
     def build(cls, base: JobOptions | None = None, **given: Any) -> JobOptions:
@@ -118,26 +164,75 @@ class JobOptions:
             given["retry"] = normalize_retry(given["retry"])
         if "limits" in given:
             given["limits"] = check_limits(given["limits"])
+        for name in ("retry_on", "no_retry_on"):
+            if name in given:
+                given[name] = error_classes(name, given[name])
         opts = replace(base or cls(), **given)
         opts.validate()
         return opts
 
     def validate(self) -> None:
         check_queue_name(self.queue)
-        if self.timeout is not None and not (is_number(self.timeout) and self.timeout > 0):
-            raise ConfigurationError(f"timeout must be a positive number of seconds, got {self.timeout!r}")
-        if self.unique_for is not None and not (is_number(self.unique_for) and self.unique_for >= 1):
-            raise ConfigurationError(f"unique_for must be at least 1 second, got {self.unique_for!r}")
+        check_priority(self.priority)
+        # At most MAX_SECONDS, as a worker reads them (fields.py): else refused there, in dead.
+        if self.timeout is not None and not (is_number(self.timeout) and 0 < self.timeout <= MAX_SECONDS):
+            raise ConfigurationError(
+                f"timeout must be a positive number of seconds, at most {MAX_SECONDS}; got {self.timeout!r}"
+            )
+        if self.unique_for is not None and not (is_number(self.unique_for) and 1 <= self.unique_for <= MAX_SECONDS):
+            raise ConfigurationError(
+                f"unique_for must be at least 1 second and at most {MAX_SECONDS}; got {self.unique_for!r}"
+            )
+        if self.expires is not None and not (is_number(self.expires) and 0 < self.expires <= MAX_SECONDS):
+            raise ConfigurationError(
+                f"expires must be a positive number of seconds, at most {MAX_SECONDS}; got {self.expires!r}"
+            )
         if self.unique_until not in UNIQUE_UNTIL:
             raise ConfigurationError(f"unique_until must be one of {UNIQUE_UNTIL}, got {self.unique_until!r}")
         if not isinstance(self.results, bool):
             raise ConfigurationError(f"results must be True or False, got {self.results!r}")
-        if self.result_ttl is not None and (isinstance(self.result_ttl, bool) or not isinstance(self.result_ttl, int)
-                                            or self.result_ttl < 1):
-            raise ConfigurationError(f"result_ttl must be a whole number of seconds, at least 1; "
-                                     f"got {self.result_ttl!r}")
+        if self.result_ttl is not None and (
+            isinstance(self.result_ttl, bool)
+            or not isinstance(self.result_ttl, int)
+            or not 1 <= self.result_ttl <= MAX_SECONDS
+        ):
+            raise ConfigurationError(
+                f"result_ttl must be a whole number of seconds, at least 1 and at most {MAX_SECONDS}; "
+                f"got {self.result_ttl!r}"
+            )
         if self.backoff is not None and not callable(self.backoff):
             raise ConfigurationError("backoff must be a callable (count, error) -> seconds")
+
+
+def error_classes(name: str, value: Any) -> tuple[type[BaseException], ...]:
+    """``retry_on``/``no_retry_on`` as a tuple of exception classes: one class, or a
+    tuple or list of them; anything else is a one-line ``ConfigurationError``."""
+    given = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    for cls in given:
+        if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+            raise ConfigurationError(
+                f"{name} must be an exception class or a tuple of them (e.g. (ValueError, KeyError)); got {cls!r}"
+            )
+    return given
+
+
+PRIORITY_MIN, PRIORITY_MAX = -100, 100
+
+
+def check_priority(priority: Any) -> int:
+    """A job's priority: a whole number from -100 to 100 (Django's range)."""
+    if isinstance(priority, bool) or not isinstance(priority, int) or not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+        raise ConfigurationError(
+            f"priority must be a whole number from {PRIORITY_MIN} to {PRIORITY_MAX}, got {priority!r}"
+        )
+    return priority
+
+
+def priority_of(payload: dict[str, Any]) -> int:
+    """The priority a payload carries: 0 when none, or one that breaks the rule (written
+    by another client: it waits on the queue itself rather than nowhere)."""
+    p = payload.get("priority", 0)
+    return p if type(p) is int and PRIORITY_MIN <= p <= PRIORITY_MAX else 0
 
 
 def normalize_retry(retry: Any) -> int:
@@ -169,6 +264,7 @@ def _c_encoder() -> Callable[[Any], str] | None:
 
         def encode(value: Any) -> str:
             return "".join(chunks(value, 0))
+
         same = encode(sample) == _ENCODER.encode(sample)
     except Exception:  # another Python's C encoder, made or called differently
         return None
@@ -198,8 +294,10 @@ def dumps(value: Any) -> str:
     return text
 
 
-_TOO_DEEP = (f"job arguments are nested too deep: a payload nests at most {MAX_DEPTH} levels of lists and "
-             "objects (the job and its args list are two of them)")
+_TOO_DEEP = (
+    f"job arguments are nested too deep: a payload nests at most {MAX_DEPTH} levels of lists and "
+    "objects (the job and its args list are two of them)"
+)
 
 
 def signature_of(func: Callable[..., Any]) -> inspect.Signature | None:
@@ -209,8 +307,7 @@ def signature_of(func: Callable[..., Any]) -> inspect.Signature | None:
         return None
 
 
-def bind_arguments(name: str, signature: inspect.Signature | None, args: Sequence[Any],
-                   kwargs: dict[str, Any]) -> None:
+def bind_arguments(name: str, signature: inspect.Signature | None, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
     """TypeError now, in the caller, for arguments the function can't take: a job
     enqueued with them would only fail later, in a worker, and retry for weeks."""
     if signature is None:
@@ -231,8 +328,9 @@ def bind_arguments(name: str, signature: inspect.Signature | None, args: Sequenc
 _bound: dict[tuple[int, int, tuple[str, ...]], inspect.Signature] = {}
 
 
-def build_payload(name: str, args: Sequence[Any], kwargs: dict[str, Any], opts: JobOptions,
-                  now: float | None = None) -> dict[str, Any]:
+def build_payload(
+    name: str, args: Sequence[Any], kwargs: dict[str, Any], opts: JobOptions, now: float | None = None
+) -> dict[str, Any]:
     now = time.time() if now is None else now
     payload: dict[str, Any] = {
         "class": name,
@@ -246,11 +344,15 @@ def build_payload(name: str, args: Sequence[Any], kwargs: dict[str, Any], opts: 
     }
     if opts.timeout is not None:
         payload["timeout"] = opts.timeout
+    if opts.expires is not None:
+        payload["expires_at"] = now + opts.expires  # from the enqueue, even of a scheduled job
     if opts.unique_for is not None:
         payload["unique_for"] = opts.unique_for
         payload["unique_until"] = opts.unique_until
     if opts.results:
         payload["wf"] = {"ttl": result_ttl(opts)}
+    if opts.priority:  # absent at 0: a plain job's payload is as it was
+        payload["priority"] = opts.priority
     return payload
 
 
@@ -291,7 +393,8 @@ def _object(text: str) -> Any:
 
 
 def parse_payload(raw: bytes) -> tuple[dict[str, Any] | None, str]:
-    """The job object, or None and why it isn't one."""
+    """The job object, or None and why it isn't one: not a JSON object, no class or jid,
+    or a field a worker reads that it can't read (``fields.job_problem``)."""
     try:
         check_depth(raw)
         if raw[:1] == b"{" and raw[1:2] != b"\x00":
@@ -314,6 +417,9 @@ def parse_payload(raw: bytes) -> tuple[dict[str, Any] | None, str]:
         return None, "payload has no 'class' naming the job"
     if not isinstance(payload.get("jid"), str):
         return None, "payload has no 'jid'"
+    why = job_problem(payload)
+    if why:
+        return None, f"bad payload: {why}"
     return payload, ""
 
 

@@ -41,9 +41,22 @@ class JobDef:
         the job's body never ran, and that must fail, not count as success. (An awaitable
         is awaited before this: ``execute.run_job``.)"""
         if inspect.isasyncgen(result):
-            raise TypeError(f"job {self.name} returned an async generator, not a result: its body did not run "
-                            f"(make it an async def that returns)")
+            raise TypeError(
+                f"job {self.name} returned an async generator, not a result: its body did not run "
+                f"(make it an async def that returns)"
+            )
         return result
+
+    @property
+    def retries(self) -> Callable[[BaseException], bool] | None:
+        """Whether an error of this job is retried (its ``retry_on``/``no_retry_on``), or
+        None when neither is set: every error is, while retries last (``fate.route_failure``)."""
+        return self._retries if self.opts.retry_on or self.opts.no_retry_on else None
+
+    def _retries(self, error: BaseException) -> bool:
+        if isinstance(error, self.opts.no_retry_on):
+            return False
+        return not self.opts.retry_on or isinstance(error, self.opts.retry_on)
 
     def backoff_for(self, count: int, error: BaseException) -> float:
         if self.opts.backoff is None:
@@ -101,7 +114,10 @@ def resolve(name: str, import_prefixes: Sequence[str] = ()) -> JobDef:
         # make the worker call it.
         raise UnknownJob(f"unknown job {name!r}: {module_name} has it, but it is not a @cogworker.job")
     if import_prefixes:
-        raise UnknownJob(f"unknown job {name!r}: not registered, and not found under import_prefixes "
-                         f"{list(import_prefixes)}")
-    raise UnknownJob(f"unknown job {name!r}: not registered (only jobs the app module imports run; "
-                     f"import_prefixes allows importing others on demand)")
+        raise UnknownJob(
+            f"unknown job {name!r}: not registered, and not found under import_prefixes {list(import_prefixes)}"
+        )
+    raise UnknownJob(
+        f"unknown job {name!r}: not registered (only jobs the app module imports run; "
+        f"import_prefixes allows importing others on demand)"
+    )

@@ -39,7 +39,10 @@ ATTEMPT = "trace_attempt"
 # A provider named in the environment, which the API's getter makes on first use.
 _NAMED_IN_ENV = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 
-_tracers: dict[int, Tracer] = {}
+# The provider the tracer came from, and the tracer: the provider itself is the key, held
+# here (an id alone could name a new provider made at a freed one's address, and hand out
+# the old one's tracer, whose spans go nowhere).
+_tracer: tuple[Any, Tracer] | None = None
 
 
 def active(config: Config | None = None) -> bool:
@@ -71,13 +74,13 @@ def _provider() -> Any:
 
 
 def tracer() -> Tracer:
+    global _tracer
     provider = trace.get_tracer_provider()
-    found = _tracers.get(id(provider))
-    if found is None:
+    if _tracer is None or _tracer[0] is not provider:
         from ..version import __version__
 
-        found = _tracers[id(provider)] = provider.get_tracer("cogworker", __version__)
-    return found
+        _tracer = (provider, provider.get_tracer("cogworker", __version__))
+    return _tracer[1]
 
 
 def job_attributes(payload: dict[str, Any], queue: str | None) -> dict[str, Any]:
@@ -97,8 +100,9 @@ def job_attributes(payload: dict[str, Any], queue: str | None) -> dict[str, Any]
 @contextlib.contextmanager
 def producing(payload: dict[str, Any], at: float | None) -> Iterator[Span]:
     """A PRODUCER span around an enqueue, current inside; its context goes into the payload."""
-    with tracer().start_as_current_span(f"enqueue {payload.get('class')}", kind=trace.SpanKind.PRODUCER,
-                                        attributes=job_attributes(payload, None)) as span:
+    with tracer().start_as_current_span(
+        f"enqueue {payload.get('class')}", kind=trace.SpanKind.PRODUCER, attributes=job_attributes(payload, None)
+    ) as span:
         if at is not None:
             span.set_attribute("cogworker.job.at", float(at))
         carrier: dict[str, str] = {}
@@ -120,17 +124,22 @@ def _links(payload: dict[str, Any]) -> list[Any]:
     return [trace.Link(found, {"cogworker.link": "previous_attempt"})] if found.is_valid else []
 
 
-def consume(payload: dict[str, Any], queue: str,
-            run: Callable[[], BaseException | None]) -> BaseException | None:
+def consume(payload: dict[str, Any], queue: str, run: Callable[[], BaseException | None]) -> BaseException | None:
     """``run()`` (one execution; returns the job's error or None) in a CONSUMER span, a
     child of the enqueue's context, linked to the failed attempt before it."""
     carrier = {k: payload[k] for k in (TRACEPARENT, TRACESTATE) if isinstance(payload.get(k), str)}
     parent = _propagator.extract(carrier) if carrier else otel_context.Context()  # a new trace without one
     attributes = job_attributes(payload, queue)
     attributes["cogworker.job.attempt"] = int(payload.get("retry_count") or 0) + 1
-    with tracer().start_as_current_span(f"run {payload.get('class')}", context=parent, kind=trace.SpanKind.CONSUMER,
-                                        attributes=attributes, links=_links(payload),
-                                        record_exception=False, set_status_on_exception=False) as span:
+    with tracer().start_as_current_span(
+        f"run {payload.get('class')}",
+        context=parent,
+        kind=trace.SpanKind.CONSUMER,
+        attributes=attributes,
+        links=_links(payload),
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
         try:
             error = run()
         except BaseException as stop:  # a stop-now abandoning the job: handed back, not failed

@@ -38,6 +38,7 @@ class Completion(NamedTuple):
     next_payload: str = ""  # a chain's next step, ready to push
     next_queue: str = ""
     batch: str = ""  # its batch's id (``wf.b``): counted there as succeeded
+    chain: str = ""  # its chain's id (``wf.last``): its cancel mark stops the next step
 
 
 def encode_result(value: Any) -> str:
@@ -48,8 +49,9 @@ def encode_result(value: Any) -> str:
     except TypeError as exc:
         raise TypeError(f"its return value can't be kept as a result: {exc}".replace("job arguments", "it")) from None
     if len(text) > MAX_RESULT_BYTES:
-        raise TypeError(f"its return value can't be kept as a result: {len(text)} bytes of JSON, "
-                        f"more than {MAX_RESULT_BYTES}")
+        raise TypeError(
+            f"its return value can't be kept as a result: {len(text)} bytes of JSON, more than {MAX_RESULT_BYTES}"
+        )
     return text
 
 
@@ -59,20 +61,25 @@ def completion(payload: dict[str, Any], value: Any, default_ttl: float, now: flo
     ttl = wf.get("ttl")
     # A job only counted by its batch keeps no value: one that can't be JSON is no failure.
     encoded = encode_result(value) if ttl is not None or wf.get("g") or wf.get("chain") else "null"
-    kept = str(int(ttl if isinstance(ttl, (int, float)) and not isinstance(ttl, bool) else default_ttl)) \
-        if ttl is not None else ""
+    kept = (
+        str(int(ttl if isinstance(ttl, (int, float)) and not isinstance(ttl, bool) else default_ttl))
+        if ttl is not None
+        else ""
+    )
     group = wf.get("g") if isinstance(wf.get("g"), str) else ""
     member = int(wf.get("i") or 0)
     batch = wf.get("b") if isinstance(wf.get("b"), str) else ""
     chain = wf.get("chain")
     if isinstance(chain, list) and chain:
         step = next_step(chain[0], value, chain[1:], wf.get("last"), wf.get("lttl"), now)
-        return Completion(payload["jid"], encoded, kept, group, member, dumps(step), step["queue"], batch)
+        chain_id = wf.get("last") if isinstance(wf.get("last"), str) else ""
+        return Completion(payload["jid"], encoded, kept, group, member, dumps(step), step["queue"], batch, chain_id)
     return Completion(payload["jid"], encoded, kept, group, member, batch=batch)
 
 
-def next_step(step: dict[str, Any], value: Any, rest: list[Any], last: Any, last_ttl: Any,
-              now: float | None = None) -> dict[str, Any]:
+def next_step(
+    step: dict[str, Any], value: Any, rest: list[Any], last: Any, last_ttl: Any, now: float | None = None
+) -> dict[str, Any]:
     """A chain's next step as a payload: the previous result first among its arguments
     (unless it is immutable), the rest of the chain in its ``wf``."""
     now = time.time() if now is None else now
@@ -92,9 +99,16 @@ def next_step(step: dict[str, Any], value: Any, rest: list[Any], last: Any, last
 
 def job_payload(step: dict[str, Any], args: list[Any], now: float) -> dict[str, Any]:
     """A step's payload as ``build_payload`` makes one, its jid the step's."""
-    payload: dict[str, Any] = {"class": step["class"], "args": args, "kwargs": dict(step.get("kwargs") or {}),
-                               "jid": step["jid"], "queue": step.get("queue") or "default",
-                               "retry": step.get("retry", 25), "created_at": now, "enqueued_at": now}
+    payload: dict[str, Any] = {
+        "class": step["class"],
+        "args": args,
+        "kwargs": dict(step.get("kwargs") or {}),
+        "jid": step["jid"],
+        "queue": step.get("queue") or "default",
+        "retry": step.get("retry", 25),
+        "created_at": now,
+        "enqueued_at": now,
+    }
     if step.get("timeout") is not None:
         payload["timeout"] = step["timeout"]
     if step.get("ttl") is not None:

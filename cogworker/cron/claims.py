@@ -13,13 +13,14 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from .. import store
+from .. import routing, store
 from ..config import Config, get_config, logger
 from ..core import hooks
 from ..core.payload import JobOptions, build_payload, new_jid
 from ..core.registry import registry
 from ..store import errors as redis_errors
-from ..store import guard, lua
+from ..store import guard
+from ..transitions import periodic, push
 from .entry import Entry
 
 NOT_OURS, CLAIMED, PRIMED, SKIPPED_RUNNING, SKIPPED_DISABLED, SKIPPED_MISSED = 0, 1, 2, 3, 4, 5
@@ -40,14 +41,15 @@ RUNNING_GRACE = 300
 # Taken with the slot's claim; after that it follows the job through the lifecycle hooks,
 # in whichever process makes the transition. Best-effort: it never changes a job's fate.
 
+
 def release_running_lock(config: Config, pjid: str, jid: str) -> None:
     """Frees the entry for its next slot, if this job still holds the lock."""
-    lua.run(config.redis(), "release_lock", [config.keys.periodic_running(pjid)], [jid])
+    push.release_lock(config.redis(), lock=config.keys.periodic_running(pjid), owner=jid)
 
 
 def extend_running_lock(config: Config, pjid: str, jid: str, ttl: float) -> None:
     """Keeps the lock while its job runs or waits (only if this job holds it)."""
-    lua.run(config.redis(), "extend_lock", [config.keys.periodic_running(pjid)], [jid, max(1, math.ceil(ttl))])
+    push.extend_lock(config.redis(), lock=config.keys.periodic_running(pjid), owner=jid, ttl=max(1, math.ceil(ttl)))
 
 
 def running_ttl(payload: dict[str, Any]) -> float:
@@ -61,16 +63,16 @@ def _on_started(event: hooks.JobEvent) -> None:
     """The run starts: from the queued TTL to one that covers the run."""
     payload = event.payload
     if payload.get("periodic_pjid") and payload.get("jid"):
-        extend_running_lock(fleet_of(event.config), payload["periodic_pjid"], payload["jid"],
-                            running_ttl(payload))
+        extend_running_lock(fleet_of(event.config), payload["periodic_pjid"], payload["jid"], running_ttl(payload))
 
 
 def _on_retrying(event: hooks.JobEvent) -> None:
     """Not done yet: kept over the retry's wait, so the next slot doesn't overlap it."""
     payload = event.payload
     if payload.get("periodic_pjid") and payload.get("jid"):
-        extend_running_lock(fleet_of(event.config), payload["periodic_pjid"], payload["jid"],
-                            (event.delay or 0.0) + QUEUED_TTL)
+        extend_running_lock(
+            fleet_of(event.config), payload["periodic_pjid"], payload["jid"], (event.delay or 0.0) + QUEUED_TTL
+        )
 
 
 def _on_finished(event: hooks.JobEvent) -> None:
@@ -81,13 +83,17 @@ def _on_finished(event: hooks.JobEvent) -> None:
 
 
 def fleet_of(config: Config | None) -> Config:
-    """The config of the fleet's keys (``periodic:*``): a worker's events carry its shard's."""
+    """The config of the fleet's keys (``periodic:*``): a worker's events carry its part's."""
     return (config or get_config()).fleet
 
 
-hooks.subscribe("started", _on_started, when="periodic_pjid")
-hooks.subscribe("retrying", _on_retrying, when="periodic_pjid")
-hooks.subscribe(("succeeded", "dead"), _on_finished, when="periodic_pjid")
+def subscribers() -> list[hooks.Subscription]:
+    """The running lock's hooks, for a process to install (``hooks.install``)."""
+    return [
+        hooks.Subscription(("started",), _on_started, when="periodic_pjid"),
+        hooks.Subscription(("retrying",), _on_retrying, when="periodic_pjid"),
+        hooks.Subscription(("succeeded", "dead"), _on_finished, when="periodic_pjid"),
+    ]
 
 
 @dataclass
@@ -127,25 +133,44 @@ class SlotClaims(ABC):
     def _record(self, entry: Entry, now: float) -> dict[str, Any]:
         """The Ticker's: the entry's published schedule record."""
 
+    def _claim_call(
+        self, entry: Entry, slot: int, mode: str, lock_ttl: int, jid: str, extra: list[str]
+    ) -> periodic.Claim:
+        fleet = self.config.fleet
+        keys = fleet.keys
+        return periodic.periodic_claim(
+            fleet.redis(),
+            last_slot=keys.periodic_last_slot(entry.pjid),
+            lock=keys.periodic_lock(entry.pjid, slot),
+            running=keys.periodic_running(entry.pjid),
+            disabled=keys.periodic_disabled,
+            pushed=keys.periodic_pushed(entry.pjid, slot),
+            slot=slot,
+            mode=mode,
+            lock_ttl=lock_ttl,
+            jid=jid,
+            unique="1" if entry.unique else "",
+            running_ttl=QUEUED_TTL,
+            pjid=entry.pjid,
+            reclaim=extra,
+        )
+
     def _claim(self, entry: Entry, slot: int, following: float, mode: str, doubt: InDoubt | None = None) -> int:
         """Claims ``slot`` and acts on the answer (push, or log why not); returns it."""
         jid = new_jid()
         fleet = self.config.fleet
-        keys = fleet.keys
         # Long enough that the slot is no longer current when it lapses (see the rollback).
         lock_ttl = max(60, math.ceil(following - slot) + 60)
         extra = [] if doubt is None else ["1" if doubt.claimed else "", *doubt.jids]
-        landed = self._landed(entry, slot, doubt.jids) if doubt is not None and fleet.sharded else None
+        landed = self._landed(entry, slot, doubt.jids) if doubt is not None and routing.split(fleet) else None
         if doubt is not None:
             doubt.jids.append(jid)  # before it's sent: if its reply is lost, it may have landed
         try:
-            # The queue layout: the mark is the shard's (read above); the fleet's name of it,
+            # A split layout: the mark is the part's (read above); the fleet's name of it,
             # never written there, makes the script's own look find none.
-            status, detail, unreadable = (PUSHED, landed, 0) if landed is not None else lua.run(
-                fleet.redis(), "periodic_claim",
-                [keys.periodic_last_slot(entry.pjid), keys.periodic_lock(entry.pjid, slot),
-                 keys.periodic_running(entry.pjid), keys.periodic_disabled, keys.periodic_pushed(entry.pjid, slot)],
-                [slot, mode, lock_ttl, jid, "1" if entry.unique else "", QUEUED_TTL, entry.pjid, *extra])
+            status, detail, unreadable = (
+                (PUSHED, landed, 0) if landed is not None else self._claim_call(entry, slot, mode, lock_ttl, jid, extra)
+            )
         except (store.ConnectionError, store.TimeoutError):
             # The reply is lost, not necessarily the claim: settled (fired if it landed)
             # before this entry is looked at again, so the slot can't be taken and lost.
@@ -157,23 +182,40 @@ class SlotClaims(ABC):
             self._log_missed(entry, as_int(as_text(detail)), slot, False)
             self._push(entry, slot, following, jid, doubt, lock_ttl)
         elif status == PUSHED:
-            logger.warning("periodic %s: slot %d's push had landed after all (its reply was lost): fired once, "
-                           "as jid=%s", entry.pjid, slot, as_text(detail))
+            logger.warning(
+                "periodic %s: slot %d's push had landed after all (its reply was lost): fired once, as jid=%s",
+                entry.pjid,
+                slot,
+                as_text(detail),
+            )
             self._best_effort("schedule record", self._record_fired, entry, slot, as_text(detail))
         elif status == SKIPPED_MISSED:
             self._log_missed(entry, as_int(as_text(detail)), slot, True)
         elif status == SKIPPED_RUNNING:
-            logger.info("periodic %s: slot %d skipped, previous run jid=%s still queued or running",
-                        entry.pjid, slot, as_text(detail))
+            logger.info(
+                "periodic %s: slot %d skipped, previous run jid=%s still queued or running",
+                entry.pjid,
+                slot,
+                as_text(detail),
+            )
         elif status == PRIMED:
-            logger.info("periodic %s: new entry: its first slot %d is recorded, not fired; it fires from the "
-                        "next one, at %s", entry.pjid, slot, fire_time(following, entry.tz))
+            logger.info(
+                "periodic %s: new entry: its first slot %d is recorded, not fired; it fires from the next one, at %s",
+                entry.pjid,
+                slot,
+                fire_time(following, entry.tz),
+            )
         elif status == NOT_OURS and doubt is not None and doubt.claimed:
-            logger.warning("periodic %s: rolled-back slot %d not fired: a later slot was claimed first",
-                           entry.pjid, slot)
+            logger.warning(
+                "periodic %s: rolled-back slot %d not fired: a later slot was claimed first", entry.pjid, slot
+            )
         elif status == NOT_OURS and doubt is not None:
-            logger.info("periodic %s: the claim of slot %d (reply lost) didn't land, or its lock lapsed, or "
-                        "another master holds it: not fired here", entry.pjid, slot)
+            logger.info(
+                "periodic %s: the claim of slot %d (reply lost) didn't land, or its lock lapsed, or "
+                "another master holds it: not fired here",
+                entry.pjid,
+                slot,
+            )
         return int(status)
 
     def _log_missed(self, entry: Entry, after: int | None, slot: int, skipped_too: bool) -> None:
@@ -192,42 +234,56 @@ class SlotClaims(ABC):
             return
         plural = "" if shown == "1" else "s"
         if skipped_too:
-            logger.warning("periodic %s: %s missed slot%s skipped (after slot %d, up to slot %d: catch_up off)",
-                           entry.pjid, shown, plural, after, slot)
+            logger.warning(
+                "periodic %s: %s missed slot%s skipped (after slot %d, up to slot %d: catch_up off)",
+                entry.pjid,
+                shown,
+                plural,
+                after,
+                slot,
+            )
         else:
-            logger.warning("periodic %s: %s missed slot%s skipped (after slot %d); firing the latest, slot %d",
-                           entry.pjid, shown, plural, after, slot)
+            logger.warning(
+                "periodic %s: %s missed slot%s skipped (after slot %d); firing the latest, slot %d",
+                entry.pjid,
+                shown,
+                plural,
+                after,
+                slot,
+            )
 
     def _warn_unreadable(self, unreadable: bool) -> None:
         if unreadable and not self._warned_unreadable:
             self._warned_unreadable = True
-            logger.error("periodic: can't read %s (wrong type?); treating every entry as enabled",
-                         self.config.keys.periodic_disabled)
+            logger.error(
+                "periodic: can't read %s (wrong type?); treating every entry as enabled",
+                self.config.keys.periodic_disabled,
+            )
         elif not unreadable:
             self._warned_unreadable = False
 
     def _landed(self, entry: Entry, slot: int, jids: list[str]) -> str | None:
         """The queue layout: the jid of ``jids`` the slot's push landed as (its mark, in
-        the queue's shard), or None. A separate read from the claim that follows it, and
+        the queue's part), or None. A separate read from the claim that follows it, and
         still exactly once: a push of this slot landing after this read finds its mark
         at the next push, and periodic_push.lua refuses to push it again (SlotPushed)."""
-        shard = self.config.fleet.shard(entry.queue)
-        found = shard.redis().get(shard.keys.periodic_pushed(entry.pjid, slot))
+        part = routing.holder(self.config.fleet, entry.queue)
+        found = part.redis().get(part.keys.periodic_pushed(entry.pjid, slot))
         text = as_text(found) if isinstance(found, bytes) else None
         return text if text in jids else None
 
-    def _push(self, entry: Entry, slot: int, following: float, jid: str, doubt: InDoubt | None,
-              lock_ttl: int) -> None:
+    def _push(self, entry: Entry, slot: int, following: float, jid: str, doubt: InDoubt | None, lock_ttl: int) -> None:
         from ..client.enqueue import SlotPushed, push
 
         payload = self._payload(entry, slot, jid)
-        shard = self.config.fleet.shard(entry.queue)  # the mark is the pushed job's shard's
+        part = routing.holder(self.config.fleet, entry.queue)  # the mark is in the pushed job's part
         try:
             # The mark lives as long as the slot's lock: as long as a claim may be in doubt.
-            pushed = push(payload, config=self.config, mark=(shard.keys.periodic_pushed(entry.pjid, slot), lock_ttl))
+            pushed = push(payload, config=self.config, mark=(part.keys.periodic_pushed(entry.pjid, slot), lock_ttl))
         except SlotPushed as done:  # pushed already (the queue layout: after the reclaim's read)
-            logger.warning("periodic %s: slot %d's push had landed after all: fired once, as jid=%s",
-                           entry.pjid, slot, done.jid)
+            logger.warning(
+                "periodic %s: slot %d's push had landed after all: fired once, as jid=%s", entry.pjid, slot, done.jid
+            )
             if entry.unique:  # the reclaim named this try's jid holder of the running lock
                 self._best_effort("running lock release", release_running_lock, self.config.fleet, entry.pjid, jid)
             self._best_effort("schedule record", self._record_fired, entry, slot, done.jid)
@@ -246,8 +302,7 @@ class SlotClaims(ABC):
         if pushed is None:
             # Dropped by a client middleware or the job's own unique lock: the slot is
             # spent, but no run will ever free the running lock.
-            logger.info("periodic %s: slot %d's job was dropped on enqueue (unique or middleware)",
-                        entry.pjid, slot)
+            logger.info("periodic %s: slot %d's job was dropped on enqueue (unique or middleware)", entry.pjid, slot)
             if entry.unique:
                 self._best_effort("running lock release", release_running_lock, self.config.fleet, entry.pjid, jid)
             return
@@ -267,24 +322,30 @@ class SlotClaims(ABC):
         record = self._record(entry, self.clock())
         record.update(last_slot=slot, last_jid=jid, last_fired_at=self.clock())
         fleet = self.config.fleet
-        lua.run(fleet.redis(), "periodic_record", [fleet.keys.periodic_schedule],
-                [entry.pjid, json.dumps(record), slot])
+        periodic.periodic_record(
+            fleet.redis(), schedule=fleet.keys.periodic_schedule, pjid=entry.pjid, record=json.dumps(record), slot=slot
+        )
 
     # -- claims in doubt, rollbacks ---------------------------------------------------------------
 
     def _rollback(self, entry: Entry, slot: int, jid: str) -> None:
         """Undoes a claim whose push failed. Best effort: if it fails, the claim stands
         and the ticker pushes under it later. The queue layout: the mark is read in the
-        shard first (see ``_landed``: a push landing after that read can't be repeated)."""
+        part first (see ``_landed``: a push landing after that read can't be repeated)."""
         fleet = self.config.fleet
         keys = fleet.keys
         try:
-            if fleet.sharded and self._landed(entry, slot, [jid]) is not None:
+            if routing.split(fleet) and self._landed(entry, slot, [jid]) is not None:
                 return
-            undone = lua.run(fleet.redis(), "periodic_rollback",
-                             [keys.periodic_last_slot(entry.pjid), keys.periodic_lock(entry.pjid, slot),
-                              keys.periodic_running(entry.pjid), keys.periodic_pushed(entry.pjid, slot)],
-                             [slot, jid])
+            undone = periodic.periodic_rollback(
+                fleet.redis(),
+                last_slot=keys.periodic_last_slot(entry.pjid),
+                lock=keys.periodic_lock(entry.pjid, slot),
+                running=keys.periodic_running(entry.pjid),
+                pushed=keys.periodic_pushed(entry.pjid, slot),
+                slot=slot,
+                jid=jid,
+            )
             if undone:
                 logger.info("periodic %s: rolled back slot %d (fired once it can be pushed)", entry.pjid, slot)
         except Exception as exc:  # whatever it is, the claim stands: logged by the one policy
@@ -304,7 +365,7 @@ class SlotClaims(ABC):
             except Exception as exc:  # one claim failing backs off alone
                 self._in_doubt.append(doubt)
                 if redis_errors.is_outage(exc):
-                    self._in_doubt.extend(pending[index + 1:])
+                    self._in_doubt.extend(pending[index + 1 :])
                     raise
                 self._trouble_at[pjid] = self.clock()
                 delay = self._back_off(pjid)

@@ -52,8 +52,11 @@ def run_now(pjid: str, config: Config | None = None) -> str | None:
     config = config or get_config()
     record = schedule(config)[pjid]
     timeout: Any = record.get("timeout")
-    opts = JobOptions.build(queue=record.get("queue") or "default", retry=record.get("retry", 25),
-                            timeout=float(timeout) if is_number(timeout) and float(timeout) > 0 else None)
+    opts = JobOptions.build(
+        queue=record.get("queue") or "default",
+        retry=record.get("retry", 25),
+        timeout=float(timeout) if is_number(timeout) and float(timeout) > 0 else None,
+    )
     payload = build_payload(record["job"], record.get("args") or [], record.get("kwargs") or {}, opts)
     payload["periodic_pjid"] = pjid  # where it came from; no periodic_slot: it fills no slot
     return push(payload, config=config)

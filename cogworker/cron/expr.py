@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from croniter import CroniterBadDateError, croniter
 
@@ -28,7 +28,8 @@ def check_cron(label: str, cron: object) -> None:
             raise ConfigurationError(
                 f"periodic entry {label!r}: {cron!r}: seconds come first (second minute hour day month "
                 f"weekday); the last field, {weekday!r}, reads like seconds in the old order (seconds last). "
-                f"For those seconds write {moved!r}; for days of the week use names (MON-FRI)")
+                f"For those seconds write {moved!r}; for days of the week use names (MON-FRI)"
+            )
     if not croniter.is_valid(cron, second_at_beginning=True):
         shape = "" if len(fields) < 6 else " (six fields: second minute hour day month weekday; seconds come first)"
         raise ConfigurationError(f"periodic entry {label!r}: invalid cron expression {cron!r}{shape}")
@@ -40,10 +41,11 @@ def _check_fires(label: str, cron: str) -> None:
     croniter only finds out when asked for the next one, which the ticker would ask
     on every tick, backing off forever."""
     try:
-        cron_iter(cron, datetime.now(timezone.utc)).get_next(float)
+        cron_iter(cron, datetime.now(UTC)).get_next(float)
     except CroniterBadDateError:
-        raise ConfigurationError(f"periodic entry {label!r}: cron expression {cron!r} never fires "
-                                 f"(no date matches it from now on)") from None
+        raise ConfigurationError(
+            f"periodic entry {label!r}: cron expression {cron!r} never fires (no date matches it from now on)"
+        ) from None
 
 
 def cron_iter(cron: str, start: datetime) -> croniter:

@@ -50,9 +50,17 @@ OUTAGE_WAIT = 0.5
 PUBLISH_RETRY = 60.0  # a schedule that couldn't be published at boot is tried again this often
 
 
-def periodic(cron: str, job: JobDef | str, args: Sequence[Any] = (),
-             kwargs: dict[str, Any] | None = None, name: str | None = None, queue: str | None = None,
-             unique: bool = False, tz: str = "UTC", catch_up: bool | None = None) -> Entry:
+def periodic(
+    cron: str,
+    job: JobDef | str,
+    args: Sequence[Any] = (),
+    kwargs: dict[str, Any] | None = None,
+    name: str | None = None,
+    queue: str | None = None,
+    unique: bool = False,
+    tz: str = "UTC",
+    catch_up: bool | None = None,
+) -> Entry:
     """Register a cron entry (at import time, in the app module). Returns the entry.
 
     ``cron``: five fields, or six with **seconds first** (``"*/10 * * * * *"`` = every
@@ -88,8 +96,18 @@ def periodic(cron: str, job: JobDef | str, args: Sequence[Any] = (),
             known.check_arguments(args, kwargs)  # at import, not at every slot in a worker
         except TypeError as exc:
             raise TypeError(f"periodic entry {pjid!r}: {exc}") from None
-    entry = Entry(pjid, cron, job_name, args, kwargs, queue or (opts.queue if opts else "default"),
-                  opts.retry if opts else 25, bool(unique), tz, catch_up)
+    entry = Entry(
+        pjid,
+        cron,
+        job_name,
+        args,
+        kwargs,
+        queue or (opts.queue if opts else "default"),
+        opts.retry if opts else 25,
+        bool(unique),
+        tz,
+        catch_up,
+    )
     entries[pjid] = entry
     return entry
 
@@ -123,6 +141,7 @@ def run_options(entry: Entry) -> dict[str, Any]:
 
 # -- the ticker ------------------------------------------------------------------------------
 
+
 class Ticker(SlotClaims):
     """Fires the entries' slots. Call ``tick()`` in a loop, sleeping at most
     ``seconds_to_next()`` in between; ``publish()`` once at boot. Thread-safe. ``tick``
@@ -133,10 +152,17 @@ class Ticker(SlotClaims):
     ``clock``/``monotonic``: injectable for tests.
     """
 
-    def __init__(self, config: Config, entry_list: Sequence[Entry], *, ready: Callable[[], bool] | None = None,
-                 catch_up: bool = True, clock: Callable[[], float] = time.time,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
-        self.config = config.fleet  # periodic:* is the fleet's (a slot's push goes to its queue's shard)
+    def __init__(
+        self,
+        config: Config,
+        entry_list: Sequence[Entry],
+        *,
+        ready: Callable[[], bool] | None = None,
+        catch_up: bool = True,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config.fleet  # periodic:* is the fleet's (a slot's push goes to its queue's part)
         self.entries = list(entry_list)
         self.ready = ready or (lambda: True)
         self.catch_up = catch_up
@@ -228,9 +254,19 @@ class Ticker(SlotClaims):
 
     def _record(self, entry: Entry, now: float) -> dict[str, Any]:
         _, following = self.slot_and_next(entry, now)
-        return {"pjid": entry.pjid, "cron": entry.cron, "job": entry.job_name, "args": list(entry.args),
-                "kwargs": entry.kwargs, "queue": entry.queue, "tz": entry.tz, "unique": entry.unique,
-                "catch_up": self._catch_up(entry), "next_fire": following, **run_options(entry)}
+        return {
+            "pjid": entry.pjid,
+            "cron": entry.cron,
+            "job": entry.job_name,
+            "args": list(entry.args),
+            "kwargs": entry.kwargs,
+            "queue": entry.queue,
+            "tz": entry.tz,
+            "unique": entry.unique,
+            "catch_up": self._catch_up(entry),
+            "next_fire": following,
+            **run_options(entry),
+        }
 
     def _catch_up(self, entry: Entry) -> bool:
         return self.catch_up if entry.catch_up is None else entry.catch_up
@@ -243,8 +279,10 @@ class Ticker(SlotClaims):
     # catch-up the latest fires (once, as at boot) and the older ones are skipped; without,
     # all of them are skipped. Either way one line says how many.
 
-    def tick(self) -> None:
-        """Looks at every entry once: claims and pushes each slot that arrived."""
+    def tick(self, raise_outage: bool = False) -> None:
+        """Looks at every entry once: claims and pushes each slot that arrived.
+        ``raise_outage``: an outage is raised (after its bookkeeping) for the caller's
+        policy to log, as its process's one outage (``guard.Breaker``); else logged here."""
         with self._lock:
             if not self.ready():
                 return
@@ -264,11 +302,14 @@ class Ticker(SlotClaims):
                 self._trouble_at.update((entry.pjid, now) for entry in self.entries)
                 if self._outage_since is None:
                     self._outage_since = time.monotonic()
-                    logger.error("periodic: %s; retrying every tick", redis_errors.describe(exc))
+                    if not raise_outage:
+                        logger.error("periodic: %s; retrying every tick", redis_errors.describe(exc))
+                if raise_outage:
+                    raise
                 return
-            if self._outage_since is not None:
+            if self._outage_since is not None and not raise_outage:
                 logger.warning("periodic: Redis is back after %.1fs", time.monotonic() - self._outage_since)
-                self._outage_since = None
+            self._outage_since = None
 
     def _tick_entries(self) -> None:
         blocked = {d.entry.pjid for d in self._in_doubt}

@@ -85,10 +85,14 @@ def run(awaitable: Awaitable[Any], timeout: float | None, name: str) -> Any:
             return future.result()
         except concurrent.futures.CancelledError:
             raise asyncio.CancelledError() from None
+        except BaseException:
+            # Interrupted while waiting (a Shutdown at the shutdown deadline): the job's task
+            # is cancelled too, never left running on the loop thread.
+            future.cancel()
+            raise
     loop = process_loop()
     if loop.is_running():
-        raise RuntimeError(f"job {name} returned an awaitable inside a running event loop: "
-                           f"nothing here can await it")
+        raise RuntimeError(f"job {name} returned an awaitable inside a running event loop: nothing here can await it")
     task = loop.create_task(guarded(awaitable, timeout, name))
     try:
         return loop.run_until_complete(task)
@@ -111,7 +115,7 @@ async def guarded(awaitable: Awaitable[Any], timeout: float | None, name: str) -
         running.attach(task)
     if timeout is None:
         return await awaitable
-    guard = Guard(awaitable, timeout)
+    guard = TimeoutGuard(awaitable, timeout)
     assert task is not None
     loop = asyncio.get_running_loop()
     soft = loop.call_later(timeout, guard.expire, task)
@@ -120,15 +124,16 @@ async def guarded(awaitable: Awaitable[Any], timeout: float | None, name: str) -
         return await guard
     except asyncio.CancelledError:
         if guard.cancelled:
-            raise JobTimeout(f"job {name} cancelled {CANCEL_GRACE:g}s after its timeout of {timeout:g}s: "
-                             f"it ignored JobTimeout") from None
+            raise JobTimeout(
+                f"job {name} cancelled {CANCEL_GRACE:g}s after its timeout of {timeout:g}s: it ignored JobTimeout"
+            ) from None
         raise
     finally:
         soft.cancel()
         hard.cancel()
 
 
-class Guard:
+class TimeoutGuard:
     """Awaits a coroutine step by step, as ``await`` does, so that the soft timeout can
     be thrown into it as ``JobTimeout`` where it waits (asyncio's own cancellation can
     only raise ``CancelledError`` there)."""

@@ -20,7 +20,7 @@ from ..core import current, fate, hooks, iteration, tracing
 from ..core.middleware import server_middleware
 from ..core.payload import default_backoff
 from ..core.registry import JobDef, resolve
-from ..errors import JobTimeout
+from ..errors import JobTimeout, Shutdown
 from ..lifecycle import history
 from . import eventloop as aio
 
@@ -32,6 +32,18 @@ class _ThreadKind(threading.local):
 
 
 _thread_kind = _ThreadKind()
+
+# Whether the main thread is inside a job's body (its middleware chain): only there may a
+# shutdown deadline raise ``Shutdown`` (``shutdown_now``), never in the worker's own code.
+_in_body = False
+
+
+def shutdown_now(message: str) -> None:
+    """Called by a signal handler (main thread) at a shutdown deadline: raises ``Shutdown``
+    inside the running job, so its ``finally:`` blocks run before its process is killed;
+    nothing when no job body runs there (the worker is between jobs: it is leaving)."""
+    if _in_body:
+        raise Shutdown(message)
 
 
 def in_job_pool() -> None:
@@ -47,8 +59,9 @@ class HardStop(BaseException):
 Ran = fate.Succeeded | fate.Raised | fate.Suspended | fate.Cancelled
 
 
-def execute(config: Config, identity: str, queue: str, payload: dict[str, Any],
-            host: iteration.Host | None = None) -> Ran:
+def execute(
+    config: Config, identity: str, queue: str, payload: dict[str, Any], host: iteration.Host | None = None
+) -> Ran:
     """Runs the job: what happened to it (the caller settles it). Raises ``HardStop``.
     ``host``: the worker, for an iterable job (its checkpoints, when it should stop).
     ``Cancelled`` whatever it did, once it was told it was cancelled (``current``)."""
@@ -64,8 +77,12 @@ def execute(config: Config, identity: str, queue: str, payload: dict[str, Any],
     if hooks.wanted("started", payload):
         hooks.fire("started", payload, queue=queue, identity=identity, config=config)
     if logger.isEnabledFor(logging.DEBUG):  # cached: no cost per job at INFO
-        logger.debug("start: %s jid=%s", name, payload["jid"],
-                     extra={"event": "job_started", "jid": payload["jid"], "job_class": name, "queue": queue})
+        logger.debug(
+            "start: %s jid=%s",
+            name,
+            payload["jid"],
+            extra={"event": "job_started", "jid": payload["jid"], "job_class": name, "queue": queue},
+        )
     started = time.perf_counter()
     kept: list[Any] | None = [] if "wf" in payload else None  # its value matters only to a workflow
     running, current_token = current.begin(config, payload, queue, solo=not _thread_kind.pool)
@@ -85,8 +102,14 @@ def execute(config: Config, identity: str, queue: str, payload: dict[str, Any],
     return _outcome(job, error, time.perf_counter() - started, context, kept, running.cancelled)
 
 
-def _outcome(job: Any, error: BaseException | None, seconds: float, context: iteration.Context | None,
-             kept: list[Any] | None = None, cancelled: bool = False) -> Ran:
+def _outcome(
+    job: Any,
+    error: BaseException | None,
+    seconds: float,
+    context: iteration.Context | None,
+    kept: list[Any] | None = None,
+    cancelled: bool = False,
+) -> Ran:
     if cancelled:  # an operator's cancel won (docs/architecture.md#cancel): whatever it then did
         return fate.Cancelled(seconds)
     if error is None:
@@ -94,13 +117,20 @@ def _outcome(job: Any, error: BaseException | None, seconds: float, context: ite
         if suspended is not None:  # an iterable job stopped at a yield (docs/architecture.md#iterable)
             return fate.Suspended(suspended.cursor, suspended.done, seconds)
         return fate.Succeeded(seconds, kept[0] if kept else None)
-    backoff = job.backoff_for if isinstance(job, JobDef) else default_backoff
-    return fate.Raised(error, backoff, seconds)
+    if isinstance(job, JobDef):
+        return fate.Raised(error, job.backoff_for, seconds, job.retries)
+    return fate.Raised(error, default_backoff, seconds)
 
 
-def launch_async(config: Config, identity: str, queue: str, payload: dict[str, Any],
-                 loop: asyncio.AbstractEventLoop, done: Callable[[Ran], None],
-                 host: iteration.Host | None = None) -> bool:
+def launch_async(
+    config: Config,
+    identity: str,
+    queue: str,
+    payload: dict[str, Any],
+    loop: asyncio.AbstractEventLoop,
+    done: Callable[[Ran], None],
+    host: iteration.Host | None = None,
+) -> bool:
     """``execute`` for an ``async def`` job when no server middleware is installed (a
     worker with a loop thread): it starts as a task of ``loop`` from the caller's thread,
     no pool thread waiting on it; ``done`` gets its outcome (called in the loop's thread).
@@ -137,8 +167,16 @@ def launch_async(config: Config, identity: str, queue: str, payload: dict[str, A
     def finished(future: concurrent.futures.Future[Any]) -> None:
         current.end(running, None)
         error = asyncio.CancelledError() if future.cancelled() else future.exception()
-        done(_outcome(job, error, time.perf_counter() - started, context,
-                      [future.result()] if error is None and "wf" in payload else None, running.cancelled))
+        done(
+            _outcome(
+                job,
+                error,
+                time.perf_counter() - started,
+                context,
+                [future.result()] if error is None and "wf" in payload else None,
+                running.cancelled,
+            )
+        )
 
     token = iteration.CURRENT.set(context)  # the task copies it as it is made
     try:
@@ -149,8 +187,9 @@ def launch_async(config: Config, identity: str, queue: str, payload: dict[str, A
     return True
 
 
-def run_job(job: Any, payload: dict[str, Any], queue: str,
-            resolution_error: BaseException | None, kept: list[Any] | None = None) -> BaseException | None:
+def run_job(
+    job: Any, payload: dict[str, Any], queue: str, resolution_error: BaseException | None, kept: list[Any] | None = None
+) -> BaseException | None:
     """The job's own outcome: None, or what it (or a middleware) raised. ``kept``: its
     return value is appended there (a workflow's job keeps it).
 
@@ -162,8 +201,9 @@ def run_job(job: Any, payload: dict[str, Any], queue: str,
     return _run(job, payload, queue, resolution_error, kept)
 
 
-def _run(job: Any, payload: dict[str, Any], queue: str, resolution_error: BaseException | None,
-         kept: list[Any] | None = None) -> BaseException | None:
+def _run(
+    job: Any, payload: dict[str, Any], queue: str, resolution_error: BaseException | None, kept: list[Any] | None = None
+) -> BaseException | None:
     timeout = payload.get("timeout")
     timer: SoftTimeout | None = None
     if isinstance(timeout, (int, float)) and timeout > 0:
@@ -182,21 +222,33 @@ def _run(job: Any, payload: dict[str, Any], queue: str, resolution_error: BaseEx
             left = timer.disarm() if timer else None
             return aio.run(result, left, getattr(job, "name", payload["class"]))
         return job.refuse_awaitable(result) if isinstance(job, JobDef) else result
+
+    global _in_body
+    main = not _thread_kind.pool
     try:
         try:
             if timer:
                 timer.arm()
+            if main:
+                _in_body = True
             value = server_middleware.invoke((job if resolution_error is None else None, payload, queue), perform)
             if kept is not None:
                 kept.append(value)
         finally:
-            # Inside the outer try: a timeout landing as it is disarmed is still the job's outcome.
+            # Inside the outer try: a timeout (or a Shutdown) landing here is still the job's outcome.
+            if main:
+                _in_body = False
             if timer:
                 timer.disarm()
         return None
     except HardStop:
         raise
     except BaseException as exc:  # the job's own failure (even a SystemExit) is its outcome, not ours
+        if isinstance(exc, Shutdown):
+            logger.warning(
+                "jid=%s still running at the shutdown deadline: cogworker.Shutdown raised in it; handing it back",
+                payload.get("jid"),
+            )
         if isinstance(exc, JobTimeout) and not exc.args:
             # Raised as a class in a pool thread (ThreadTimeout): given its message here.
             return JobTimeout(f"job ran past its timeout of {timeout:g}s").with_traceback(exc.__traceback__)

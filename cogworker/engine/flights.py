@@ -41,6 +41,8 @@ class FlightWorker(Worker):
     """``Worker`` with M jobs in flight. No look-ahead: with a free place it fetches at
     once, and with none it fetches nothing (no job waits behind running ones)."""
 
+    fetches_next = False  # no next fetch of a job's own: a success is acknowledged at once
+
     def __init__(self, queues: list[tuple[str, int | None]], *, concurrency: int, **kwargs: Any) -> None:
         super().__init__(queues, lookahead=False, **kwargs)
         self.concurrency = concurrency
@@ -128,7 +130,7 @@ class FlightWorker(Worker):
             if self.limiter.held and not self.fenced:
                 self.release_limits(work)
             if self.fenced:
-                self.reporter.finished(work, outcome)
+                self.report_unsettled(work, payload, outcome)
             else:
                 self.settle(work, payload, outcome)
             self.jobs_done += 1
@@ -143,8 +145,15 @@ class FlightWorker(Worker):
         self.flying[work.raw] = work
         self.reporter.started(work, payload)
         try:
-            launched = launch_async(self.config, self.identity, work.queue, payload, self.loop_thread.loop,
-                                    lambda outcome: self.events.put(("done", (work, payload, outcome))), self)
+            launched = launch_async(
+                self.config,
+                self.identity,
+                work.queue,
+                payload,
+                self.loop_thread.loop,
+                lambda outcome: self.events.put(("done", (work, payload, outcome))),
+                self,
+            )
         except Exception:  # a hook failed before the job started: the pool's path runs it as usual
             logger.exception("couldn't start jid=%s as a task; running it from the pool", payload["jid"])
             launched = False
@@ -163,14 +172,14 @@ class FlightWorker(Worker):
         finally:
             self.events.put(("done", (work, payload, outcome)))
 
-    def _ack_later(self, work: Work, payload: dict[str, Any]) -> None:
+    def acknowledge(self, raw: bytes) -> None:
         """At once: the record says the ack is due until it has landed (or is owed)."""
-        self.acking.add(work.raw)
+        self.acking.add(raw)
         try:
-            self.acknowledge(work.raw)
+            super().acknowledge(raw)
         finally:
-            self.acking.discard(work.raw)
-            self.reporter.acked(work)
+            self.acking.discard(raw)
+            self.reporter.acked(raw)
 
     def running_raws(self, holding: Iterable[bytes] = ()) -> set[bytes]:
         return set(self.flying) | self.acking | super().running_raws(holding)

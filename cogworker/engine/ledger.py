@@ -1,183 +1,246 @@
-"""The worker's side of settlement: a job's outcome -> ``fate.decide`` -> written through
-``settlement.apply``; what it still owes Redis (an ack riding on the next fetch, an owed
-ack or filing retried until it lands); reconcile of its own list; what it hands over as
-it leaves. A mixin of ``Worker``, which holds the state it works on."""
+"""The worker's side of settlement: a job's outcome -> ``fate.decide`` -> applied through
+the settle table (``settlement.apply``), the worker as its target (an ack held for the
+next fetch, or retried until it is owed); what it still owes Redis, retried until it
+lands; reconcile of its own list; what it hands over as it leaves. The base of
+``Worker``: the state settlement works on is declared here, once."""
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from .. import store
-from ..config import logger
-from ..core import fate, hooks, settlement
+from ..config import Config, logger
+from ..core import fate, settlement
+from ..core.workflow import Completion
 from ..errors import Fenced
 from ..lifecycle import history, stats
 from ..store import guard
 from .fetch.fast import MARK
-from .fetch.fetcher import Work, jid_of
-
-if TYPE_CHECKING:
-    from .fetch.fetcher import Fetcher
-    from .reporter import Reporter
+from .fetch.fetcher import Fetcher, Work, jid_of
+from .reporter import Reporter
 
 ACK_ATTEMPTS = 3
 
 
-def log_failure(payload: dict[str, Any], decision: fate.File, queue: str | None = None,
-                duration: float | None = None) -> None:
-    """One line (then its traceback) for a failed run: where it went, ``retry in 45s
-    (attempt 3/25)`` at WARNING, or ``dead`` at ERROR (docs/architecture.md#logs)."""
-    if decision.retrying:
-        where = f"retry in {decision.delay:.0f}s (attempt {payload.get('retry_count')}/{fate.max_retries(payload)})"
-    else:
-        where = "dead"
-    trace = payload.get("error_traceback")
-    extra = {"event": "job_failed", "jid": payload.get("jid"), "job_class": payload.get("class"),
-             "queue": queue or payload.get("queue"), "outcome": "retried" if decision.retrying else "dead",
-             "duration_ms": None if duration is None else round(duration * 1000, 3), "traceback": trace}
-    logger.log(logging.WARNING if decision.retrying else logging.ERROR, "fail: %s jid=%s: %s: %s; %s%s",
-               payload.get("class"), payload.get("jid"), payload.get("error_class"), payload.get("error_message"),
-               where, "\n" + trace if trace else "", extra=extra)
-
-
 class Settling(ABC):
-    fetcher: Fetcher
-    reporter: Reporter
-    identity: str
-    config: Any
-    pending: fate.Owed
-    ack_due: bytes | None
-    ack_due_jid: str | None
-    completing: float
-    current: Work | None
-    _quiet: threading.Event
-    _strays: set[bytes]
-    _stats: stats.StatsBuffer
+    """The worker's settlement, and the state it works on (declared here, once; the
+    ``Worker`` adds the loop's own)."""
+
+    def __init__(
+        self,
+        config: Config,
+        identity: str,
+        fetcher: Fetcher,
+        reporter: Reporter,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> None:
+        self.config = config
+        self.identity = identity
+        self.fetcher = fetcher
+        self.reporter = reporter
+        self.should_stop = should_stop
+        self.pending = fate.Owed()  # what it owes Redis: retried until it lands
+        # The ride-along ack: the last job's, held for the next fetch, which writes it in
+        # the same round trip (``carry``; consumed by ``Worker.fetch`` or the look-ahead).
+        self.ack_due: bytes | None = None
+        self.ack_due_jid: str | None = None
+        self.completing = 0.0  # lookahead.Depth leaves a success's settlement out of a run
+        self.current: Work | None = None
+        self._stopping = threading.Event()
+        # A stop asked by a signal handler: a flag only (``Worker.stop``), made the Event by
+        # the first reader of ``stopping``, never inside the handler.
+        self._stop_asked = False
+        self._quiet = threading.Event()
+        self._strays: set[bytes] = set()
+        # This process's runs are counted by the stats hook subscriber, into this buffer.
+        self._stats = stats.counting(identity)
 
     @property
-    @abstractmethod
     def stopping(self) -> bool:
-        """The Worker's: asked to leave."""
+        if self._stop_asked and not self._stopping.is_set():
+            self._stopping.set()  # here, out of the handler, the Event's lock is safe to take
+        return self._stopping.is_set() or bool(self.should_stop and self.should_stop())
+
+    def pause(self, seconds: float) -> None:
+        """Sleeps ``seconds``, cut short by a stop. In steps, checking ``stopping``: a stop a
+        signal handler asked for is a flag, which no ``Event.wait`` would see."""
+        end = time.monotonic() + seconds
+        while not self.stopping:
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            self._stopping.wait(min(left, 0.05))
+
+    @property
+    def quieted(self) -> bool:
+        return self._quiet.is_set()
 
     @abstractmethod
     def flush_stats(self) -> None:
         """The Worker's: hands the counters over."""
 
+    # The Worker's, for the fetch strategies of ``engine/lookahead.py``, which see their
+    # worker through this class (so that they import no ``loop``).
+    @abstractmethod
+    def fetch(self) -> Work | None:
+        """One job, the ack due riding on the fetch."""
+
+    @abstractmethod
+    def jobs_left(self) -> int | None:
+        """How many more jobs it may start before it leaves (``max_jobs``); None: no limit."""
+
+    @abstractmethod
+    def redis_away(self, exc: BaseException) -> float:
+        """An outage: logged once; returns how long to back off."""
+
+    # Whether a next fetch of its own follows a job (``FlightWorker``: no).
+    fetches_next = True
+
     def settle(self, work: Work, payload: dict[str, Any], outcome: fate.Outcome) -> None:
-        """Decides the job's fate from its outcome and writes it (an ack rides on the
-        next fetch when there is one). The counters count a run through the hooks."""
-        if isinstance(outcome, fate.Succeeded) and "wf" in payload:
-            outcome = self._complete(work, payload, outcome)
-            if isinstance(outcome, fate.Succeeded):
-                return
-        if isinstance(outcome, fate.Succeeded):
-            # Its success is final (only the ack is left): the locks go before anything else.
-            hooks.fire("succeeded", payload, queue=work.queue, identity=self.identity,
-                       duration=outcome.duration, config=self.config)
-            self.reporter.finished(work, outcome)
-            self._ack_later(work, payload)
-        elif isinstance(outcome, fate.Cancelled):
-            # Off the list since the cancel (cancel.lua): nothing to file, no hook (the
-            # operator's process fired it), its history entry; the drop rides on the next fetch as an ack would.
-            logger.info("cancelled: %s jid=%s ended after %.3fs", payload.get("class"), payload["jid"],
-                        outcome.duration, extra={"event": "job_cancelled", "jid": payload["jid"],
-                                                 "job_class": payload.get("class"), "queue": work.queue,
-                                                 "outcome": "cancelled",
-                                                 "duration_ms": round(outcome.duration * 1000, 3)})
-            history.note_cancelled(payload, work.queue, self.identity, outcome.duration, self.config)
-            self.reporter.finished(work, outcome)
-            self._ack_later(work, payload)
-        elif isinstance(outcome, fate.Raised):
-            filed = self._file_failure(work, payload, outcome)
-            self.reporter.finished(work, outcome)
-            if not filed:
-                self.interrupt(work, outcome.error, outcome.duration)
-        elif isinstance(outcome, fate.Suspended):
-            self.reporter.finished(work, outcome)
-            self.suspend(work, payload, outcome)
-        else:
-            self.reporter.finished(work, outcome)
-            self.give_back(work)
-
-    def _complete(self, work: Work, payload: dict[str, Any], outcome: fate.Succeeded) -> fate.Outcome:
-        """A workflow job's success: its ack, result, chain step and group counter in one
-        script, written now (never riding on a fetch, never dropped as a plain ack is), and
-        only then reported finished: a child killed before it landed left the job running
-        in its slot, so it runs again, and its result and callbacks are written once.
-        A value that can't be kept fails the job instead (the outcome returned)."""
+        """Decides the job's fate from its outcome (``fate.decide``) and applies it
+        through the settle table (``settlement``), the worker as its target. Its record
+        (``reporter.finished``) is told the decision before the write, or once it went
+        through (``told_after``). The counters count a run through the hooks."""
+        # The ride-along: a next fetch of its own follows, not quiet or stopping, and no
+        # ack already waits for it.
+        ride = self.fetches_next and self.ack_due is None and not self._quiet.is_set() and not self.stopping
         try:
-            decision = fate.decide(self.config, payload, outcome)
-        except TypeError as exc:
-            return fate.Raised(exc, fate.default_backoff, outcome.duration)
-        hooks.fire("succeeded", payload, queue=work.queue, identity=self.identity,
-                   duration=outcome.duration, config=self.config)
-        began = time.perf_counter()
-        for attempt in range(1, ACK_ATTEMPTS + 1):
-            try:
-                settlement.apply(self.fetcher, work.raw, decision)
-                break
-            except store.RedisError as exc:
-                if attempt == ACK_ATTEMPTS:
-                    logger.error("couldn't settle finished jid=%s after %d attempts (will retry): %s",
-                                 payload["jid"], attempt, exc)
-                    self.owe(work.raw, decision)
-                    break
-                time.sleep(0.1 * attempt)
-        self.completing += time.perf_counter() - began
-        self.reporter.finished(work, outcome)
-        self.reporter.acked(work)
-        return outcome
-
-    def _ack_later(self, work: Work, payload: dict[str, Any]) -> None:
-        # Quiet or stopping: no next fetch for the ack to ride on.
-        if self.stopping or self._quiet.is_set() or self.ack_due is not None:
-            self.acknowledge(work.raw)
-        else:
-            self.ack_due = work.raw
-            self.ack_due_jid = payload["jid"]
-
-    def _file_failure(self, work: Work, payload: dict[str, Any], outcome: fate.Raised) -> bool:
-        """Files the run's failure into retry or dead; False if that failed (then it is
-        filed as an interruption)."""
-        error = outcome.error
+            decision = fate.decide(self.config, payload, outcome, ride)
+        except Exception as exc:
+            failed = fate.undecided(outcome, exc)  # a success whose value can't be kept: failed with it
+            if failed is not None:
+                self.settle(work, payload, failed)
+            else:  # a failure that can't be recorded (even its payload won't serialize)
+                self._interrupted(work, payload, outcome, exc)
+            return
+        told_after = decision.told_after
+        if not told_after:
+            self.reporter.finished(work, decision)
+        # A success's settlement (a completion's script, a unique lock's release in its
+        # ``succeeded`` hook) is a round trip of its own, not the job's run: timed, and
+        # left out of look-ahead's measure (``completing``), so it doesn't keep K at 1.
+        began = time.perf_counter() if decision.ack_due else 0.0
+        # The hooks' fields (read from the outcome's own, not from its type: asked per job).
+        event: dict[str, Any] = {"queue": work.queue, "duration": getattr(outcome, "duration", None)}
+        if decision.ran is False:
+            event["error"] = getattr(outcome, "error", None)
         try:
-            decision = fate.decide(self.config, payload, outcome)
-            assert isinstance(decision, fate.File)
-            log_failure(payload, decision, work.queue, outcome.duration)
-            filed = settlement.apply(self.fetcher, work.raw, decision, payload, queue=work.queue, error=error,
-                                     duration=outcome.duration)
+            # ``settlement.apply`` without its keyword packing (per job): the same table.
+            took = settlement.TABLE[type(decision)](self, work.raw, decision, payload, event)
         except Fenced:
             raise
-        except Exception as exc:  # whatever stopped the filing (even an unserializable payload): an interruption
-            logger.error("couldn't record the failure of jid=%s: %s: %s", payload["jid"],
-                         type(exc).__name__, exc)
-            return False
-        if not filed:
+        except Exception as exc:
+            if decision.ran is not False:  # handed back or suspended: stays listed
+                if not isinstance(exc, store.RedisError):
+                    raise
+                logger.error(
+                    "couldn't settle jid=%s (%s; left in progress): %s", work.jid(), decision.to_wire()[0], exc
+                )
+                return
+            self._interrupted(work, payload, outcome, exc)  # whatever stopped the filing
+            return
+        if decision.ack_due:
+            self.completing += time.perf_counter() - began
+        if told_after:
+            self.reporter.finished(work, decision)
+            if decision.ack_due:  # a completion, written at once
+                self.reporter.acked(work.raw)
+        if not took and decision.ran is False:
             # No hook fires for an entry that was gone: counted here, as every run is.
-            self._stats.record(payload["class"], False, outcome.duration * 1000)
+            self._stats.record(payload["class"], False, (event["duration"] or 0.0) * 1000)
             logger.warning("jid=%s was no longer in progress when its failure was filed", payload["jid"])
-        return True
+
+    def report_unsettled(self, work: Work, payload: dict[str, Any], outcome: fate.Outcome) -> None:
+        """Declared dead: nothing is written (its jobs were requeued elsewhere), but its
+        record is told how the run ended, as its decision has it."""
+        try:
+            decision = fate.decide(self.config, payload, outcome)
+        except Exception as exc:
+            decision = fate.filing_failed(self.config, work.raw, getattr(outcome, "error", None) or exc)
+        self.reporter.finished(work, decision)
+
+    def _interrupted(self, work: Work, payload: dict[str, Any], outcome: fate.Outcome, exc: Exception) -> None:
+        """A run's failure that couldn't be recorded: filed as an interruption, built
+        from the entry as fetched (told to its record first, as any filing is)."""
+        logger.error("couldn't record the failure of jid=%s: %s: %s", payload["jid"], type(exc).__name__, exc)
+        error = getattr(outcome, "error", None) or exc
+        decision = fate.filing_failed(self.config, work.raw, error)
+        self.reporter.finished(work, decision)
+        self.interrupt(work, error, getattr(outcome, "duration", None), decision)
+
+    # -- the worker as the settle table's target (settlement.Target) ----------------------
+
+    def carry(self, raw: bytes, jid: str | None = None) -> None:
+        """The ride-along ack: held for the next fetch, which writes it (``settle`` found
+        there is one)."""
+        self.ack_due = raw
+        self.ack_due_jid = jid
 
     def acknowledge(self, raw: bytes) -> None:
         """A failed ack leaves a finished job on the list: retried briefly, then owed."""
+        self._retried(raw, fate.ACK, lambda: self.fetcher.acknowledge(raw))
+
+    def complete(self, raw: bytes, done: Completion) -> bool:
+        """A workflow job's success, written now (never riding on a fetch, never dropped
+        as a plain ack is): retried briefly, then owed (its master applies it if this
+        process dies)."""
+        return self._retried(raw, fate.Complete(done), lambda: self.fetcher.complete(raw, done))
+
+    def _retried(self, raw: bytes, decision: fate.Decision, write: Callable[[], object]) -> bool:
+        """True once written, or owed after ``ACK_ATTEMPTS`` (the job ran: never re-run)."""
         for attempt in range(1, ACK_ATTEMPTS + 1):
             try:
-                self.fetcher.acknowledge(raw)
-                return
+                write()
+                return True
             except store.RedisError as exc:
                 if attempt == ACK_ATTEMPTS:
-                    logger.error("couldn't acknowledge finished jid=%s after %d attempts (will retry): %s",
-                                 jid_of(raw), attempt, exc)
-                    self.owe(raw, fate.ACK)
-                    return
+                    logger.error(
+                        "couldn't settle finished jid=%s after %d attempts (will retry): %s", jid_of(raw), attempt, exc
+                    )
+                    self.owe(raw, decision)
+                    return True
                 time.sleep(0.1 * attempt)
+        return True
 
-    def give_back(self, work: Work) -> None:
+    def give_back(self, raw: bytes) -> bool:
+        return self.fetcher.give_back(raw)
+
+    def file(self, raw: bytes, zset: str, score: float, entry: str | bytes) -> bool:
+        return self.fetcher.file(raw, zset, score, entry)
+
+    def park_unsettled(self, raw: bytes, record: str) -> bool:
+        return self.fetcher.park_unsettled(raw, record)
+
+    def suspend(self, raw: bytes, entry: str, jid: str, cursor: str, done: int) -> bool:
+        return self.fetcher.suspend(raw, entry, jid, cursor, done)
+
+    def cancelled(self, payload: dict[str, Any], event: dict[str, Any]) -> None:
+        """A run ended cancelled: its log line and its history entry (no hook: the
+        operator's process fired ``cancelled``)."""
+        duration = event.get("duration") or 0.0
+        logger.info(
+            "cancelled: %s jid=%s ended after %.3fs",
+            payload.get("class"),
+            payload["jid"],
+            duration,
+            extra={
+                "event": "job_cancelled",
+                "jid": payload["jid"],
+                "job_class": payload.get("class"),
+                "queue": event.get("queue"),
+                "outcome": "cancelled",
+                "duration_ms": round(duration * 1000, 3),
+            },
+        )
+        history.note_cancelled(payload, event.get("queue") or "", self.identity, duration, self.config)
+
+    # -- what is settled outside a run ------------------------------------------------------
+
+    def hand_back(self, work: Work) -> None:
         """Only for a job that hasn't run. If even this fails, it stays on the list, where
         reconcile (or the owner's shutdown, or orphan recovery) requeues it later."""
         try:
@@ -185,28 +248,13 @@ class Settling(ABC):
         except store.RedisError as exc:
             logger.error("couldn't hand back jid=%s (left in progress): %s", work.jid(), exc)
 
-    def suspend(self, work: Work, payload: dict[str, Any], outcome: fate.Suspended) -> None:
-        """An iterable job stopped at a yield: back on its queue with its cursor, saved in
-        the same script (docs/architecture.md#iterable). If that fails it stays listed, and
-        whatever requeues it (reconcile, this process's exit, its master, orphan recovery)
-        puts it back as fetched: it resumes from its last checkpoint."""
-        decision = fate.decide(self.config, payload, outcome)
-        try:
-            settlement.apply(self.fetcher, work.raw, decision, payload, queue=work.queue, duration=outcome.duration)
-        except Fenced:
-            raise
-        except store.RedisError as exc:
-            logger.error("couldn't put iterable jid=%s back on its queue after %d item(s) (left in progress): %s",
-                         payload["jid"], outcome.done, exc)
-            return
-        logger.info("iterable jid=%s stopped after %d item(s), back on queue %s", payload["jid"], outcome.done,
-                    work.queue)
-
-    def interrupt(self, work: Work, error: BaseException, duration: float | None = None) -> None:
+    def interrupt(
+        self, work: Work, error: BaseException, duration: float | None = None, decision: fate.File | None = None
+    ) -> None:
         """Ran and failed, but filing that failed: into retry after 30 s x count, or dead.
         ``duration``: the run's (its ``retrying``/``dead`` hook counts it)."""
-        decision = fate.decide(self.config, work.raw, fate.FilingFailed(error))
-        assert isinstance(decision, fate.File)
+        if decision is None:
+            decision = fate.filing_failed(self.config, work.raw, error)
         try:
             settlement.apply(self.fetcher, work.raw, decision, queue=work.queue, error=error, duration=duration)
         except Fenced:
@@ -312,6 +360,5 @@ class Settling(ABC):
         owed = dict(self.pending.items)
         owed.update((raw, fate.ACK) for raw in riding if raw)
         for raw, how in owed.items():
-            decision = fate.decide(self.config, raw, fate.Leaving(how))
-            (drop if isinstance(decision, fate.Drop) else keep).append(raw)
+            (drop if fate.dropped(fate.decide(self.config, raw, fate.Leaving(how))) else keep).append(raw)
         return self.fetcher.requeue_all(drop=drop, keep=keep).moved

@@ -5,7 +5,7 @@ it (the single-process runner, and a child under ``--no-lookahead``).
 
 ``LookAhead`` (a prefork child): the next fetch is sent before the job runs, the last acks
 riding on it, and read after it, so the next job starts without a round trip. It brings up
-to K jobs (``Depth``: K grows while jobs are short and the queues deep, docs/architecture.md#batch);
+to K jobs (``Depth``: K grows while jobs are short and the queues deep, docs/architecture.md#lookahead-k);
 they land on this identity's list as ``ahead``: until this process claims each (through its
 reporter: the slot's lock, or Redis when in doubt), an idle sibling may take it over. The
 next fetch goes out with the last of them. Looked-ahead jobs that are not started (quiet,
@@ -16,50 +16,20 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Protocol
 
 from .. import store
 from ..config import logger
 from ..core import fate
 from ..store import errors as redis_errors
-from .fetch.batch import Ack
-from .fetch.fetcher import Ahead, Fetcher, Work, jid_of, large
-from .reporter import Reporter
-
-
-class Owner(Protocol):
-    """What a strategy needs of the loop that owns it (``loop.Worker``)."""
-
-    identity: str
-    fetcher: Fetcher
-    reporter: Reporter
-    max_jobs: int | None
-    jobs_done: int
-    ack_due: bytes | None  # the last job's ack, riding on the next fetch
-    ack_due_jid: str | None
-    completing: float  # seconds spent writing workflow completions since the last look
-
-    @property
-    def stopping(self) -> bool: ...
-
-    @property
-    def quieted(self) -> bool: ...
-
-    def fetch(self) -> Work | None: ...
-
-    def acknowledge(self, raw: bytes) -> None: ...
-
-    def give_back(self, work: Work) -> None: ...
-
-    def owe(self, raw: bytes, decision: fate.Decision) -> None: ...
-
-    def redis_away(self, exc: BaseException) -> float: ...
+from .fetch.ahead import Ack
+from .fetch.fetcher import Ahead, Work, jid_of, large
+from .ledger import Settling  # the loop that owns a strategy, as its settlement sees it
 
 
 class Plain:
     """No look-ahead: the loop fetches when it needs a job."""
 
-    def __init__(self, worker: Owner) -> None:
+    def __init__(self, worker: Settling) -> None:
         self.worker = worker
 
     def next(self) -> Work | None:
@@ -89,20 +59,20 @@ class Plain:
 
 
 class Depth:
-    """K, the jobs one look-ahead fetch asks for. A batch saves a round trip's work on
+    """K, the jobs one look-ahead fetch asks for. A look-ahead of several saves a round trip's work on
     both ends per job (system calls, the script call), but its jobs wait behind each
     other: K doubles (up to ``MAX``) while K - 1 jobs of the measured length fit in
-    ``HOLD`` and the last batch came back full (the queues are deep); it halves when they
+    ``HOLD`` and the last look-ahead came back full (the queues are deep); it halves when they
     don't fit, drops to what came back when the queues ran short, and to 1 while a
-    sibling is idle. A job of ``LONG`` or longer is never batched: K = 1 (such a job
-    outlasts a round trip several times over, so a batch saves it nothing worth a wait)."""
+    sibling is idle. A job of ``LONG`` or longer is never fetched ahead with others: K = 1 (such a job
+    outlasts a round trip several times over, so K > 1 saves it nothing worth a wait)."""
 
     # 32: a true no-op job (no Redis call of its own, ~30-60 us of the child's Python) fills
-    # a batch of 31 in HOLD; per job, Redis then does the acks' LREMs and the LMOVEs, and
-    # the script call, its keys and the beat are shared by 32 (docs/architecture.md#batch).
+    # a look-ahead of 31 in HOLD; per job, Redis then does the acks' LREMs and the LMOVEs, and
+    # the script call, its keys and the beat are shared by 32 (docs/architecture.md#lookahead-k).
     MAX = 32
-    HOLD = 0.002  # seconds a job fetched ahead may wait behind the others of its batch
-    LONG = HOLD / 3  # docs/architecture.md#batch: 0.1-0.3 ms a round trip here
+    HOLD = 0.002  # seconds a job fetched ahead may wait behind the others of its look-ahead
+    LONG = HOLD / 3  # docs/architecture.md#lookahead-k: 0.1-0.3 ms a round trip here
 
     def __init__(self) -> None:
         self.k = 1
@@ -135,27 +105,27 @@ class LookAhead(Plain):
     """The next fetch goes out while a job runs (only when the reporter allows it: it has
     siblings to hand those jobs to, none of them idle)."""
 
-    def __init__(self, worker: Owner) -> None:
+    def __init__(self, worker: Settling) -> None:
         super().__init__(worker)
         self.held: deque[Work] = deque()  # fetched ahead, not started, oldest first
         self.ahead: Ahead | None = None  # sent, its reply unread
         self.asked = 1
         self.number = 0
-        self.acks: list[Ack] = []  # finished jobs of this batch, acks held for the next fetch
+        self.acks: list[Ack] = []  # finished jobs of this look-ahead, acks held for the next fetch
         self.depth = Depth()
         self._began = 0.0
 
     def next(self) -> Work | None:
         if self.held:
             return self.worker.reporter.claim_next(self.held, self.worker.fetcher)
-        self._flush_acks()  # the jobs behind them were taken over: no batch fetch to ride on
+        self._flush_acks()  # the jobs behind them were taken over: no look-ahead fetch to ride on
         return self.worker.fetch()
 
     def before_run(self) -> None:
         """The next fetch, sent before the last held job runs, with the acks riding on it."""
         w = self.worker
         self._began = time.perf_counter()
-        if self.held:  # more of this batch first: the last job's ack waits with the others
+        if self.held:  # more of this look-ahead first: the last job's ack waits with the others
             self._hold_ack()
             return
         if not self._may_send():
@@ -164,11 +134,12 @@ class LookAhead(Plain):
         k = self.depth.k
         if large(w.ack_due):
             # A large job: one at a time, by the fast fetch, where no payload enters Lua
-            # (docs/architecture.md#batch); Lua's hashing of K payloads costs more than the
-            # round trips a batch saves.
+            # (docs/architecture.md#lookahead-k); Lua's hashing of K payloads costs more than the
+            # round trips K > 1 saves.
             k = 1
-        if w.max_jobs is not None:
-            k = min(k, w.max_jobs - w.jobs_done - 1)
+        left = w.jobs_left()
+        if left is not None:
+            k = min(k, left - 1)
         self.number += 1
         ack_jid = w.ack_due_jid or (jid_of(w.ack_due) if w.ack_due else None)
         # Told first: if we die with it out, the master must know the acks may have landed.
@@ -188,7 +159,8 @@ class LookAhead(Plain):
         w = self.worker
         if w.quieted or w.stopping or self.ahead is not None:
             return False
-        if w.max_jobs is not None and w.jobs_done + 1 >= w.max_jobs:
+        left = w.jobs_left()
+        if left is not None and left <= 1:
             return False
         if not w.reporter.may_look_ahead():
             self.depth.one()
@@ -196,7 +168,7 @@ class LookAhead(Plain):
         return True
 
     def _hold_ack(self) -> None:
-        """The last job's ack joins the batch's held acks (listed in the slot before the
+        """The last job's ack joins the look-ahead's held acks (listed in the slot before the
         next job starts, so a dying child's master drops it rather than requeue it)."""
         w = self.worker
         if w.ack_due is None:
@@ -207,7 +179,7 @@ class LookAhead(Plain):
         w.reporter.ack_held(jid)  # the slot lists the acks before it already
 
     def _flush_acks(self) -> None:
-        """Held acks with no batch fetch to ride on: written one by one (rare: a sibling
+        """Held acks with no look-ahead fetch to ride on: written one by one (rare: a sibling
         went idle, a stop, or the jobs behind them were taken over)."""
         acks, self.acks = self.acks, []
         for raw, _ in acks:
@@ -216,8 +188,9 @@ class LookAhead(Plain):
             self.worker.reporter.acks_held([])
 
     def after_run(self) -> None:
-        # A workflow job's completion is its own round trip, not the job's run: left out,
-        # so results don't keep K at 1 (docs/architecture.md#workflows).
+        # A success's settlement (a workflow job's completion, a unique lock's release) is
+        # its own round trip, not the job's run: left out, so results and unique jobs don't
+        # keep K at 1 (docs/architecture.md#workflows).
         self.depth.ran(time.perf_counter() - self._began - self.worker.completing)
         self.worker.completing = 0.0
         if self.ahead is None:
@@ -242,9 +215,9 @@ class LookAhead(Plain):
             if work is not None:
                 mine.append(work)
         # Newest first: each goes back to its queue's fetch end, so the oldest ends up
-        # there, next to run, and the batch is back in queue order (as return_ahead.lua).
+        # there, next to run, and the look-ahead's jobs are back in queue order (as return_ahead.lua).
         for work in reversed(mine):
-            w.give_back(work)
+            w.hand_back(work)
         self._flush_acks()
 
     def leave(self) -> None:
@@ -280,6 +253,6 @@ class LookAhead(Plain):
 
 def _riding(ahead: Ahead) -> tuple[bytes, ...]:
     """Every ack riding on a look-ahead fetch."""
-    if ahead.batch:
+    if ahead.many:
         return ahead.acks
     return (ahead.ack,) if ahead.ack is not None else ()

@@ -16,16 +16,17 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .. import store
+from .. import routing, store
 from ..config import Config, get_config, logger
-from ..core import fate
+from ..core import fate, hooks
 from ..core.limits import Limit, LimitKeyError
 from ..core.registry import registry
 from ..errors import Fenced
-from ..lifecycle import history, stats, unique  # noqa: F401 (unique: hook subscriber)
+from ..lifecycle import history
 from ..store import errors as redis_errors
 from ..store import guard
 from ..store.guard import Outage
+from .effects import builtin_subscribers
 from .execute import HardStop, execute
 from .fetch.fetcher import Fetcher, Work, check_redis_version
 from .ledger import ACK_ATTEMPTS, Settling
@@ -49,33 +50,40 @@ class Worker(Settling):
     fetch may go out while a job runs (when the reporter allows it: a prefork child
     with siblings); the single-process runner passes False."""
 
-    def __init__(self, queues: list[tuple[str, int | None]], *, config: Config | None = None,
-                 identity: str | None = None, reporter: Reporter | None = None,
-                 max_jobs: int | None = None, block_timeout: float = 1.0,
-                 should_stop: Callable[[], bool] | None = None, lookahead: bool = True) -> None:
-        self.config = config or get_config()
-        self.identity = identity or new_identity()
-        self.fetcher = Fetcher(self.config, self.identity, queues, block_timeout)
-        self.reporter = reporter or Reporter(self.config)
+    def __init__(
+        self,
+        queues: list[tuple[str, int | None]],
+        *,
+        config: Config | None = None,
+        identity: str | None = None,
+        reporter: Reporter | None = None,
+        max_jobs: int | None = None,
+        block_timeout: float = 1.0,
+        should_stop: Callable[[], bool] | None = None,
+        lookahead: bool = True,
+        subscribers: Iterable[hooks.Subscription] | None = None,
+    ) -> None:
+        # What its jobs' transitions do besides (unique locks, stats, history...): the
+        # built-in list unless the process put together its own (engine/effects.py).
+        hooks.install(builtin_subscribers() if subscribers is None else subscribers)
+        config = config or get_config()
+        identity = identity or new_identity()
+        super().__init__(
+            config,
+            identity,
+            Fetcher(config, identity, queues, block_timeout),
+            reporter or Reporter(config),
+            should_stop,
+        )
         self.max_jobs = max_jobs
-        self.should_stop = should_stop
         self.fetching = LookAhead(self) if lookahead else Plain(self)
-        self.pending = fate.Owed()
-        self.completing = 0.0  # lookahead.Depth leaves a completion's round trip out of a run
-        self.current: Work | None = None
-        self.ack_due: bytes | None = None  # rides on the next fetch
-        self.ack_due_jid: str | None = None
         self.jobs_done = 0
-        self._stopping = threading.Event()
-        self._quiet = threading.Event()
-        self._strays: set[bytes] = set()
-        # This process's runs are counted by the stats hook subscriber, into this buffer.
-        self._stats = stats.counting(self.identity)
         self._last_stats = time.monotonic()
-        # ... and its job status/history by that subscriber, into this one (written by a thread).
+        # Its job status/history is buffered by the history subscriber, into this one (written by a thread).
         self._status = history.buffering(self.identity)
         self._last_reconcile = time.monotonic()
-        self._outage = Outage(f"worker {self.identity}")
+        # The process's one outage log (its housekeeping shares it: cogworker.worker.runner).
+        self.outage = Outage(f"worker {self.identity}")
         self._fence_lock = threading.Lock()
         self._fence_logged = False
         self.limiter = Limiter(self.config, self.identity)
@@ -83,21 +91,21 @@ class Worker(Settling):
     # -- control (thread- and signal-safe: they set flags; a stop also ends an idle wait) --
 
     def stop(self) -> None:
-        """Finish the current job, then leave the loop; idle, leave at once."""
-        self._stopping.set()
+        """Finish the current job, then leave the loop; idle, leave at once.
+
+        Signal-safe. A handler runs in the main thread between two bytecodes, perhaps
+        while that thread holds the stop Event's own lock (inside its ``wait``): setting the
+        Event there would wait for that lock forever (a child stuck "stopping" in a futex
+        wait). So in the main thread this only raises a flag, which ``stopping`` and
+        ``pause`` read; from another thread it sets the Event at once."""
+        self._stop_asked = True
+        if threading.current_thread() is not threading.main_thread():
+            self._stopping.set()
         self.fetcher.wake_wait.stop()
 
     def quiet(self) -> None:
         """Stop fetching; a running job finishes."""
         self._quiet.set()
-
-    @property
-    def stopping(self) -> bool:
-        return self._stopping.is_set() or bool(self.should_stop and self.should_stop())
-
-    @property
-    def quieted(self) -> bool:
-        return self._quiet.is_set()
 
     # -- an iterable job's host (core/iteration.py): asked at its every yield ---------------
 
@@ -119,8 +127,9 @@ class Worker(Settling):
         try:
             self.fetcher.confirm()
         except store.RedisError as exc:
-            logger.warning("worker %s: couldn't confirm it is alive between two items (%s); stopping the job",
-                           self.identity, exc)
+            logger.warning(
+                "worker %s: couldn't confirm it is alive between two items (%s); stopping the job", self.identity, exc
+            )
             return True
         return False
 
@@ -150,9 +159,12 @@ class Worker(Settling):
                 return False
             self._fence_logged = True
         self.fetcher.fenced = True
-        logger.error("worker %s was declared dead by another process (its beat stayed unchanged for %gs): its "
-                     "jobs were requeued elsewhere; leaving without acking or filing them", self.identity,
-                     self.config.orphan_threshold)
+        logger.error(
+            "worker %s was declared dead by another process (its beat stayed unchanged for %gs): its "
+            "jobs were requeued elsewhere; leaving without acking or filing them",
+            self.identity,
+            self.config.orphan_threshold,
+        )
         return True
 
     # -- the loop ------------------------------------------------------------------------
@@ -164,13 +176,13 @@ class Worker(Settling):
             try:
                 check_redis_version(self.config.redis())
                 self._register()
-                self.config.note_shard()  # the queue layout: the faces find this shard in the fleet's registry
-                self._outage.ok()
+                routing.announce(self.config)  # a split layout: the faces find this part in the fleet's registry
+                self.outage.ok()
                 return
             except store.RedisError as exc:
                 if not redis_errors.is_outage(exc):
                     raise
-                self._stopping.wait(self.redis_away(exc))  # a stop ends the backoff
+                self.pause(self.redis_away(exc))  # a stop ends the backoff
 
     def _register(self) -> None:
         keys = self.config.keys
@@ -220,7 +232,7 @@ class Worker(Settling):
         if self.ack_due is not None:  # quieted since: acknowledged now, not at stop
             raw, self.ack_due = self.ack_due, None
             self.acknowledge(raw)
-        self._stopping.wait(0.2)  # a stop ends it
+        self.pause(0.2)  # a stop ends it
 
     def _leave(self) -> None:
         try:
@@ -255,13 +267,13 @@ class Worker(Settling):
                 self.owe(self.ack_due, fate.ACK)
                 self.ack_due = None
             if redis_errors.is_outage(exc):  # away, out of memory or read-only: jobs stay queued
-                self._stopping.wait(self.redis_away(exc))  # a stop ends the backoff
+                self.pause(self.redis_away(exc))  # a stop ends the backoff
             else:
                 logger.error("worker %s: fetch failed: %s: %s", self.identity, type(exc).__name__, exc)
                 time.sleep(1.0)
             return None
         self.ack_due = None
-        self._outage.ok()
+        self.outage.ok()
         return work
 
     def _idle(self) -> Work | None:
@@ -274,12 +286,15 @@ class Worker(Settling):
             self._last_stats = time.monotonic()
         return self.reporter.waiting(self.fetcher)
 
+    def jobs_left(self) -> int | None:
+        return None if self.max_jobs is None else self.max_jobs - self.jobs_done
+
     def redis_away(self, exc: BaseException) -> float:
         """An outage: logged once; a READONLY reply drops every connection first (the
         server is a replica now). Returns how long to back off."""
         if redis_errors.reconnect_if_readonly(self.config, exc):
             self.fetcher.close()  # the look-ahead's own connection too
-        return self._outage.failed(exc)
+        return self.outage.failed(exc)
 
     def housekeep(self, force: bool = False, holding: Callable[[], Iterable[bytes]] = tuple) -> None:
         """``holding``: what the fetch strategy holds, asked only when reconcile runs (not per job)."""
@@ -287,6 +302,7 @@ class Worker(Settling):
         if force or now - self._last_stats >= STATS_INTERVAL:
             self._last_stats = now
             self.flush_stats()
+        self.release_owed_slots(force=False)
         if force or now - self._last_reconcile >= RECONCILE_INTERVAL:
             self._last_reconcile = now
             try:
@@ -294,6 +310,21 @@ class Worker(Settling):
                 self.reconcile(holding())
             except store.RedisError as exc:  # skipped this time (``Fenced`` goes up: the loop leaves)
                 guard.handle(f"worker {self.identity}: reconcile", exc)
+
+    def release_owed_slots(self, force: bool) -> None:
+        """Limit slots owed since an outage (``Limiter.unsure``) sent again: at most once a
+        second from housekeeping, and before any job starts (``force``), so a job that may
+        run long can't hold back a slot the last one kept. Owed still on a Redis error
+        (``Fenced`` goes up)."""
+        if not self.limiter.unsure:
+            return
+        try:
+            if force:
+                self.limiter.release_unsure()
+            else:
+                self.limiter.release_unsure_due()
+        except store.RedisError as exc:
+            guard.handle(f"worker {self.identity}: limit release", exc)
 
     def flush_stats(self) -> None:
         if not self._stats:
@@ -303,7 +334,7 @@ class Worker(Settling):
             self.reporter.stats(snap)
         except Exception as exc:  # counters are never worth a job: kept for the next flush, or dropped (below)
             if isinstance(exc, store.ResponseError) and not redis_errors.is_outage(exc):
-                # Redis ran the batch and refused part of it (a key of the wrong type): the
+                # Redis ran the pipeline and refused part of it (a key of the wrong type): the
                 # rest is written, so sending it again would count it twice.
                 logger.error("stats partly not written (dropped): %s", exc)
                 return
@@ -316,7 +347,7 @@ class Worker(Settling):
         """The job's payload if it may start now; else None, the job already handed back
         (stopping), buried (unreadable) or dropped (taken by a sibling)."""
         if self.stopping or self._quiet.is_set():
-            self.give_back(work)  # fetched by a blocking call that began before the stop
+            self.hand_back(work)  # fetched by a blocking call that began before the stop
             return None
         payload, why = fate.parse_payload(work.raw)
         if payload is None:
@@ -324,6 +355,11 @@ class Worker(Settling):
             return None
         if not self._may_start(work):
             return None
+        expires_at = payload.get("expires_at")
+        if expires_at is not None and time.time() >= expires_at:  # waited too long: not run
+            self.settle(work, payload, fate.Expired(expires_at))
+            return None
+        self.release_owed_slots(force=True)
         limits = limits_of(payload)
         if limits and not self._within_limits(work, payload, limits):
             return None
@@ -338,8 +374,9 @@ class Worker(Settling):
             self.settle(work, payload, fate.Raised(exc, registry[payload["class"]].backoff_for, 0.0))
             return False
         except store.RedisError as exc:  # (Fenced goes up: the loop leaves)
-            logger.warning("worker %s: couldn't check the limits of jid=%s (%s); left listed", self.identity,
-                           payload["jid"], exc)
+            logger.warning(
+                "worker %s: couldn't check the limits of jid=%s (%s); left listed", self.identity, payload["jid"], exc
+            )
             return False
         return said.admitted
 
@@ -375,7 +412,7 @@ class Worker(Settling):
             if not self.fenced:
                 self.settle(work, payload, outcome)
             else:  # (an iterable job's checkpoint can be the first to learn it)
-                self.reporter.finished(work, outcome)
+                self.report_unsettled(work, payload, outcome)
                 self.declare_fenced()
             self.jobs_done += 1
 
@@ -394,6 +431,10 @@ class Worker(Settling):
             self.fetcher.confirm()
             return True
         except store.RedisError as exc:
-            logger.warning("worker %s: couldn't confirm it is alive before starting jid=%s (%s); left listed",
-                           self.identity, work.jid(), exc)
+            logger.warning(
+                "worker %s: couldn't confirm it is alive before starting jid=%s (%s); left listed",
+                self.identity,
+                work.jid(),
+                exc,
+            )
             return False

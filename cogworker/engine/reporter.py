@@ -32,13 +32,14 @@ class Reporter:
     def started(self, work: Work, payload: dict[str, Any]) -> None:
         """A job began to run."""
 
-    def finished(self, work: Work, outcome: fate.Outcome) -> None:
-        """A job's run ended: ``Succeeded`` (its ack is due), ``Raised`` (filed, or
-        being filed as an interruption) or anything else (it never ran: handed back)."""
+    def finished(self, work: Work, decision: fate.Decision) -> None:
+        """A job's run ended with ``decision`` (its settlement, told before the write or
+        once it went through: ``Decision.told_after``). What it counts as and whether its
+        ack is due are the decision's (``ran``, ``ack_due``), never re-derived here."""
 
-    def acked(self, work: Work) -> None:
-        """A success's ack was written (or is owed: ``pending`` said so); only a worker
-        with several jobs in flight acknowledges each at once and says so."""
+    def acked(self, raw: bytes) -> None:
+        """A finished job's ack or completion was written (or is owed: ``pending`` said
+        so) at once, not riding on a fetch."""
 
     def pending(self, raw: bytes, how: fate.Decision) -> None:
         """A settlement could not be written; the worker keeps retrying it."""
@@ -47,7 +48,7 @@ class Reporter:
         """A pending settlement went through after all."""
 
     def stats(self, snap: dict[str, Any]) -> None:
-        """A batch of counters. Raises if it could not be delivered (the worker keeps it)."""
+        """Counters gathered since the last call. Raises if it could not be delivered (the worker keeps it)."""
         stats.flush(self.config, snap)
 
     # Look-ahead: fetching the next job while one runs, so it starts without a round trip.

@@ -27,15 +27,24 @@ STATS_INTERVAL = 1.0
 
 
 class Housekeeping:
-    def __init__(self, config: Config, breaker: Breaker, *, beat: Callable[[], Any],
-                 own: Callable[[], Iterable[str]], cron: bool = True, catch_up: bool | None = None,
-                 counters: stats.StatsBuffer | None = None,
-                 before_flush: Callable[[], Any] | None = None, shards: list[Config] | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        breaker: Breaker,
+        *,
+        beat: Callable[[], Any],
+        own: Callable[[], Iterable[str]],
+        cron: bool = True,
+        catch_up: bool | None = None,
+        counters: stats.StatsBuffer | None = None,
+        before_flush: Callable[[], Any] | None = None,
+        parts: list[Config] | None = None,
+    ) -> None:
         """``beat`` writes the process records; ``own`` names the identities that are
         alive here (never recovered as orphans); ``counters``, if given, are flushed
-        every second (``before_flush`` first: gather what is to be counted). ``shards``:
-        in the queue layout on a cluster, the configs of the shards this process works
-        (docs/architecture.md#cluster-layout): the poller and orphan recovery run in each;
+        every second (``before_flush`` first: gather what is to be counted). ``parts``: the
+        parts this process works (``routing``; docs/architecture.md#cluster-layout): the
+        poller and orphan recovery run in each;
         cron and the counters stay on ``config``, the fleet's."""
         self.config = config
         self.breaker = breaker
@@ -43,8 +52,8 @@ class Housekeeping:
         self.own = own
         self.counters = counters
         self.before_flush = before_flush
-        self.pollers = [Poller(shard) for shard in shards or [config]]
-        self.recoveries = [OrphanRecovery(shard, own=list(own())) for shard in shards or [config]]
+        self.pollers = [Poller(part) for part in parts or [config]]
+        self.recoveries = [OrphanRecovery(part, own=list(own())) for part in parts or [config]]
         self.next_recoveries = [0.0] * len(self.recoveries)
         self.next_beat = self.next_stats = 0.0
         self.ticker: Any = None
@@ -86,10 +95,11 @@ class Housekeeping:
             if poller.due():
                 self.breaker.step("scheduled poller", poller.poll)
         if self.ticker is not None:
-            self.breaker.step("cron tick", self.ticker.tick)
+            # An outage raised, not swallowed: the breaker logs it as this process's one.
+            self.breaker.step("cron tick", self.ticker.tick, raise_outage=True)
 
     def recover_orphans(self, i: int = 0) -> None:
-        """One pass in shard ``i`` (scanning for lists until a first pass completes).
+        """One pass in part ``i`` (scanning for lists until a first pass completes).
         Rescheduled unless Redis is away or skipped: then it runs again as soon as Redis
         may answer."""
         recovery = self.recoveries[i]
@@ -101,7 +111,7 @@ class Housekeeping:
 
     @property
     def recovery(self) -> OrphanRecovery:
-        """The first shard's (the only one outside the queue layout)."""
+        """The first part's (the only one outside the queue layout)."""
         return self.recoveries[0]
 
     @property

@@ -1,6 +1,6 @@
 """The scheduled poller: due entries of ``schedule`` and ``retry`` onto their queues.
 
-One script per batch, so two pollers can never enqueue the same entry twice.
+One script per chunk, so two pollers can never enqueue the same entry twice.
 """
 
 from __future__ import annotations
@@ -13,9 +13,14 @@ from ..config import Config, logger
 from ..core import fate, settlement
 from ..core.payload import jid_in
 from ..store import errors as redis_errors
-from ..store import guard, lua
+from ..store import guard
+from ..transitions import housekeeping
+from ..transitions.declare import Declared
 
-BATCH = 100
+CHUNK = 100  # due entries moved per script call
+# The due entries' lists a poll was given, kept to be given again (a set's entries go to
+# the same few queues): then one call a chunk, as when the script built their names.
+GUESSED = 2 * CHUNK
 
 
 class Poller:
@@ -24,6 +29,7 @@ class Poller:
         self.interval = interval
         self.next_at = 0.0
         self._logged: dict[str, str] = {}
+        self._declared: dict[str, list[Declared]] = {}
 
     def due(self) -> bool:
         return time.monotonic() >= self.next_at
@@ -54,20 +60,36 @@ class Poller:
         moved = skip = 0
         while True:
             now = time.time()
-            got, garbage, stuck, why = lua.run(client, "poll_due", [zset, keys.queues],
-                                               [repr(now), BATCH, keys.queue_prefix, "default", skip])
+            got, garbage, stuck, why, declared = housekeeping.poll_due(
+                client,
+                keys,
+                zset=zset,
+                queues=keys.queues,
+                wake=keys.wake,
+                declared=self._declared.get(zset, []),
+                now=repr(now),
+                most=CHUNK,
+                default_queue="default",
+                skip=skip,
+            )
+            self._declared[zset] = declared[-GUESSED:]
             if stuck and not got and redis_errors.classify(why) in (redis_errors.OOM, redis_errors.READONLY):
                 raise redis_errors.as_error(why)  # no queue's fault: every entry stays where it is
             bad = self.file_garbage(zset, garbage)
             if bad:
-                logger.error("scheduled poller: %d unreadable entr%s in %s moved to dead", bad,
-                             "y" if bad == 1 else "ies", zset)
+                logger.error(
+                    "scheduled poller: %d unreadable entr%s in %s moved to dead", bad, "y" if bad == 1 else "ies", zset
+                )
             if stuck:
-                logger.error("scheduled poller: %d due entr%s in %s left in place: their queue can't be "
-                             "written (wrong type?)", stuck, "y" if stuck == 1 else "ies", zset)
+                logger.error(
+                    "scheduled poller: %d due entr%s in %s left in place: their queue can't be written (wrong type?)",
+                    stuck,
+                    "y" if stuck == 1 else "ies",
+                    zset,
+                )
             moved += got
             skip += stuck
-            if got + len(garbage) + stuck < BATCH:
+            if got + len(garbage) + stuck < CHUNK:
                 return moved
 
     def file_garbage(self, zset: str, garbage: list[bytes]) -> int:
@@ -75,10 +97,17 @@ class Poller:
         (the dead entry every process builds for one); then the ``dead`` hooks."""
         filed = 0
         for raw in garbage:
-            decision = fate.plain_dead(self.config, raw, "cogworker.BadPayload", "scheduled entry is not a job object",
-                                       jid_in(raw))
-            if lua.run(self.config.redis(), "file_due", [zset, self.config.keys.dead],
-                       [raw, repr(decision.score), decision.entry]) == 1:
+            decision = fate.plain_dead(
+                self.config, raw, "cogworker.BadPayload", "scheduled entry is not a job object", jid_in(raw)
+            )
+            if housekeeping.file_due(
+                self.config.redis(),
+                zset=zset,
+                dead=self.config.keys.dead,
+                entry=raw,
+                score=repr(decision.score),
+                filed=decision.entry,
+            ):
                 filed += 1
                 settlement.filed(self.config, decision)
         return filed

@@ -16,12 +16,8 @@ from ..core import hooks, settlement
 from ..core.fate import File
 from ..core.heartbeat import clock, deregister
 from ..core.inprogress import InProgressList
-
-# unique, cron.claims, history: hook subscribers (the locks follow the jobs this module files and requeues)
-from ..cron import claims as cron_claims  # noqa: F401
-from ..lifecycle import history, unique  # noqa: F401
-from ..store import errors as redis_errors  # noqa: F401
-from ..store import guard, lua
+from ..store import guard
+from ..transitions import declare, housekeeping, settle
 
 FENCE_TTL = 7 * 24 * 3600  # as set by requeue.lua
 
@@ -34,9 +30,16 @@ def _parse(raw: bytes) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def requeue_in_progress(config: Config, identity: str, *, fence: bool = False,
-                        count_orphanings: bool | str = False, drop: Iterable[bytes] = (),
-                        keep: Iterable[bytes] = ()) -> int:
+def requeue_in_progress(
+    config: Config,
+    identity: str,
+    *,
+    fence: bool = False,
+    count_orphanings: bool | str = False,
+    drop: Iterable[bytes] = (),
+    keep: Iterable[bytes] = (),
+    killed: Iterable[str] = (),
+) -> int:
     """Puts ``identity``'s in-progress list back on its queues, in order, in one script.
 
     ``fence``: the owner is dead (a master reaped it): it is fenced in the same step if
@@ -47,8 +50,11 @@ def requeue_in_progress(config: Config, identity: str, *, fence: bool = False,
     one its owner was running), and park those past ``max_orphanings``.
     ``drop``: jobs that finished but whose ack is missing (dropping them is the ack).
     ``keep``: jobs left on the list untouched.
+    ``killed``: the jids its master killed it running: their ``orphaned`` says so (reason
+    ``killed``), and history keeps that run (interrupted).
     """
-    moved, _ = _requeue(config, identity, "reclaim" if fence else "own", count_orphanings, drop, keep)
+    mode = "reclaim" if fence else "own"
+    moved, _ = _requeue(config, identity, mode, count_orphanings, drop, keep, frozenset(killed))
     return moved
 
 
@@ -60,35 +66,53 @@ def requeue_dead(config: Config, identity: str, beat: str) -> tuple[int, bool]:
     return _requeue(config, identity, "dead:" + beat, True, (), ())
 
 
-def _requeue(config: Config, identity: str, mode: str, count_orphanings: bool | str,
-             drop: Iterable[bytes], keep: Iterable[bytes]) -> tuple[int, bool]:
+def _requeue(
+    config: Config,
+    identity: str,
+    mode: str,
+    count_orphanings: bool | str,
+    drop: Iterable[bytes],
+    keep: Iterable[bytes],
+    killed: frozenset[str] = frozenset(),
+) -> tuple[int, bool]:
     done = InProgressList(config, identity, beats=False).requeue_all(drop, keep, count_orphanings, mode)
     if done.moved < 0:
         return done.moved, False
     if done.orphaned and hooks.wanted("orphaned"):
-        fire_orphaned(config, identity, done.orphaned)
+        fire_orphaned(config, identity, done.orphaned, killed)
     if done.buried:
         complete_raw_burials(config, done.buried)
     return done.moved, done.fenced_now
 
 
-def fire_orphaned(config: Config, identity: str, flagged: list[bytes]) -> None:
+def fire_orphaned(config: Config, identity: str, flagged: list[bytes], killed: frozenset[str] = frozenset()) -> None:
     """``orphaned`` for each job requeued (or parked as a repeat orphan) from the list of
     ``identity``, a gone process: ``flagged`` alternates "c"/"u"/"p" (counted, not, or
-    counted and parked: then with reason ``process_died``, its fate) and job."""
+    counted and parked: then with reason ``process_died``, its fate) and job; reason
+    ``killed`` for a job in ``killed`` (its master killed the process running it)."""
     for flag, raw in zip(flagged[::2], flagged[1::2], strict=True):
         payload = _parse(raw) or {}
         queue = payload.get("queue") if isinstance(payload.get("queue"), str) and payload.get("queue") else "default"
         parked = flag == b"p"
-        hooks.fire("orphaned", payload, queue=queue, identity=identity, counted=parked or flag == b"c",
-                   config=config, **({"reason": "process_died", "error_class": "cogworker.ProcessDied"}
-                                     if parked else {}))
+        hooks.fire(
+            "orphaned",
+            payload,
+            queue=queue,
+            identity=identity,
+            counted=parked or flag == b"c",
+            config=config,
+            **({"reason": "process_died", "error_class": "cogworker.ProcessDied"} if parked else {}),
+            **({"reason": "killed"} if not parked and payload.get("jid") in killed else {}),
+        )
 
 
 def repeat_orphan_error(config: Config) -> dict[str, Any]:
-    return {"error_class": "cogworker.ProcessDied", "failed_at": time.time(),
-            "error_message": f"its process died while running it more than {config.max_orphanings} times "
-                             "(killed for memory? SIGKILL?); not retried again"}
+    return {
+        "error_class": "cogworker.ProcessDied",
+        "failed_at": time.time(),
+        "error_message": f"its process died while running it more than {config.max_orphanings} times "
+        "(killed for memory? SIGKILL?); not retried again",
+    }
 
 
 def bury_repeat_orphans(config: Config) -> int:
@@ -100,8 +124,7 @@ def bury_repeat_orphans(config: Config) -> int:
     for raw in as_bytes_list(client.lrange(keys.repeat_orphans, 0, -1)):
         job = _parse(raw) or {"raw_payload": raw.decode("utf-8", "replace")}
         job.update(repeat_orphan_error(config))
-        if lua.run(client, "file_head", [keys.repeat_orphans, keys.dead],
-                   [raw, repr(time.time()), json.dumps(job), keys.workflow_prefix, repr(time.time())]) != 1:
+        if not _file_head(config, keys.repeat_orphans, keys.dead, raw, repr(time.time()), json.dumps(job)):
             break  # someone else is walking the list; they'll finish it
         buried += 1
         logger.error("jid=%s orphaned too often, moved to dead as ProcessDied", job.get("jid"))
@@ -120,7 +143,16 @@ def complete_raw_burials(config: Config, raws: list[bytes]) -> None:
             client.zadd(keys.dead, {entry: time.time()})
             client.zrem(keys.dead, raw)
             # Its workflow and batch hear of it as file.lua would have told them.
-            lua.run(client, "settle_dead", [], [keys.workflow_prefix, entry, repr(time.time())])
+            declared = declare.of_entry(keys, entry)
+            housekeeping.settle_dead(  # (what it couldn't write: ignored, as before)
+                client,
+                keys,
+                **settle.settling_keys(keys),
+                declared=declared,
+                entry=entry,
+                now=repr(time.time()),
+                keep=config.status_max,
+            )
             buried_as_dead(config, job)
         except store.RedisError as exc:
             logger.error("completing the dead entry of a repeat orphan failed: %s", exc)
@@ -148,14 +180,11 @@ def file_unsettled(config: Config) -> int:
     filed = 0
     for record in as_bytes_list(client.lrange(keys.unsettled, 0, -1)):
         entry = _parse(record)
-        if not entry or not {"set", "score", "payload"} <= entry.keys() \
-                or entry["set"] not in (keys.retry, keys.dead):
+        if not entry or not {"set", "score", "payload"} <= entry.keys() or entry["set"] not in (keys.retry, keys.dead):
             logger.error("unreadable unsettled record dropped: %r", record[:200])
             client.lrem(keys.unsettled, 1, record)  # type: ignore[arg-type]  # bytes: redis-py's stub says str
             continue
-        if lua.run(client, "file_head", [keys.unsettled, entry["set"]],
-                   [record, repr(float(entry["score"])), entry["payload"],
-                    keys.workflow_prefix if entry["set"] == keys.dead else "", repr(time.time())]) != 1:
+        if not _file_head(config, keys.unsettled, entry["set"], record, repr(float(entry["score"])), entry["payload"]):
             break
         filed += 1
         _locks_after_filing(config, entry)
@@ -164,13 +193,42 @@ def file_unsettled(config: Config) -> int:
     return filed
 
 
+def _file_head(config: Config, list_key: str, zset: str, head: bytes, score: str, filed: str) -> bool:
+    """``filed`` into ``zset`` in place of ``head`` of ``list_key`` (``file_head.lua``); in
+    dead, a job of a workflow or batch settles there too (the keys its payload names).
+    False if ``head`` is no longer the list's head."""
+    keys = config.keys
+    dead = zset == keys.dead
+    declared = declare.of_entry(keys, filed) if dead else []
+    return housekeeping.file_head(
+        config.redis(),
+        keys,
+        list=list_key,
+        zset=zset,
+        **settle.settling_keys(keys),
+        declared=declared,
+        head=head,
+        score=score,
+        filed=filed,
+        workflows="1" if dead else "",
+        now=repr(time.time()),
+        keep=config.status_max,
+    )
+
+
 def _locks_after_filing(config: Config, entry: dict[str, Any]) -> None:
     """The hooks of a filing (dead frees the job's locks, a retry keeps them)."""
     try:
         retrying = entry["set"] == config.keys.retry
         score = float(entry["score"])
-        decision = File(entry["set"], score, entry["payload"], retrying, max(0.0, score - time.time()) if retrying
-                        else 0.0, reason="interrupted")
+        decision = File(
+            entry["set"],
+            score,
+            entry["payload"],
+            retrying,
+            max(0.0, score - time.time()) if retrying else 0.0,
+            reason="interrupted",
+        )
     except (KeyError, TypeError, ValueError) as exc:
         logger.error("locks after filing an unsettled job failed (ignored): %s", exc)
         return
@@ -221,9 +279,10 @@ class OrphanRecovery:
             logger.error("orphan recovery: can't read %s: %s", keys.in_progress_identities, exc)
         if scan:
             prefix = keys.in_progress_prefix
-            for key in client.scan_iter(match=prefix.replace("[", "\\[").replace("?", "\\?")
-                                        .replace("*", "\\*") + "*", count=500):
-                identity = key.decode()[len(prefix):]
+            for key in client.scan_iter(
+                match=prefix.replace("[", "\\[").replace("?", "\\?").replace("*", "\\*") + "*", count=500
+            ):
+                identity = key.decode()[len(prefix) :]
                 if identity not in found:
                     self.scanned.add(identity)
                 found.add(identity)
@@ -250,9 +309,11 @@ class OrphanRecovery:
             if guard.kind_of(exc) == guard.OUTAGE:
                 self.forget_observations()  # Redis didn't answer: what we watched may be its stall
             raise  # the caller's policy logs it (and backs off an outage)
-        for what, step in (("burying repeat orphans", bury_repeat_orphans),
-                           ("filing unsettled jobs", file_unsettled),
-                           ("trimming the dead set", trim_dead)):
+        for what, step in (
+            ("burying repeat orphans", bury_repeat_orphans),
+            ("filing unsettled jobs", file_unsettled),
+            ("trimming the dead set", trim_dead),
+        ):
             try:
                 step(self.config)
             except store.RedisError as exc:
@@ -309,8 +370,12 @@ class OrphanRecovery:
                 self.seen[identity] = (value, now)
                 return 0
             if fenced_now:
-                logger.warning("requeued %d job(s) left in progress by process %s: its beat stayed unchanged "
-                               "for %gs (fenced)", n, identity, self.threshold)
+                logger.warning(
+                    "requeued %d job(s) left in progress by process %s: its beat stayed unchanged for %gs (fenced)",
+                    n,
+                    identity,
+                    self.threshold,
+                )
             elif n:
                 logger.warning("requeued %d job(s) left on the list of dead process %s", n, identity)
             if fenced_now or self._fenced_lately(identity):

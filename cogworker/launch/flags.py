@@ -42,8 +42,10 @@ def add_version(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
 
 
-QUEUE_HELP = ("a queue to work, repeatable: strict order, or weighted with ,WEIGHT (default: every queue "
-              "the module's jobs and periodic entries declare, plus default, with equal weights)")
+QUEUE_HELP = (
+    "a queue to work, repeatable: strict order, or weighted with ,WEIGHT (default: every queue "
+    "the module's jobs and periodic entries declare, plus default, with equal weights)"
+)
 
 
 def declared_queues() -> dict[str, list[str]]:
@@ -75,16 +77,16 @@ def app_queues(specs: list[str] | None) -> list[tuple[str, int | None]]:
         for queue, owners in declared.items():
             if queue not in covered:
                 for owner in owners:
-                    logger.warning("%s uses queue %r, which no -q covers: its jobs will wait for another "
-                                   "worker", owner, queue)
+                    logger.warning(
+                        "%s uses queue %r, which no -q covers: its jobs will wait for another worker", owner, queue
+                    )
         return queues
     names = ["default", *(q for q in declared if q != "default")]
     if len(names) == 1:
         queues = [("default", None)]
     else:
         queues = [(name, 1) for name in names]
-    logger.info("queues: %s (no -q: default and every queue the module declares, equal weights)",
-                ",".join(names))
+    logger.info("queues: %s (no -q: default and every queue the module declares, equal weights)", ",".join(names))
     return queues
 
 
@@ -107,15 +109,29 @@ def check_tls(config: Config) -> None:
 
 # -- what both commands add for monitoring (docs/architecture.md#metrics, #logs) ------------------
 
+
 def add_monitoring(parser: argparse.ArgumentParser) -> None:
     from . import logs as logsetup
 
-    parser.add_argument("--metrics-port", type=port_arg, metavar="PORT",
-                        help="serve Prometheus metrics on http://HOST:PORT/metrics (needs cogworker[metrics])")
-    parser.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
-                        help="the address /metrics listens on (default 127.0.0.1; 0.0.0.0 for every interface)")
-    parser.add_argument("--metrics-max-classes", type=positive_int, default=500, metavar="N",
-                        help="distinct job_class labels kept; the rest are counted as 'other' (default 500)")
+    parser.add_argument(
+        "--metrics-port",
+        type=port_arg,
+        metavar="PORT",
+        help="serve Prometheus metrics on http://HOST:PORT/metrics (needs cogworker[metrics])",
+    )
+    parser.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="the address /metrics listens on (default 127.0.0.1; 0.0.0.0 for every interface)",
+    )
+    parser.add_argument(
+        "--metrics-max-classes",
+        type=positive_int,
+        default=500,
+        metavar="N",
+        help="distinct job_class labels kept; the rest are counted as 'other' (default 500)",
+    )
     logsetup.add_arguments(parser)
 
 

@@ -49,10 +49,18 @@ def format_arg(text: str) -> str:
 
 
 def add_arguments(parser: Any) -> None:
-    parser.add_argument("--log-level", type=level_arg, metavar="LEVEL",
-                        help="DEBUG, INFO, WARNING, ERROR (default: $COGWORKER_LOG_LEVEL, else INFO)")
-    parser.add_argument("--log-format", type=format_arg, metavar="FORMAT",
-                        help="text or json, one object per line (default: $COGWORKER_LOG_FORMAT, else text)")
+    parser.add_argument(
+        "--log-level",
+        type=level_arg,
+        metavar="LEVEL",
+        help="DEBUG, INFO, WARNING, ERROR (default: $COGWORKER_LOG_LEVEL, else INFO)",
+    )
+    parser.add_argument(
+        "--log-format",
+        type=format_arg,
+        metavar="FORMAT",
+        help="text or json, one object per line (default: $COGWORKER_LOG_FORMAT, else text)",
+    )
 
 
 def chosen(level: str | None, fmt: str | None, verbose: bool = False) -> tuple[str, str]:
@@ -130,19 +138,26 @@ def _indented(text: str) -> str:
 
 class TextFormatter(logging.Formatter):
     """The text format: the message on one line (controls escaped), then the failure's
-    traceback, if any, indented under it."""
+    traceback, if any, indented under it. Its time is UTC, as the JSON format's, whatever
+    the process's time zone: ``django.setup()`` sets ``TZ`` to the project's ``TIME_ZONE``
+    (America/Chicago unless it says otherwise), and a fleet's lines must line up."""
+
+    def converter(self, seconds: float | None = None) -> time.struct_time:
+        return time.gmtime(seconds)
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         message = record.message
         trace = getattr(record, "traceback", None)
         tail = ""
         if isinstance(trace, str) and trace and message.endswith("\n" + trace):
-            message, tail = message[:-len(trace) - 1], "\n" + _indented(trace)
+            message, tail = message[: -len(trace) - 1], "\n" + _indented(trace)
         record.message = escape_controls(message) + tail
         return super().formatMessage(record)
 
     def formatException(self, ei: Any) -> str:
         return _indented(super().formatException(ei))
+
+
 # A %-format specifier, and a word: what an event name is made of.
 _SPEC = re.compile(r"%(\([^)]*\))?[-#0 +]*(\*|\d+)?(\.(\*|\d+))?[diouxXeEfFgGcrsa%]")
 _WORD = re.compile(r"[a-z][a-z0-9]*")
@@ -153,15 +168,16 @@ def event_name(record: logging.LogRecord) -> str:
     """A name to key on, the same for every line a logging call makes whatever its values:
     the one the call gives (``extra={"event": ...}``: the job lines), else the first words
     of its format string, values left out (``master: child %d (pid %d) left (%s, %s)``:
-    ``master_child_pid_left``). Another library's lines get its logger's name in front."""
+    ``master_child_pid_left``). Another library's line is its logger's name: libraries
+    (redis-py among them) log f-strings, whose words carry the values."""
     given = getattr(record, "event", None)
     if given:
         return str(given)
+    if record.name != "cogworker" and not record.name.startswith("cogworker."):
+        return record.name
     template = record.msg if isinstance(record.msg, str) else type(record.msg).__name__
     words = _WORD.findall(_SPEC.sub(" ", template.split("\n", 1)[0].lower()))
-    name = "_".join(words[:EVENT_WORDS]) or "log"
-    ours = record.name == "cogworker" or record.name.startswith("cogworker.")
-    return name if ours else f"{record.name}.{name}"
+    return "_".join(words[:EVENT_WORDS]) or "log"
 
 
 class JsonFormatter(logging.Formatter):
@@ -169,8 +185,12 @@ class JsonFormatter(logging.Formatter):
         message = record.getMessage()
         line: dict[str, Any] = {
             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
-            "level": record.levelname, "process": process_name, "pid": record.process,
-            "event": event_name(record), "message": message}
+            "level": record.levelname,
+            "process": process_name,
+            "pid": record.process,
+            "event": event_name(record),
+            "message": message,
+        }
         for name in JOB_FIELDS:
             value = getattr(record, name, None)
             if value is not None:

@@ -17,7 +17,10 @@ import json
 from typing import Any
 
 from ..config import Config
-from ..store import guard, lua, pipes
+from ..keys import Keys
+from ..store import guard, pipes
+from ..transitions import call, declare, retention
+from ..transitions.declare import Declared
 
 HOUR = 3600
 # A first-try success for the done ring: jid, queue, class, attempt, started_at, ended_at,
@@ -61,14 +64,25 @@ def file_done(config: Config, done: list[Done], now: float) -> None:
     if not done:
         return
     client, k = config.redis(), config.keys
-    spans = lua.run(client, "done_room", [k.done_ring, k.done_fill],
-                    [len(done), repr(now), bucket_size(config), config.status_max, keep_seconds(config),
-                     k.done_prefix])
+    size = bucket_size(config)
+    spans, used = retention.done_room(
+        client,
+        k,
+        ring=k.done_ring,
+        fill=k.done_fill,
+        declared=_guess(k, now, len(done), size),
+        n=len(done),
+        now=repr(now),
+        size=size,
+        status_max=config.status_max,
+        keep=keep_seconds(config),
+    )
+    _remember(k, used, spans, config.status_max // size)
     commands: list[tuple[Any, ...]] = []
     at, ttl = 0, done_ttl(config)
-    for name, count in zip(spans[::2], spans[1::2], strict=True):
-        part = done[at:at + int(count)]
-        at += int(count)
+    for name, count in spans:
+        part = done[at : at + count]
+        at += count
         fields: list[str] = []
         for d in part:
             fields += (d[0], _record(d))
@@ -85,10 +99,43 @@ def file_done(config: Config, done: list[Done], now: float) -> None:
             guard.handle("filing first-try successes", reply)
 
 
+# The ring's buckets this process last saw, per ring (a namespace's): given again to the
+# next reservation with those it may open, the next in sequence, so that a flush takes
+# one call, as when the script named them itself (a bucket it wasn't given costs a second).
+_seen: dict[str, list[Declared]] = {}
+
+
+def _seq(bucket: Declared) -> int:
+    return int(str(bucket.name).rsplit(":", 1)[1])  # "done:<hour>:<seq>"
+
+
+def _guess(k: Keys, now: float, n: int, size: int) -> list[Declared]:
+    seen = _seen.get(k.done_ring, [])
+    if not seen:
+        return []
+    top, hour = max(map(_seq, seen)), int(now // HOUR) * HOUR
+    known = {str(b.name) for b in seen}
+    fresh = [name for i in range(1, n // size + 2) if (name := f"done:{hour}:{top + i}") not in known]
+    return [*seen, *declare.declare(k, fresh)]
+
+
+def _remember(k: Keys, used: list[Declared], spans: list[tuple[Any, int]], buckets: int) -> None:
+    """Keeps the buckets given that the ring may still hold: the head (the last span's)
+    and those up to a few ring lengths before it in sequence."""
+    filled = {call.text(name) for name, _ in spans}
+    heads = [_seq(b) for b in used if call.text(b.key) in filled]
+    if not heads:
+        return
+    top = max(heads)
+    _seen[k.done_ring] = [b for b in used if top - 4 * buckets - 16 < _seq(b) <= top]
+
+
 def _record(done: Done) -> str:
     _, queue, job_class, attempt, started_at, ended_at, identity, _ = done
-    return (f"[{_js(queue)},{_js(job_class)},{attempt},{'null' if started_at is None else repr(started_at)},"
-            f"{ended_at!r},{_js(identity)}]")
+    return (
+        f"[{_js(queue)},{_js(job_class)},{attempt},{'null' if started_at is None else repr(started_at)},"
+        f"{ended_at!r},{_js(identity)}]"
+    )
 
 
 @functools.lru_cache(maxsize=256)

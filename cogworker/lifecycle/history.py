@@ -1,6 +1,6 @@
 """Job status and history, as a lifecycle hook subscriber (the seeds' ``Status`` and
 ``History`` server middlewares). Both on by default (``configure(status=False,
-history=False)`` turns them off); the cost, 0.4-6% of no-op throughput, is in the README.
+history=False)`` turns them off); the cost, 0.4-6% of no-op throughput, is in docs/guides/status.md.
 With history off, only the entries the attempts log reads are written (``_attempts_entry``).
 
 - **status** (``status:<jid>``, a hash): the job's state (queued, scheduled, running,
@@ -42,8 +42,9 @@ from typing import Any
 
 from ..config import Config, get_config
 from ..core import hooks
-from ..store import guard, lua
-from .donering import HOUR, Done, enq_spec, file_done, keep_seconds
+from ..store import guard
+from ..transitions import declare, retention
+from .donering import HOUR, Done, enq_buckets, enq_spec, file_done, keep_seconds
 
 FLUSH_INTERVAL = 1.0
 
@@ -65,11 +66,8 @@ def hour_of(t: float) -> int:
     return int(t // HOUR) * HOUR
 
 
-
 def enq_ttl(config: Config) -> int:
     return config.status_ttl + HOUR
-
-
 
 
 class Buffer:
@@ -115,8 +113,7 @@ class Buffer:
         _noting[self.identity] = self
         if self._thread is None:  # always: with history off, failures are still written
             self._stop.clear()
-            self._thread = threading.Thread(target=self._run, args=(config,), name="cogworker-status",
-                                            daemon=True)
+            self._thread = threading.Thread(target=self._run, args=(config,), name="cogworker-status", daemon=True)
             self._thread.start()
 
     def stop(self, config: Config) -> None:
@@ -157,69 +154,123 @@ def note_started(config: Config, identity: str, queue: str, payload: dict[str, A
 def write(config: Config, status: list[StatusWrite], entries: list[tuple[str, str]]) -> None:
     """Status hashes (each compared with the stored one: an older one is skipped) and
     history entries, in one script call."""
-    rows = [(jid, ttl, updated_at, True, [fields.get(name, "") for name in FIELDS])
-            for jid, updated_at, ttl, fields in status]
+    rows = [
+        (jid, ttl, updated_at, True, [fields.get(name, "") for name in FIELDS])
+        for jid, updated_at, ttl, fields in status
+    ]
     _run(config, rows, entries)
 
 
-def _write_pending(config: Config, status: list[Pending], entries: list[PendingEntry], buffered: bool,
-                   done: list[Done] | None = None) -> None:
+def _write_pending(
+    config: Config, status: list[Pending], entries: list[PendingEntry], buffered: bool, done: list[Done] | None = None
+) -> None:
     rows = [_status_row(config, event, now, buffered) for event, now in status] if config.status else []
     gone: dict[int, list[str]] = {}  # enq spec -> the jids that finished: their enq: field goes
     for row, (event, _) in zip(rows, status, strict=True):
         if row[4][0] in ("succeeded", "dead"):
             gone.setdefault(enq_spec(event.payload.get("enqueued_at")), []).append(row[0])
     # With status off, rows don't say who finished: the history entries do (for the bounds).
-    ended = "" if config.status else "\n".join(
-        f"{1 if went == 'succeeded' else 2}\t{event.payload['jid']}"
-        for event, *_ in entries if (went := _state(event)) in ("succeeded", "dead"))
+    ended = (
+        ""
+        if config.status
+        else "\n".join(
+            f"{1 if went == 'succeeded' else 2}\t{event.payload['jid']}"
+            for event, *_ in entries
+            if (went := _state(event)) in ("succeeded", "dead")
+        )
+    )
     at = clock()
     if done:
         file_done(config, done, at)
-    _run(config, rows, [(event.payload["jid"], json.dumps(_entry(event, outcome, started_at, now)))
-                        for event, outcome, started_at, now in entries], bool(done), gone, ended, at)
+    _run(
+        config,
+        rows,
+        [
+            (event.payload["jid"], json.dumps(_entry(event, outcome, started_at, now)))
+            for event, outcome, started_at, now in entries
+        ],
+        bool(done),
+        gone,
+        ended,
+        at,
+    )
 
 
 StatusRow = tuple[str, int, float, bool, list[Any]]  # jid, ttl, updated_at, compare, FIELDS' values
 
 
-def _run(config: Config, rows: list[StatusRow], entries: list[tuple[str, str]], done: bool = False,
-         gone: dict[int, list[str]] | None = None, ended: str = "", now: float | None = None) -> None:
+# The jobs the last flush said the next may shed (its hint), per namespace (its retained
+# set): their keys are given to the next flush, which then takes one call, as when the
+# script named them itself (a job shed that wasn't hinted costs a second).
+_hints: dict[str, list[str]] = {}
+
+
+def _run(
+    config: Config,
+    rows: list[StatusRow],
+    entries: list[tuple[str, str]],
+    done: bool = False,
+    gone: dict[int, list[str]] | None = None,
+    ended: str = "",
+    now: float | None = None,
+) -> None:
     """status_flush.lua: the status rows, the history entries and the retained zsets' trim
     (run after first-try successes too, ``done``, so that the age bound keeps trimming)."""
-    keys: list[str] = []
     k = config.keys
-    args: list[Any] = [len(rows) if config.status else 0, config.history_max, config.history_ttl,
-                       len(entries), repr(clock() if now is None else now), config.status_max,
-                       config.status_max_failed, keep_seconds(config), k.status_prefix, k.history_prefix,
-                       k.enq_prefix, len(gone or ())]
-    if config.status:
-        for jid, ttl, updated_at, compare, values in rows:
-            keys.append(config.keys.status(jid))
-            args += [ttl, repr(updated_at), 1 if compare else 0, *values]
-    for jid, entry in entries:  # already only the attempts-log ones when history is off
-        keys.append(config.keys.history(jid))
-        args.append(entry)
-    for spec, jids in (gone or {}).items():
-        args += [spec, "\n".join(jids)]
-    args.append(ended)
-    if len(keys) or done or gone:
-        keys += [k.retained_succeeded, k.retained_failed]
-        lua.run(config.redis(), "status_flush", keys, args)
+    rows = rows if config.status else []
+    if not (rows or entries or done or gone):
+        return
+    jids = _hints.get(k.retained_succeeded, [])
+    enq = [f"enq:{hour}" for spec in (gone or {}) for hour in enq_buckets(spec)]
+    _hints[k.retained_succeeded] = retention.status_flush(
+        config.redis(),
+        k,
+        statuses=[k.status(jid) for jid, *_ in rows],
+        histories=[k.history(jid) for jid, _ in entries],  # already only the attempts-log ones when history is off
+        retained_succeeded=k.retained_succeeded,
+        retained_failed=k.retained_failed,
+        declared=declare.declare(k, [*enq, *(f"{kind}:{jid}" for jid in jids for kind in ("status", "history"))]),
+        history_max=config.history_max,
+        history_ttl=config.history_ttl,
+        now=repr(clock() if now is None else now),
+        status_max=config.status_max,
+        status_max_failed=config.status_max_failed,
+        keep=keep_seconds(config),
+        rows=[
+            [jid, ttl, repr(updated_at), 1 if compare else 0, *values] for jid, ttl, updated_at, compare, values in rows
+        ],
+        entries=[entry for _, entry in entries],
+        gone=[(spec, "\n".join(jids)) for spec, jids in (gone or {}).items()],
+        ended=ended,
+    )
 
 
-
-def status_fields(payload: dict[str, Any], state: str, queue: str | None, now: float,
-                  reason: str | None = None) -> dict[str, Any]:
+def status_fields(
+    payload: dict[str, Any], state: str, queue: str | None, now: float, reason: str | None = None
+) -> dict[str, Any]:
     # A failure counts its attempt into retry_count; a process dying under the job doesn't.
-    counted = state in ("retrying", "dead") and reason != "process_died"
+    counted = state in ("retrying", "dead") and reason not in ("process_died", "requested")
     attempt = int(payload.get("retry_count") or 0) + (0 if counted else 1)
-    return {"state": state, "updated_at": repr(now), "attempt": attempt, "queue": queue or payload.get("queue") or "",
-            "class": payload.get("class") or ""}
+    return {
+        "state": state,
+        "updated_at": repr(now),
+        "attempt": attempt,
+        "queue": queue or payload.get("queue") or "",
+        "class": payload.get("class") or "",
+    }
 
 
-_STATE = {"started": "running", "succeeded": "succeeded", "retrying": "retrying", "dead": "dead",
-          "given_back": "queued", "orphaned": "queued", "suspended": "queued", "cancelled": "cancelled"}
+_STATE = {
+    "started": "running",
+    "succeeded": "succeeded",
+    "retrying": "retrying",
+    "dead": "dead",
+    "given_back": "queued",
+    "orphaned": "queued",
+    "suspended": "queued",
+    "cancelled": "cancelled",
+    "expired": "expired",
+}
 
 
 def _state(event: hooks.JobEvent) -> str:
@@ -236,11 +287,20 @@ def _outcome(event: hooks.JobEvent, ran_here: bool) -> str | None:
     if name == "succeeded":
         return "succeeded"
     if name in ("retrying", "dead"):
-        return {"failed": "failed", "interrupted": "failed", "timed_out": "timed_out"}.get(event.reason or "")
+        # "requested": it raised cogworker.Retry, a retry it asked for, not a failure.
+        return {"failed": "failed", "interrupted": "failed", "timed_out": "timed_out", "requested": "retried"}.get(
+            event.reason or ""
+        )
     if name == "orphaned":
-        return "orphaned" if event.counted else None  # uncounted: never started, or stopped by its master
+        if event.counted:
+            return "orphaned"
+        # Uncounted: its master killed the process running it (a shutdown's deadline): a
+        # run that ended there; else it never started.
+        return "interrupted" if event.reason == "killed" else None
     if name == "given_back":
         return "interrupted" if ran_here else None  # a stop-now during its run; else it never ran
+    if name == "expired":  # not run: its entry says it expired
+        return "expired"
     if name in ("suspended", "cancelled"):  # stopped at a yield (back on its queue); stopped by a cancel
         return name
     return None
@@ -295,9 +355,18 @@ def _on_success(event: hooks.JobEvent) -> None:
     with buffer.lock:
         if jid not in buffer.running:
             run = buffer.started.pop(jid, None)
-            buffer.done.append((jid, event.queue or payload.get("queue") or "", payload.get("class") or "", 1,
-                                run[2] if run is not None else None, time.time(), event.identity,
-                                payload.get("enqueued_at")))
+            buffer.done.append(
+                (
+                    jid,
+                    event.queue or payload.get("queue") or "",
+                    payload.get("class") or "",
+                    1,
+                    run[2] if run is not None else None,
+                    time.time(),
+                    event.identity,
+                    payload.get("enqueued_at"),
+                )
+            )
             return
     _on_event(event)
 
@@ -316,11 +385,18 @@ def _status_row(config: Config, event: hooks.JobEvent, now: float, buffered: boo
     if state == "retrying":
         ttl += int(event.delay or 0)
         at = repr(now + (event.delay or 0))
-    failed = state in ("retrying", "dead")
-    values = [state, fields["attempt"], fields["queue"], fields["class"],
-              (event.identity or "") if running else "", repr(now) if running else "", at,
-              (event.error_class or payload.get("error_class") or "") if failed else "",
-              (event.reason or "") if failed else ""]
+    failed = state in ("retrying", "dead") and event.reason != "requested"
+    values = [
+        state,
+        fields["attempt"],
+        fields["queue"],
+        fields["class"],
+        (event.identity or "") if running else "",
+        repr(now) if running else "",
+        at,
+        (event.error_class or payload.get("error_class") or "") if failed else "",
+        (event.reason or "") if state in ("retrying", "dead") else "",
+    ]
     compare = not (buffered and state == "succeeded")
     return payload["jid"], ttl, now, compare, values
 
@@ -332,11 +408,18 @@ def _entry(event: hooks.JobEvent, outcome: str, started_at: float | None, now: f
     went = _state(event)
     if started_at is None and event.duration is not None:
         started_at = now - event.duration
-    return {"attempt": attempt, "started_at": started_at, "ended_at": now, "outcome": outcome, "went": went,
-            "identity": event.identity, "queue": event.queue or payload.get("queue"),
-            "error_class": (event.error_class or payload.get("error_class")) if failed else None,
-            "error_message": (event.error_message or payload.get("error_message")) if failed else None,
-            "traceback": (event.traceback or payload.get("error_traceback")) if failed else None}
+    return {
+        "attempt": attempt,
+        "started_at": started_at,
+        "ended_at": now,
+        "outcome": outcome,
+        "went": went,
+        "identity": event.identity,
+        "queue": event.queue or payload.get("queue"),
+        "error_class": (event.error_class or payload.get("error_class")) if failed else None,
+        "error_message": (event.error_message or payload.get("error_message")) if failed else None,
+        "traceback": (event.traceback or payload.get("error_traceback")) if failed else None,
+    }
 
 
 def _wanted(payload: dict[str, Any]) -> bool:
@@ -351,7 +434,12 @@ def note_cancelled(payload: dict[str, Any], queue: str, identity: str, duration:
     _on_event(hooks.JobEvent("cancelled", payload, queue=queue, identity=identity, duration=duration, config=config))
 
 
-hooks.subscribe(("retrying", "dead"), _on_event)
-# "started" is not subscribed to: execute tells the worker's buffer (note_started).
-hooks.subscribe("succeeded", _on_success)  # no filter to call per job: it asks the config itself
-hooks.subscribe(("given_back", "orphaned", "suspended"), _on_event, when=_wanted)
+def subscribers() -> list[hooks.Subscription]:
+    """Status, history and the done ring's hooks, for a process to install (``hooks.install``).
+    "started" is not one: execute tells the worker's buffer (``note_started``)."""
+    return [
+        hooks.Subscription(("retrying", "dead", "expired"), _on_event),
+        # No filter to call per job: it asks the config itself.
+        hooks.Subscription(("succeeded",), _on_success),
+        hooks.Subscription(("given_back", "orphaned", "suspended"), _on_event, when=_wanted),
+    ]

@@ -14,7 +14,7 @@ import weakref
 from collections import defaultdict
 from typing import Any
 
-from .. import store
+from .. import routing, store
 from ..boundedjson import loads as json_loads
 from ..config import Config, as_text
 from ..core import hooks
@@ -52,7 +52,7 @@ def bucket_of(ms: float) -> int:
     return n if n < MAX_BUCKET else MAX_BUCKET
 
 
-_FLOOR_MS = 2.0 ** BUCKET_FLOOR_LOG2
+_FLOOR_MS = 2.0**BUCKET_FLOOR_LOG2
 _log2 = math.log2
 _time = time.time
 
@@ -146,8 +146,11 @@ class StatsBuffer:
 
     def take(self) -> dict[str, Any]:
         """A plain, picklable snapshot (for the pipe to the master); clears the buffer."""
-        snap = {"processed": self.processed, "failed": self.failed,
-                "minutes": {m: dict(f) for m, f in self.minutes.items()}}
+        snap = {
+            "processed": self.processed,
+            "failed": self.failed,
+            "minutes": {m: dict(f) for m, f in self.minutes.items()},
+        }
         self.clear()
         return snap
 
@@ -172,8 +175,8 @@ class StatsBuffer:
 
 def flush(config: Config, snap: dict[str, Any]) -> None:
     """Write a snapshot in one round trip. Raises on a Redis error: the caller keeps it.
-    The counters are the fleet's (a shard's worker writes them there too: the queue layout
-    on a cluster, docs/architecture.md#cluster-layout)."""
+    The counters are the fleet's (a worker of one part writes them there too: a split
+    layout, docs/architecture.md#cluster-layout)."""
     config = config.fleet
     keys = config.keys
     pipe = store.pipeline(config.redis())
@@ -183,8 +186,12 @@ def flush(config: Config, snap: dict[str, Any]) -> None:
         pipe.incrby(keys.stats_failed, snap["failed"])
     for minute, fields in snap["minutes"].items():
         _add_fields(pipe, fields, (keys.throughput(minute), THROUGHPUT_TTL), (keys.durations(minute), DURATIONS_TTL))
-        _add_fields(pipe, fields, (keys.throughput_hour(minute // 60), HOURLY_TTL),
-                    (keys.durations_hour(minute // 60), HOURLY_TTL))
+        _add_fields(
+            pipe,
+            fields,
+            (keys.throughput_hour(minute // 60), HOURLY_TTL),
+            (keys.durations_hour(minute // 60), HOURLY_TTL),
+        )
         for kind in ("processed", "failed"):
             if fields.get(kind):
                 day_key = keys.stats_day(kind, day_of(minute))
@@ -224,11 +231,11 @@ def attempts(config: Config, jid: str) -> list[dict[str, Any]]:
     ``error_message``). Read from the job's history (``history:<jid>``), which absorbed
     the old ``attempts:<jid>`` log."""
     found = []
-    # The queue layout on a cluster keeps a job's history in its queue's shard: the first
-    # shard that has one is the job's (a jid is one job's).
+    # A split layout keeps a job's history in its queue's part: the first part that has
+    # one is the job's (a jid is one job's).
     listed: list[Any] = []
-    for shard in config.shards():
-        listed = shard.redis().lrange(shard.keys.history(jid), 0, -1)
+    for part in routing.all_parts(config):
+        listed = part.redis().lrange(part.keys.history(jid), 0, -1)
         if listed:
             break
     for raw in listed:
@@ -240,8 +247,15 @@ def attempts(config: Config, jid: str) -> list[dict[str, Any]]:
             continue
         went = entry.get("went")
         if went in ("retrying", "dead") or (went == "succeeded" and (entry.get("attempt") or 1) > 1):
-            found.append({"attempt": entry.get("attempt"), "outcome": went, "at": entry.get("ended_at"),
-                          "error_class": entry.get("error_class"), "error_message": entry.get("error_message")})
+            found.append(
+                {
+                    "attempt": entry.get("attempt"),
+                    "outcome": went,
+                    "at": entry.get("ended_at"),
+                    "error_class": entry.get("error_class"),
+                    "error_message": entry.get("error_message"),
+                }
+            )
     return found
 
 
@@ -273,10 +287,14 @@ def _forget(identity: str, gone: weakref.ref[StatsBuffer]) -> None:
 def _count(event: hooks.JobEvent) -> None:
     if event.duration is None or event.identity is None:
         return  # not a run of this process's (a burial, a requeue, a filing for a gone process)
+    if event.reason == "requested":
+        return  # the job asked to run again later (cogworker.Retry): neither processed nor failed
     ref = _counting.get(event.identity)
     buffer = ref() if ref is not None else None
     if buffer is not None:
         buffer.record(event.payload.get("class") or "?", event.name == "succeeded", event.duration * 1000)
 
 
-hooks.subscribe(("succeeded", "retrying", "dead"), _count)
+def subscribers() -> list[hooks.Subscription]:
+    """The counters' hook, for a process to install (``hooks.install``)."""
+    return [hooks.Subscription(("succeeded", "retrying", "dead"), _count)]

@@ -16,13 +16,18 @@ from typing import Any
 from .. import store
 from ..config import get_config
 from ..core import hooks
+from ..core.payload import priority_of
 from ..keys import Keys
-from ..store import lua
+from ..transitions import call
+from ..transitions import push as push_scripts
 
 
 def digest(payload: dict[str, Any]) -> str:
-    canonical = json.dumps([payload["class"], payload["queue"], payload.get("args", []),
-                            payload.get("kwargs", {})], sort_keys=True, separators=(",", ":"))
+    canonical = json.dumps(
+        [payload["class"], payload["queue"], payload.get("args", []), payload.get("kwargs", {})],
+        sort_keys=True,
+        separators=(",", ":"),
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -35,24 +40,31 @@ def prepare(payload: dict[str, Any]) -> None:
     payload["unique_digest"] = digest(payload)
 
 
-def push(client: store.Client, payload: dict[str, Any], encoded: str, at: float | None,
-         keys: Keys | None = None) -> str | None:
-    script_keys, args = push_call(payload, encoded, at, keys)
-    pushed = lua.run(client, "unique_push", script_keys, args)
+def push(
+    client: store.Client, payload: dict[str, Any], encoded: str, at: float | None, keys: Keys | None = None
+) -> str | None:
+    pushed = call.run(client, push_call(payload, encoded, at, keys))
     return payload["jid"] if pushed == 1 else None
 
 
-def push_call(payload: dict[str, Any], encoded: str, at: float | None,
-              keys: Keys | None = None) -> tuple[list[Any], list[Any]]:
+def push_call(payload: dict[str, Any], encoded: str, at: float | None, keys: Keys | None = None) -> call.Call:
     """The keys and arguments of ``unique_push.lua`` for this job (the sync and the
-    async client send the same); ``keys``: its shard's (the queue layout: the lock is
-    the shard's), else the configured namespace's."""
+    async client send the same); ``keys``: its part's (a split layout: the lock is
+    the part's), else the configured namespace's."""
     keys = keys or get_config().keys
     scheduled = at is not None and at > time.time()
-    target = keys.schedule if scheduled else keys.queue(payload["queue"])
+    target = keys.schedule if scheduled else keys.job_queue(payload["queue"], priority_of(payload))
     ttl = lock_ttl(payload, (at - time.time()) if scheduled and at else 0.0)
-    return ([keys.unique(payload["unique_digest"]), target, keys.queues],
-            [payload["jid"], ttl, encoded, repr(at) if scheduled else "", payload["queue"]])
+    return push_scripts.unique_push(
+        lock=keys.unique(payload["unique_digest"]),
+        target=target,
+        queues=keys.queues,
+        jid=payload["jid"],
+        ttl=ttl,
+        payload=encoded,
+        at=repr(at) if scheduled else "",
+        queue=payload["queue"],
+    )
 
 
 def holds(payload: dict[str, Any]) -> bool:
@@ -61,27 +73,33 @@ def holds(payload: dict[str, Any]) -> bool:
 
 def release(client: Any, payload: dict[str, Any], keys: Keys | None = None) -> None:
     """Free the lock if this job owns it (success, start, or a terminal failure);
-    ``keys``: the client's (a shard's, in the cluster's queue layout)."""
+    ``keys``: the client's (a part's, in a split layout)."""
     if holds(payload):
-        lua.run(client, "release_lock", [(keys or get_config().keys).unique(payload["unique_digest"])],
-                [payload["jid"]])
+        push_scripts.release_lock(
+            client, lock=(keys or get_config().keys).unique(payload["unique_digest"]), owner=payload["jid"]
+        )
 
 
 def extend(client: Any, payload: dict[str, Any], delay: float, keys: Keys | None = None) -> None:
     """Keep the lock across a retry's wait: the job isn't done, so no duplicate yet."""
     if holds(payload):
-        lua.run(client, "extend_lock", [(keys or get_config().keys).unique(payload["unique_digest"])],
-                [payload["jid"], lock_ttl(payload, delay)])
+        push_scripts.extend_lock(
+            client,
+            lock=(keys or get_config().keys).unique(payload["unique_digest"]),
+            owner=payload["jid"],
+            ttl=lock_ttl(payload, delay),
+        )
 
 
 # -- as hook subscribers: the lock follows the job's transitions ------------------------------
 # Best-effort steps after the write that made the transition: they never change a job's fate.
 # (A periodic entry's running lock follows the same events, in cron/claims.py.)
 
+
 def _on_started(event: hooks.JobEvent) -> None:
     """``unique_until="start"``: the job starts, so a duplicate may be enqueued now."""
     if event.payload.get("unique_until") == "start":
-        config = event.config or get_config()  # a worker's: its shard's, in the queue layout
+        config = event.config or get_config()  # a worker's: its part's, in a split layout
         release(config.redis(), event.payload, config.keys)
 
 
@@ -104,7 +122,11 @@ def _on_filed(event: hooks.JobEvent) -> None:
         release(client, payload, config.keys)
 
 
-# A key filter, asked without a Python call per job; the hook itself checks for "start".
-hooks.subscribe("started", _on_started, when="unique_until")
-hooks.subscribe("succeeded", _on_succeeded, when="unique_digest")
-hooks.subscribe(("retrying", "dead"), _on_filed, when="unique_digest")
+def subscribers() -> list[hooks.Subscription]:
+    """The lock's hooks, for a process to install (``hooks.install``). A key filter, asked
+    without a Python call per job; ``_on_started`` itself checks for "start"."""
+    return [
+        hooks.Subscription(("started",), _on_started, when="unique_until"),
+        hooks.Subscription(("succeeded",), _on_succeeded, when="unique_digest"),
+        hooks.Subscription(("retrying", "dead"), _on_filed, when="unique_digest"),
+    ]

@@ -14,10 +14,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import store
+from .. import routing, store
 from ..boundedjson import loads as json_loads
-from ..config import Config
+from ..config import Config, count
 from ..errors import ConfigurationError
+from ..keys import Keys, split_level
 from .http import MetricsServer
 from .jobcounts import BUCKETS, JobMetrics
 
@@ -33,14 +34,16 @@ def require_client() -> None:
         raise ConfigurationError("--metrics-port needs prometheus-client: pip install 'cogworker[metrics]'") from None
 
 
-def listen(host: str, port: int, render: Callable[[], bytes], forked: bool = False,
-           prepare: Callable[[], None] | None = None) -> MetricsServer:
+def listen(
+    host: str, port: int, render: Callable[[], bytes], forked: bool = False, prepare: Callable[[], None] | None = None
+) -> MetricsServer:
     """The listening socket, bound now (at boot): a port in use is a one-line error."""
     try:
         return MetricsServer(host, port, render, forked, prepare)
     except OSError as exc:
-        raise ConfigurationError(f"--metrics-port {port}: can't listen on {host}:{port}: "
-                                 f"{exc.strerror or exc}") from None
+        raise ConfigurationError(
+            f"--metrics-port {port}: can't listen on {host}:{port}: {exc.strerror or exc}"
+        ) from None
 
 
 @dataclass
@@ -65,16 +68,16 @@ def sample_redis(config: Config, queues: list[str], client: Any = None) -> Sampl
     ZCARD of the three sets. Raises on a Redis error (the caller counts the outage).
 
     In the queue layout on a cluster (docs/architecture.md#cluster-layout): one pipeline
-    per shard (its queues among ``queues``, its sets and counters) and one on the fleet
+    per part (its queues among ``queues``, its sets and counters) and one on the fleet
     (``client``'s), summed: the sets' sizes and the counters are fleet-wide."""
-    if not config.sharded:
+    if not routing.split(config):
         return _sample_in(config, queues, client)
     fleet = config.fleet
     mine: dict[str, list[str]] = {}
     for queue in queues:
-        mine.setdefault(fleet.shard(queue).shard_name or "", []).append(queue)
-    parts = {part.shard_name or "": part for part in fleet.shards()}
-    parts.update({name: fleet.shard_named(name) for name in mine if name not in parts})
+        mine.setdefault(routing.name_of(routing.holder(fleet, queue)) or "", []).append(queue)
+    parts = {routing.name_of(part) or "": part for part in routing.all_parts(fleet)}
+    parts.update({name: routing.named(fleet, name) for name in mine if name not in parts})
     total = _sample_in(fleet, [], client)
     for name, part in parts.items():
         _add(total, _sample_in(part, mine.get(name, [])))
@@ -93,12 +96,16 @@ def _add(total: Sample, more: Sample) -> None:
 
 
 def _sample_in(config: Config, queues: list[str], client: Any = None) -> Sample:
-    """``sample_redis`` in one namespace (or one shard): one pipeline."""
+    """``sample_redis`` in one namespace (or one part): one pipeline, after the read of
+    the priority levels in use (a queue's size and wait count its levels' jobs too)."""
     keys = config.keys
-    pipe = store.pipeline(client or config.redis())
+    client = client or config.redis()
+    lists = _lists(client, keys, queues)
+    pipe = store.pipeline(client)
     for queue in queues:
-        pipe.llen(keys.queue(queue))
-        pipe.lindex(keys.queue(queue), -1)  # the oldest: fetch takes from the right end
+        for key in lists[queue]:
+            pipe.llen(key)
+            pipe.lindex(key, -1)  # the oldest: fetch takes from the right end
     for key in (keys.schedule, keys.retry, keys.dead):
         pipe.zcard(key)
     pipe.get(keys.limits_over)
@@ -110,20 +117,35 @@ def _sample_in(config: Config, queues: list[str], client: Any = None) -> Sample:
     deferrals = replies.pop()
     now = time.time()
     sample = Sample(up=True)
-    for i, queue in enumerate(queues):
-        size, oldest = replies[2 * i], replies[2 * i + 1]
-        sample.queues[queue] = (int(size), _waited(oldest, now))
+    i = 0
+    for queue in queues:
+        n = len(lists[queue])
+        got = replies[2 * i : 2 * (i + n)]
+        i += n
+        sample.queues[queue] = (sum(int(size) for size in got[0::2]), max(_waited(old, now) for old in got[1::2]))
     sample.scheduled, sample.retry, sample.dead = (int(n) for n in replies[-3:])
-    sample.limit_deferrals = int(deferrals or 0)
+    sample.limit_deferrals = count(deferrals)
     sample.batch_callbacks, sample.batches, sample.cancelled = sample_counters
     return sample
 
 
-def _counter(raw: Any) -> int:
+def _lists(client: Any, keys: Keys, queues: list[str]) -> dict[str, list[str]]:
+    """Each queue's lists: its own and its priority levels' (none read when the levels
+    key can't be: its own only)."""
+    lists = {queue: [keys.queue(queue)] for queue in queues}
     try:
-        return int(raw or 0)
-    except ValueError:
-        return 0  # not a counter (someone else's key): nothing to show
+        members = client.smembers(keys.levels)
+    except store.ResponseError:
+        return lists
+    for member in members:
+        queue, p = split_level(member.decode() if isinstance(member, bytes) else str(member))
+        if p and queue in lists:
+            lists[queue].append(keys.job_queue(queue, p))
+    return lists
+
+
+def _counter(raw: Any) -> int:
+    return count(raw)  # not a counter (someone else's key, a damaged one): 0, nothing to show
 
 
 def _waited(raw: bytes | None, now: float) -> float:
@@ -140,8 +162,13 @@ class Sampler:
     """Samples at most every ``interval`` seconds; ``sample_redis`` runs through ``step``
     (the master's circuit breaker, so an outage costs one short timeout)."""
 
-    def __init__(self, config: Config, queues: list[str], step: Callable[..., tuple[bool, Any]],
-                 interval: float = SAMPLE_INTERVAL) -> None:
+    def __init__(
+        self,
+        config: Config,
+        queues: list[str],
+        step: Callable[..., tuple[bool, Any]],
+        interval: float = SAMPLE_INTERVAL,
+    ) -> None:
         self.config = config
         self.queues = queues
         self.step = step
@@ -161,8 +188,16 @@ class Sampler:
             sample.outages = outages
             self.last = sample
         else:
-            self.last = Sample(self.last.queues, self.last.scheduled, self.last.retry, self.last.dead, False, outages,
-                               limit_deferrals=self.last.limit_deferrals, cancelled=self.last.cancelled)
+            self.last = Sample(
+                self.last.queues,
+                self.last.scheduled,
+                self.last.retry,
+                self.last.dead,
+                False,
+                outages,
+                limit_deferrals=self.last.limit_deferrals,
+                cancelled=self.last.cancelled,
+            )
         self.last.at = time.monotonic()
 
 
@@ -201,13 +236,15 @@ class Exporter:
 def job_families(snap: dict[str, Any]) -> Iterator[Any]:
     from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
-    jobs = CounterMetricFamily("cogworker_jobs", "Job transitions made on this host, by outcome",
-                               labels=["queue", "job_class", "outcome"])
+    jobs = CounterMetricFamily(
+        "cogworker_jobs", "Job transitions made on this host, by outcome", labels=["queue", "job_class", "outcome"]
+    )
     for labels, n in sorted(snap["counts"].items()):
         jobs.add_metric(list(labels), n)
     yield jobs
-    durations = HistogramMetricFamily("cogworker_job_duration_seconds", "Run time of jobs run on this host",
-                                      labels=["queue", "job_class"])
+    durations = HistogramMetricFamily(
+        "cogworker_job_duration_seconds", "Run time of jobs run on this host", labels=["queue", "job_class"]
+    )
     for labels, counts in sorted(snap["durations"].items()):
         cumulative, buckets = 0.0, []
         for le, n in zip([*(repr(b) for b in BUCKETS), "+Inf"], counts[:-1], strict=True):
@@ -219,16 +256,20 @@ def job_families(snap: dict[str, Any]) -> Iterator[Any]:
     for entry, n in sorted(snap["fires"].items()):
         fires.add_metric([entry], n)
     yield fires
-    yield CounterMetricFamily("cogworker_orphans_requeued", "Jobs this host requeued from dead processes' lists",
-                              value=snap["orphans_requeued"])
+    yield CounterMetricFamily(
+        "cogworker_orphans_requeued",
+        "Jobs this host requeued from dead processes' lists",
+        value=snap["orphans_requeued"],
+    )
 
 
 def redis_families(sample: Sample) -> Iterator[Any]:
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
     size = GaugeMetricFamily("cogworker_queue_size", "Jobs waiting on the queue", labels=["queue"])
-    latency = GaugeMetricFamily("cogworker_queue_latency_seconds", "How long the oldest waiting job has waited",
-                                labels=["queue"])
+    latency = GaugeMetricFamily(
+        "cogworker_queue_latency_seconds", "How long the oldest waiting job has waited", labels=["queue"]
+    )
     for queue, (n, waited) in sorted(sample.queues.items()):
         size.add_metric([queue], n)
         latency.add_metric([queue], waited)
@@ -237,14 +278,22 @@ def redis_families(sample: Sample) -> Iterator[Any]:
     yield GaugeMetricFamily("cogworker_scheduled_size", "Jobs scheduled for later", value=sample.scheduled)
     yield GaugeMetricFamily("cogworker_retry_size", "Jobs waiting for a retry", value=sample.retry)
     yield GaugeMetricFamily("cogworker_dead_size", "Jobs in the dead set", value=sample.dead)
-    yield CounterMetricFamily("cogworker_limit_deferrals", "Jobs parked over a rate limit, fleet-wide (each time)",
-                              value=sample.limit_deferrals)
-    yield CounterMetricFamily("cogworker_cancels", "Jobs cancelled (api.cancel that won), fleet-wide, from Redis",
-                              value=sample.cancelled)
-    yield CounterMetricFamily("cogworker_batches", "Batches created (cogworker.batch), fleet-wide, from Redis",
-                              value=sample.batches)
-    yield CounterMetricFamily("cogworker_batch_callbacks", "Batch callbacks fired (pushed), fleet-wide, from Redis",
-                              value=sample.batch_callbacks)
+    yield CounterMetricFamily(
+        "cogworker_limit_deferrals",
+        "Jobs parked over a rate limit, fleet-wide (each time)",
+        value=sample.limit_deferrals,
+    )
+    yield CounterMetricFamily(
+        "cogworker_cancels", "Jobs cancelled (api.cancel that won), fleet-wide, from Redis", value=sample.cancelled
+    )
+    yield CounterMetricFamily(
+        "cogworker_batches", "Batches created (cogworker.batch), fleet-wide, from Redis", value=sample.batches
+    )
+    yield CounterMetricFamily(
+        "cogworker_batch_callbacks",
+        "Batch callbacks fired (pushed), fleet-wide, from Redis",
+        value=sample.batch_callbacks,
+    )
     yield GaugeMetricFamily("cogworker_redis_up", "1 if the last sample reached Redis", value=int(sample.up))
     yield CounterMetricFamily("cogworker_redis_outages", "Times Redis became unreachable", value=sample.outages)
 

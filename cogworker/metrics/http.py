@@ -39,8 +39,14 @@ class MetricsServer:
     answer. Register with ``attach(selector)``: the selector's data for each of its
     sockets is a callable, ``handler(mask)``; call ``sweep()`` now and then."""
 
-    def __init__(self, host: str, port: int, render: Callable[[], bytes], forked: bool = False,
-                 prepare: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        render: Callable[[], bytes],
+        forked: bool = False,
+        prepare: Callable[[], None] | None = None,
+    ) -> None:
         self.render = render
         self.forked = forked
         self.prepare = prepare  # on the loop, before each fork: what must change here, not in the copy
@@ -198,8 +204,9 @@ class MetricsServer:
             conn.sock.close()  # the renderer has its own copy
             self.renderers[renderer.fd] = renderer
             assert self.selector is not None
-            self.selector.register(renderer.fd, selectors.EVENT_READ,
-                                   lambda mask, fd=renderer.fd: self._renderer_done(fd))
+            self.selector.register(
+                renderer.fd, selectors.EVENT_READ, lambda mask, fd=renderer.fd: self._renderer_done(fd)
+            )
 
     def _renderer_done(self, fd: int, kill: bool = False) -> None:
         renderer = self.renderers.pop(fd, None)

@@ -2,7 +2,7 @@
 lifecycle hook subscriber: each process counts the transitions it makes into an in-memory
 ``JobMetrics``; no Redis call, no message per job.
 
-A prefork child ships what it counted to its master with its stats batch (at most once a
+A prefork child ships what it counted to its master with its stats (at most once a
 second, and when its queues run dry: ``prefork/pipe.py``); the master's own transitions
 (hard-timed-out and orphaned jobs, periodic fires) are counted in the master. Off unless
 ``enable()`` was called (``--metrics-port``): then nothing subscribes and nothing is counted.
@@ -32,9 +32,27 @@ from ..core import hooks
 from ..errors import JobTimeout
 
 # 1 ms to 10 min (the issue's contract), roughly x2.5 apart.
-BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
-           300.0, 600.0)
-OUTCOMES = ("succeeded", "failed", "retried", "dead", "orphaned", "interrupted", "timed_out")
+BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    600.0,
+)
+OUTCOMES = ("succeeded", "failed", "retried", "dead", "orphaned", "interrupted", "timed_out", "expired")
 OTHER = "other"
 MAX_CLASSES = 500
 # A label value (job class, queue, periodic entry) is at most this long: a longer one is cut
@@ -45,8 +63,13 @@ _HASH_HEX = 12
 # (queue, class) pairs kept, per admitted class (a class on several queues); past it: other/other.
 CELLS_PER_CLASS = 2
 
-_BY_REASON = {"timed_out": "timed_out", "interrupted": "interrupted", "bad_payload": "failed",
-              "process_died": "failed"}
+_BY_REASON = {
+    "requested": "retried",
+    "timed_out": "timed_out",
+    "interrupted": "interrupted",
+    "bad_payload": "failed",
+    "process_died": "failed",
+}
 
 Counts = dict[tuple[str, str, str], float]  # (queue, job_class, outcome) -> count
 # (queue, job_class) -> [count per bucket (not cumulative; the last one is +Inf)..., sum of seconds]
@@ -65,7 +88,7 @@ class JobMetrics:
     classes: the rest are counted as ``other`` (a label per class never grows unbounded).
 
     Only ever added to, by one thread (the one running jobs), with no lock: other threads
-    only read (``copy``, and ``delta``: what changed since the last delta, the batch a
+    only read (``copy``, and ``delta``: what changed since the last delta, what a
     child ships from its watchdog thread). Counts are monotonic, so the deltas add up to
     the totals exactly even when a read lands between two fields of one job."""
 
@@ -117,11 +140,14 @@ class JobMetrics:
 
     def snapshot(self) -> dict[str, Any]:
         """The totals, copied (each copy is one atomic step for another thread)."""
-        return {"cells": {key: list(cell) for key, cell in dict(self.cells).items()}, "fires": dict(self.fires),
-                "orphans_requeued": self.orphans_requeued}
+        return {
+            "cells": {key: list(cell) for key, cell in dict(self.cells).items()},
+            "fires": dict(self.fires),
+            "orphans_requeued": self.orphans_requeued,
+        }
 
     def delta(self) -> dict[str, Any] | None:
-        """What was counted since the last call (a picklable batch), or None."""
+        """What was counted since the last call (a picklable delta), or None."""
         with self.ship_lock:
             now, last = self.snapshot(), self.shipped
             cells = {}
@@ -136,16 +162,16 @@ class JobMetrics:
             return None
         return {"cells": cells, "fires": fires, "orphans_requeued": orphans}
 
-    def merge(self, batch: dict[str, Any]) -> None:
-        """Adds another process's batch (``delta()``), under this one's class cap."""
-        for (queue, job_class), theirs in batch["cells"].items():
+    def merge(self, delta: dict[str, Any]) -> None:
+        """Adds another process's delta (``delta()``), under this one's class cap."""
+        for (queue, job_class), theirs in delta["cells"].items():
             mine = self.alias.get((queue, job_class)) or self._cell(queue, job_class)
             for i, value in enumerate(theirs):
                 mine[i] += value
-        for entry, n in batch["fires"].items():
+        for entry, n in delta["fires"].items():
             entry = label_value(entry)
             self.fires[entry] = self.fires.get(entry, 0) + n
-        self.orphans_requeued += batch["orphans_requeued"]
+        self.orphans_requeued += delta["orphans_requeued"]
 
     def copy(self) -> dict[str, Any]:
         """For a scrape: ``counts`` per (queue, class, outcome), ``durations`` per (queue,
@@ -159,8 +185,12 @@ class JobMetrics:
                     counts[(queue, job_class, outcome)] = cell[i]
             if any(cell[_BUCKETS_AT:-1]):
                 durations[(queue, job_class)] = cell[_BUCKETS_AT:]
-        return {"counts": counts, "durations": durations, "fires": snap["fires"],
-                "orphans_requeued": snap["orphans_requeued"]}
+        return {
+            "counts": counts,
+            "durations": durations,
+            "fires": snap["fires"],
+            "orphans_requeued": snap["orphans_requeued"],
+        }
 
 
 def label_value(name: str) -> str:
@@ -170,7 +200,7 @@ def label_value(name: str) -> str:
     if len(name) <= MAX_LABEL:
         return name
     digest = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=_HASH_HEX // 2).hexdigest()
-    return f"{name[:MAX_LABEL - _HASH_HEX - 1]}~{digest}"
+    return f"{name[: MAX_LABEL - _HASH_HEX - 1]}~{digest}"
 
 
 # -- this process's counter, fed by the hooks --------------------------------------------------
@@ -185,10 +215,17 @@ def enable(max_classes: int = MAX_CLASSES) -> JobMetrics:
     if local is None:
         local = JobMetrics(max_classes)
         os.register_at_fork(after_in_child=_forked)
-        hooks.subscribe(("succeeded", "retrying", "dead"), _on_run)
-        hooks.subscribe("orphaned", _on_orphaned)
-        hooks.subscribe("enqueued", _on_enqueued, when=_is_periodic_fire)
+        hooks.install(subscribers())
     return local
+
+
+def subscribers() -> list[hooks.Subscription]:
+    """The counter's hooks (``enable`` installs them, with the counter they feed)."""
+    return [
+        hooks.Subscription(("succeeded", "retrying", "dead", "expired"), _on_run),
+        hooks.Subscription(("orphaned",), _on_orphaned),
+        hooks.Subscription(("enqueued",), _on_enqueued, when=_is_periodic_fire),
+    ]
 
 
 def take() -> dict[str, Any] | None:
@@ -203,8 +240,8 @@ def _forked() -> None:
 
 
 def outcome_of(event: hooks.JobEvent) -> str:
-    if event.name == "succeeded":
-        return "succeeded"
+    if event.name in ("succeeded", "expired"):
+        return event.name
     by_reason = _BY_REASON.get(event.reason or "")
     if by_reason is not None:
         return by_reason
@@ -217,8 +254,12 @@ def _on_run(event: hooks.JobEvent) -> None:
     counts = local
     if counts is not None:
         payload = event.payload
-        counts.count(event.queue or payload.get("queue") or "?", payload.get("class") or "?",
-                      "succeeded" if event.name == "succeeded" else outcome_of(event), event.duration)
+        counts.count(
+            event.queue or payload.get("queue") or "?",
+            payload.get("class") or "?",
+            "succeeded" if event.name == "succeeded" else outcome_of(event),
+            event.duration,
+        )
 
 
 def _on_orphaned(event: hooks.JobEvent) -> None:

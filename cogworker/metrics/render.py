@@ -31,15 +31,17 @@ _DEFAULT = ("SIGTERM", "SIGINT", "SIGCHLD")
 
 
 def header(status: str, length: int, content_type: str) -> bytes:
-    return (f"HTTP/1.0 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {length}\r\n"
-            "Connection: close\r\n\r\n").encode()
+    return (
+        f"HTTP/1.0 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n"
+    ).encode()
 
 
 class Renderer:
     """One forked renderer: its pid, the read end of its pipe, and when to give up on it."""
 
-    def __init__(self, sock: socket.socket, render: Callable[[], bytes], head: bool, deadline: float,
-                 content_type: str) -> None:
+    def __init__(
+        self, sock: socket.socket, render: Callable[[], bytes], head: bool, deadline: float, content_type: str
+    ) -> None:
         read_end, write_end = os.pipe()
         try:
             pid = os.fork()
@@ -74,8 +76,7 @@ class Renderer:
         os.close(self.fd)
 
 
-def _run(sock: socket.socket, render: Callable[[], bytes], head: bool, deadline: float,
-         content_type: str) -> NoReturn:
+def _run(sock: socket.socket, render: Callable[[], bytes], head: bool, deadline: float, content_type: str) -> NoReturn:
     code = 1
     try:
         setproctitle(f"{TITLE} (for pid {os.getppid()})")  # not to be taken for the master in `ps`

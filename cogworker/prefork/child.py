@@ -23,8 +23,10 @@ from setproctitle import setproctitle
 from .. import store
 from ..config import Config, logger
 from ..core import current as current_job
-from ..core import heartbeat, tracing
+from ..core import heartbeat, hooks, tracing
 from ..core.heartbeat import clock
+from ..engine import execute
+from ..engine.effects import builtin_subscribers
 from ..engine.loop import FENCED_EXIT, Worker
 from ..errors import Fenced
 from ..launch import logs as logsetup
@@ -34,13 +36,32 @@ from .pipe import TitledReporter
 from .slots import Slots
 
 WATCH_INTERVAL = 0.2
+
+
+def shutdown_grace(timeout: float) -> float:
+    """How long before the master's kill ``Shutdown`` is raised in a running job: time for
+    its ``finally:`` blocks and the give-back, at most 3 s, half the timeout when short."""
+    return min(3.0, timeout / 2)
+
+
 METRICS_INTERVAL = 1.0
 
 
 class Child:
-    def __init__(self, index: int, config: Config, conn: Connection, slots: Slots,
-                 queues: list[tuple[str, int | None]], master_pid: int, timeout: float, max_jobs: int | None,
-                 identity: str, lookahead: bool = True, flights: FlightSlots | None = None) -> None:
+    def __init__(
+        self,
+        index: int,
+        config: Config,
+        conn: Connection,
+        slots: Slots,
+        queues: list[tuple[str, int | None]],
+        master_pid: int,
+        timeout: float,
+        max_jobs: int | None,
+        identity: str,
+        lookahead: bool = True,
+        flights: FlightSlots | None = None,
+    ) -> None:
         self.index = index
         self.config = config
         self.conn = conn
@@ -51,8 +72,9 @@ class Child:
         self.worker: Worker
         if flights is None:
             self.reporter = TitledReporter(config, conn, slots, index, lookahead)
-            self.worker = Worker(queues, config=config, identity=self.identity, reporter=self.reporter,
-                                 max_jobs=max_jobs)
+            self.worker = Worker(
+                queues, config=config, identity=self.identity, reporter=self.reporter, max_jobs=max_jobs
+            )
         else:  # --concurrency above 1
             reporter = FlightReporter(config, conn, slots, index, flights, flights.per_child)
             self.reporter = reporter
@@ -60,6 +82,8 @@ class Child:
         self.reporter.slot.begin(identity)
         self.queues = [q for q, _ in queues]
         self.started_at = time.time()
+        self._shutdown_at: float | None = None  # clock() when Shutdown is raised in a running job
+        self._shutdown_sent = False
 
     def install_signals(self) -> None:
         """Replaces what was inherited from the master: a TERM/INT (from the master, or
@@ -70,6 +94,7 @@ class Child:
             self.reporter.stopping = True
             self.reporter.title("stopping")
             self.worker.stop()
+            self.arm_shutdown()
 
         def quiet(signum: int, frame: Any) -> None:
             self.worker.quiet()
@@ -77,12 +102,35 @@ class Child:
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTSTP, quiet)
-        for sig in (signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGUSR1, signal.SIGUSR2):
+        for sig in (signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGUSR2):
             signal.signal(sig, signal.SIG_IGN)
+        signal.signal(signal.SIGUSR1, self._deadline)  # sent by our own watchdog only (_shutdown_due)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
-        # The master forked with these blocked (see Master.fork_child); ours are in place now.
+        # The master forked with these blocked (see Master.spawn_child); ours are in place now.
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
+
+    def arm_shutdown(self) -> None:
+        """The master kills this child ``--timeout`` after it asked it to stop: a short grace
+        before that, ``Shutdown`` is raised inside a job still running (SIGUSR1 to ourselves,
+        handled in the main thread, where the job runs), so its ``finally:`` blocks run and it
+        is handed back, not failed (docs/architecture.md#fate-table). Called in the TERM
+        handler: only a float is set here (starting a thread there could wait on a lock the
+        interrupted main thread holds); the watchdog thread sends the signal when it is due."""
+        if self._shutdown_at is None:
+            self._shutdown_at = clock() + max(0.0, self.timeout - shutdown_grace(self.timeout))
+
+    def _shutdown_due(self, now: float) -> None:
+        """In the watchdog: past the shutdown deadline, SIGUSR1 once (``install_signals``)."""
+        if self._shutdown_at is not None and not self._shutdown_sent and now >= self._shutdown_at:
+            self._shutdown_sent = True
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+    def _deadline(self, signum: int, frame: Any) -> None:
+        grace = shutdown_grace(self.timeout)
+        execute.shutdown_now(
+            f"the worker is shutting down: still running {self.timeout:g}s after the stop, killed in {grace:g}s"
+        )
 
     def run(self) -> int:
         self.install_signals()
@@ -106,17 +154,19 @@ class Child:
                 if cancelled:
                     current_job.tell_cancelled(cancelled)
             now = clock()
+            self._shutdown_due(now)
             # The master's beat covers us; a frozen master's doesn't, and the child's own
             # fetches don't come while a long job runs.
             if now - self.reporter.vouched_at() > 2 * hb and now >= next_beat:
                 next_beat = now + hb
                 self.beat_self()
-            if now >= next_metrics:  # --metrics-port: this child's counts, batched (docs/architecture.md#metrics)
+            if now >= next_metrics:  # --metrics-port: this child's counts, gathered (docs/architecture.md#metrics)
                 next_metrics = now + METRICS_INTERVAL
                 self.reporter.ship_metrics()
             time.sleep(WATCH_INTERVAL)
-        logger.error("child %d: master %d is gone; finishing up within %.0fs", self.index, self.master_pid,
-                     self.timeout)
+        logger.error(
+            "child %d: master %d is gone; finishing up within %.0fs", self.index, self.master_pid, self.timeout
+        )
         self.reporter.orphaned = True
         self.reporter.stopping = True
         self.worker.stop()
@@ -136,10 +186,16 @@ class Child:
     def beat_self(self) -> None:
         current = self.worker.current
         flying = len(getattr(self.worker, "flying", ()))  # --concurrency above 1: jobs in flight
-        record = heartbeat.ProcessRecord(self.identity, "child", os.getpid(), self.queues, self.started_at,
-                                         busy=flying or int(current is not None),
-                                         running={"jid": current.jid(), "queue": current.queue} if current else None,
-                                         extra={"ppid": os.getppid()})
+        record = heartbeat.BeatRecord(
+            self.identity,
+            "child",
+            os.getpid(),
+            self.queues,
+            self.started_at,
+            busy=flying or int(current is not None),
+            running={"jid": current.jid(), "queue": current.queue} if current else None,
+            extra={"ppid": os.getppid()},
+        )
         sent = clock()
         try:
             told = heartbeat.beat(self.config, [record])
@@ -174,17 +230,29 @@ class Child:
             logger.error("child %d: couldn't hand back its job (orphan recovery will): %s", self.index, exc)
 
 
-def child_main(index: int, config: Config, conn: Connection, slots: Slots,
-               queues: list[tuple[str, int | None]], master_pid: int, timeout: float, max_jobs: int | None,
-               identity: str, lookahead: bool = True, flights: FlightSlots | None = None) -> None:
+def child_main(
+    index: int,
+    config: Config,
+    conn: Connection,
+    slots: Slots,
+    queues: list[tuple[str, int | None]],
+    master_pid: int,
+    timeout: float,
+    max_jobs: int | None,
+    identity: str,
+    lookahead: bool = True,
+    flights: FlightSlots | None = None,
+) -> None:
     """Runs in the forked process; never returns."""
     code = 1
     logsetup.set_process(f"child {index}")  # its log lines say which child (docs/architecture.md#logs)
     # A job that forks: its fork must not claim to be one of the master's children.
     os.register_at_fork(after_in_child=lambda: setproctitle(f"cogworker: child {index}'s fork (pid {os.getpid()})"))
     try:
-        child = Child(index, config, conn, slots, queues, master_pid, timeout, max_jobs, identity, lookahead,
-                      flights)
+        # What a child's jobs do besides running (engine/effects.py): inherited from the
+        # master over fork, and installed here too, where the child is put together.
+        hooks.install(builtin_subscribers())
+        child = Child(index, config, conn, slots, queues, master_pid, timeout, max_jobs, identity, lookahead, flights)
         code = child.run()
         if child.reporter.orphaned and code != FENCED_EXIT:
             # The master can't clean up after us: leave nothing behind.

@@ -1,42 +1,24 @@
-"""The master's children bookkeeping: fork, stop, kill, reap, the rolling HUP restart,
-trimming to the target, the boot backoff, and what each child runs (its slot, its pipe).
-A mixin of ``Master``: the state it reads and writes is the master's (declared below)."""
+"""What the master knows of each child: its record (``ChildState``), kept current from the
+shared memory the child writes (its slot; with ``--concurrency``, its flight entries) by a
+``SlotReader``, which also adds what the child counted to the host's totals. Plain data
+and reads: the master (prefork/master.py) decides what to do with them."""
 
 from __future__ import annotations
 
 import os
-import selectors
-import signal
 import socket
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psutil
 
-from ..config import Config, logger
 from ..core import fate, heartbeat
-from ..core.inprogress import InProgressList
-from ..errors import Fenced
-from ..lifecycle import stats
+from ..lifecycle.stats import StatsBuffer
 from . import flight_slots
-from .child import child_main
 from .flight_slots import FlightSlots
-from .inbox import FORWARDED, SignalInbox
-from .pipe import make_pipe
-from .shards import Shard, next_shard, spare
-from .siblings import with_looked_ahead
-from .slots import ACK_DUE, RUNNING, Slots, SlotState
-
-# A child asked to leave leaves at once when it runs no job (a stop cuts its idle wait
-# short, cogworker/wakewait.py). One with no job still there after IDLE_LEAVE_GRACE is
-# killed if Redis doesn't answer (it is stuck in a Redis call), else after
-# IDLE_EXIT_GRACE (its exit handlers, say an error reporter's flush, had their time).
-# Nothing of it is lost either way: its list is requeued, what it owed settled here.
-IDLE_LEAVE_GRACE = 0.5
-IDLE_EXIT_GRACE = 5.0
+from .slots import ACK_DUE, RUNNING, Slots
 
 
 @dataclass
@@ -63,62 +45,40 @@ class ChildState:
     exit_why: str | None = None  # why the master first wanted it gone (restart, memory, ...), for /metrics
     shard: int = 0  # which of the master's shards it works (prefork/shards.py)
 
-class ChildrenMixin:
-    # The master's state this part reads and writes (set in Master.__init__).
-    s: Any  # Settings
-    config: Config
-    child_config: Config
-    inbox: SignalInbox | None
-    children: dict[int, ChildState]
-    free_indexes: list[int]
-    next_index: int
-    target: int
-    stopping: bool
-    rolling: deque[int]
-    rolling_current: int | None
-    boot_failures: int
-    next_fork_at: float
-    selector: selectors.BaseSelector
-    slots: Slots
-    shards: list[Shard]
-    flights: FlightSlots | None
-    stats: stats.StatsBuffer
-    metrics: Any  # MasterMetrics | None
+    def jobs(self) -> list[dict[str, Any]]:
+        """Every job it runs now (several with ``--concurrency``)."""
+        return self.flying or ([self.running] if self.running else [])
 
-    if TYPE_CHECKING:  # the master's, or another mixin's (never shadow them at run time)
-        client: Any
+    def record(self, queue_names: list[str]) -> heartbeat.BeatRecord:
+        """Its heartbeat record, which the master writes for it."""
+        running = None
+        if self.running:
+            running = {k: v for k, v in self.running.items() if k != "deadline"}
+            if len(self.flying) > 1:  # the others in flight: beat.lua checks their cancel marks too
+                running["also"] = ",".join(job["jid"] for job in self.flying[1:])
+        return heartbeat.BeatRecord(
+            self.identity,
+            "child",
+            self.pid,
+            queue_names,
+            self.started_at,
+            busy=len(self.flying) or int(bool(self.running)),
+            rss=self.rss,
+            running=running,
+            extra={"ppid": os.getpid()},
+        )
 
-        def redis_step(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any: ...
-        def child_record(self, child: ChildState) -> heartbeat.ProcessRecord: ...
-        def child_exited(self, child: ChildState, status: int) -> None: ...
-        def redis_answers(self) -> bool: ...
 
-    def read_child(self, child: ChildState) -> None:
-        try:
-            while child.conn.poll():
-                self.on_message(child, child.conn.recv())
-        except (EOFError, OSError):
-            self.selector.unregister(child.conn)  # it exited; reap() does the rest
-            child.conn.close()
+class SlotReader:
+    """Reads the children's shared memory into their records, and what they counted into
+    ``stats`` (the master's buffer of the host's totals)."""
 
-    def on_message(self, child: ChildState, msg: tuple[Any, ...]) -> None:
-        kind = msg[0]
-        if kind == "ready":
-            child.ready = True
-            self.boot_failures = 0
-            if self.rolling_current is not None and child.pid != self.rolling_current:
-                self.rolling_current = None  # the replacement is up: next one
-        elif kind == "pending":
-            child.owes[msg[1]] = fate.from_wire(msg[2])
-        elif kind == "settled":
-            child.owes.pop(msg[1], None)
-        elif kind == "stats":
-            # The totals come from the child's slot (see count_jobs); the per-minute,
-            # per-class figures from here.
-            self.stats.merge({**msg[1], "processed": 0, "failed": 0})
-        elif kind == "metrics":
-            if self.metrics is not None:
-                self.metrics.merge(msg[1])
+    def __init__(
+        self, slots: Slots | None = None, flights: FlightSlots | None = None, stats: StatsBuffer | None = None
+    ) -> None:
+        self.slots = slots if slots is not None else Slots()
+        self.flights = flights
+        self.stats = stats if stats is not None else StatsBuffer()
 
     def refresh(self, child: ChildState) -> bool:
         """What the child runs now, from its slot. False if the slot is torn (the child
@@ -135,8 +95,13 @@ class ChildrenMixin:
             child.acks = set(self.slots.salvage(child.index))
             return False
         if slot.state == RUNNING:
-            child.running = {"jid": slot.jid, "class": slot.job_class, "queue": slot.queue,
-                             "deadline": slot.deadline, "run_at": slot.started_at}
+            child.running = {
+                "jid": slot.jid,
+                "class": slot.job_class,
+                "queue": slot.queue,
+                "deadline": slot.deadline,
+                "run_at": slot.started_at,
+            }
         else:
             child.running = None
         child.acks = {jid for jid in (slot.ack_jid, slot.jid if slot.state == ACK_DUE else "", *slot.acks) if jid}
@@ -147,8 +112,11 @@ class ChildrenMixin:
         (``running``: the first of them)."""
         assert self.flights is not None
         found, child.torn = self.flights.read(child.index)
-        child.flying = [{"jid": f.jid, "class": f.job_class, "queue": f.queue, "deadline": f.deadline,
-                         "run_at": f.started_at} for f in found if f.state == flight_slots.RUNNING]
+        child.flying = [
+            {"jid": f.jid, "class": f.job_class, "queue": f.queue, "deadline": f.deadline, "run_at": f.started_at}
+            for f in found
+            if f.state == flight_slots.RUNNING
+        ]
         child.running = child.flying[0] if child.flying else None
         child.acks = {f.jid for f in found if f.state == flight_slots.ACK_DUE and f.jid}
         return not child.torn
@@ -166,157 +134,9 @@ class ChildrenMixin:
             self.stats.failed += failed - child.counted[1]
             child.counted = counts
 
-    def return_looked_ahead(self, children: list[ChildState] | None = None) -> None:
-        """Jobs the children fetched ahead and won't start now go back at once, not when
-        the job in front of them ends."""
-        for child in children if children is not None else list(self.children.values()):
-            config = self.shards[child.shard].config
 
-            def act(state: SlotState, config: Config = config) -> bool:
-                try:
-                    return InProgressList(config, state.identity, beats=False).return_ahead(
-                        state.ahead, state.started) > 0
-                except Fenced:
-                    return False  # declared dead: its list, that job included, was requeued
-
-            if self.redis_step("returning a looked-ahead job", with_looked_ahead, self.slots, child.index, act):
-                logger.info("master: child %d's looked-ahead jobs are back on their queues", child.index)
-
-    def maintain_children(self) -> None:
-        self.check_leaving()
-        if self.stopping:
-            return
-        self.step_rolling()
-        while len(self.children) < self.target:
-            if time.monotonic() < self.next_fork_at:
-                return
-            self.fork_child()
-
-    def step_rolling(self) -> None:
-        if self.rolling_current is not None or not self.rolling:
-            return
-        pid = self.rolling.popleft()
-        child = self.children.get(pid)
-        if child is not None:
-            self.rolling_current = pid
-            self.stop_child(child, "restart")
-
-    def trim_children(self) -> None:
-        live = sorted((c for c in self.children.values() if not c.stop_sent), key=lambda c: c.index)
-        for pid in spare(self.shards, [(c.pid, c.shard) for c in live], max(0, len(live) - self.target)):
-            self.stop_child(self.children[pid], "scale-down")
-
-    def fork_child(self) -> None:
-        index = self.free_indexes.pop(0) if self.free_indexes else self._new_index()
-        self.reset_slot(index)
-        shard = next_shard(self.shards, (c.shard for c in self.children.values() if not c.stop_sent))
-        self.slots.set_shard(index, shard.number)
-        reader, writer = make_pipe()
-        nonce = os.urandom(4).hex()
-        # Signals stay blocked across fork until the child has its own handlers: a TERM
-        # landing in between would otherwise run the master's handler in the child.
-        signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
-        pid = os.fork()
-        if pid == 0:  # the child
-            try:
-                reader.close()
-                self.inbox.close_in_child()  # type: ignore[union-attr]
-                self.selector.close()
-                for other in self.children.values():
-                    other.conn.close()  # siblings' pipes are none of its business
-            finally:
-                child_main(index, shard.child_config, writer, self.slots, shard.queues,
-                           os.getppid(), self.s.timeout,
-                           self.s.max_jobs, child_identity(os.getpid(), nonce), self.s.lookahead, self.flights)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
-        writer.close()
-        child = ChildState(index, pid, child_identity(pid, nonce), reader, shard=shard.number)
-        self.children[pid] = child
-        self.selector.register(reader, selectors.EVENT_READ, child)
-        logger.info("master: child %d (pid %d) started", index, pid)
-        self.redis_step("registering a child", heartbeat.beat, shard.config, [self.child_record(child)])
-
-    def _new_index(self) -> int:
-        index = self.next_index
-        self.next_index += 1
-        return index
-
-    def signal_child(self, child: ChildState, sig: int) -> None:
-        try:
-            os.kill(child.pid, sig)
-        except ProcessLookupError:
-            pass
-
-    def stop_child(self, child: ChildState, reason: str) -> None:
-        """Graceful: the child finishes its job and leaves within --timeout, or is killed
-        (its job requeued); a job it fetched ahead goes back to its queue at once."""
-        if child.stop_sent:
-            return
-        child.stop_reason = reason
-        child.exit_why = child.exit_why or reason
-        child.stop_sent = True
-        child.leave_by = time.monotonic() + self.s.timeout
-        self.signal_child(child, signal.SIGTERM)
-        self.return_looked_ahead([child])  # shutdown, recycling, scale-down: it won't start it
-
-    def kill_child(self, child: ChildState, reason: str) -> None:
-        """``timeout``: its job is filed as failed; anything else: requeued, uncounted."""
-        child.stop_reason = "timeout" if reason == "timeout" else "killed"
-        child.exit_why = "timeout" if reason == "timeout" else child.exit_why or reason
-        child.stop_sent = True
-        self.signal_child(child, signal.SIGKILL)
-
-    def check_leaving(self) -> None:
-        """Children asked to leave (shutdown, HUP, --max-memory, TTOU) that haven't: at
-        --timeout (say a job ignores TERM), or at once if they run no job (stuck in a
-        Redis call), they are killed, as at shutdown."""
-        now = time.monotonic()
-        for child in self.children.values():
-            if not child.stop_sent or child.stop_reason in ("killed", "timeout"):
-                continue
-            if now >= child.leave_by:
-                logger.warning("master: child %d (%s) still running at --timeout: killed, its job requeued",
-                               child.index, child.stop_reason)
-                self.kill_child(child, "killed")
-                continue
-            self.refresh(child)
-            if child.running or child.torn:
-                child.idle_since = None
-            elif child.idle_since is None:
-                child.idle_since = now
-            elif now >= child.idle_since + IDLE_LEAVE_GRACE:
-                answers = self.redis_answers()
-                if answers and now < child.idle_since + IDLE_EXIT_GRACE:
-                    continue  # not stuck on Redis: still on its way out
-                logger.warning("master: child %d (pid %d, %s) runs no job but hasn't left %.1fs after it was asked "
-                               "to, %s (%s): killed; nothing of it is lost (its list is requeued)",
-                               child.index, child.pid, child.stop_reason, now - child.idle_since,
-                               "though Redis answers" if answers else "and Redis doesn't answer (stuck on it)",
-                               doing(child.pid))
-                self.kill_child(child, "killed")
-
-    def reap(self) -> None:
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            child = self.children.pop(pid, None)
-            if child is None:
-                continue
-            self.free_indexes.append(child.index)
-            self.free_indexes.sort()
-            try:
-                if not child.conn.closed:
-                    self.read_child(child)  # what it said just before it died
-                    if not child.conn.closed:
-                        self.selector.unregister(child.conn)
-                        child.conn.close()
-            except (KeyError, ValueError, OSError):
-                pass
-            self.child_exited(child, status)
+# Its name when the master was assembled from mixins (code that subclasses it keeps working).
+ChildrenMixin = SlotReader
 
 
 def doing(pid: int) -> str:

@@ -5,7 +5,7 @@ master stays single-threaded, and a scraper that never reads costs it nothing. E
 answer is rendered and sent by a forked renderer (``metrics_render``): never on the loop
 that reaps children and requeues their jobs.
 
-Children's job counts arrive batched on their pipes (``("metrics", snapshot)``, with
+Children's job counts arrive gathered on their pipes (``("metrics", snapshot)``, with
 their stats, at most once a second); the master's own transitions (hard-timed-out and
 orphaned jobs, periodic fires) are counted in this process by the same hooks."""
 
@@ -22,9 +22,16 @@ from ..metrics.exporter import Exporter, Processes, Sampler, listen, require_cli
 
 
 class MasterMetrics:
-    def __init__(self, config: Config, queues: list[str], step: Callable[..., tuple[bool, Any]],
-                 processes: Callable[[], tuple[int, int]], host: str, port: int,
-                 max_classes: int = jobmetrics.MAX_CLASSES) -> None:
+    def __init__(
+        self,
+        config: Config,
+        queues: list[str],
+        step: Callable[..., tuple[bool, Any]],
+        processes: Callable[[], tuple[int, int]],
+        host: str,
+        port: int,
+        max_classes: int = jobmetrics.MAX_CLASSES,
+    ) -> None:
         require_client()
         self.totals = jobmetrics.JobMetrics(max_classes)
         jobmetrics.enable(max_classes)
@@ -62,4 +69,3 @@ class MasterMetrics:
     def _processes(self) -> Processes:
         children, busy = self.processes()
         return Processes(children, busy, dict(self.exits))
-

@@ -13,7 +13,6 @@ from typing import Any
 from ..config import Config
 from ..core import fate
 from ..engine.execute import deadline_of
-from ..engine.fetch.fetcher import Work
 from ..engine.flights import FlightWorker
 from .flight_slots import FlightSlots
 from .pipe import TitledReporter
@@ -23,8 +22,9 @@ from .slots import Slots
 class FlightReporter(TitledReporter):
     """Called from the child's control thread only (``FlightWorker``): no lock."""
 
-    def __init__(self, config: Config, conn: Connection, slots: Slots, index: int, flights: FlightSlots,
-                 concurrency: int) -> None:
+    def __init__(
+        self, config: Config, conn: Connection, slots: Slots, index: int, flights: FlightSlots, concurrency: int
+    ) -> None:
         super().__init__(config, conn, slots, index, lookahead=False)
         self.flights = flights.writer(index)
         self.concurrency = concurrency
@@ -33,19 +33,21 @@ class FlightReporter(TitledReporter):
         self.flights.running(work.raw, payload["jid"], deadline_of(payload), time.time(), payload["class"], work.queue)
         self._busy()
 
-    def finished(self, work: Any, outcome: fate.Outcome) -> None:
-        # Succeeded: ACK_DUE until ``acked``; anything else is settled (or never ran).
-        if isinstance(outcome, fate.Succeeded):
+    def finished(self, work: Any, decision: fate.Decision) -> None:
+        # A success (``ran``): ACK_DUE until ``acked``; anything else is settled (or never
+        # ran); a failure is counted in the slot.
+        ran = decision.ran
+        if ran:
             self.flights.ack_due(work.raw)
             self.slot.finished(ack_due=False, ran=True)
         else:
             self.flights.free_entry(work.raw)
-            if isinstance(outcome, fate.Raised):
+            if ran is False:
                 self.slot.finished(ack_due=False, ran=False)
         self._busy()
 
-    def acked(self, work: Work) -> None:
-        self.flights.free_entry(work.raw)
+    def acked(self, raw: bytes) -> None:
+        self.flights.free_entry(raw)
         self._busy()
 
     def _busy(self) -> None:
@@ -53,7 +55,9 @@ class FlightReporter(TitledReporter):
         self.title(f"busy {n}/{self.concurrency}" if n else "idle")
 
 
-def flight_worker(queues: list[tuple[str, int | None]], config: Config, identity: str, reporter: FlightReporter,
-                  max_jobs: int | None) -> FlightWorker:
-    return FlightWorker(queues, concurrency=reporter.concurrency, config=config, identity=identity,
-                        reporter=reporter, max_jobs=max_jobs)
+def flight_worker(
+    queues: list[tuple[str, int | None]], config: Config, identity: str, reporter: FlightReporter, max_jobs: int | None
+) -> FlightWorker:
+    return FlightWorker(
+        queues, concurrency=reporter.concurrency, config=config, identity=identity, reporter=reporter, max_jobs=max_jobs
+    )

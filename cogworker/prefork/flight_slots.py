@@ -59,7 +59,7 @@ class FlightSlots:
 
     def reset(self, index: int) -> None:
         start = self._offset(index, 0)
-        self.mm[start:start + self.per_child * SIZE] = bytes(self.per_child * SIZE)
+        self.mm[start : start + self.per_child * SIZE] = bytes(self.per_child * SIZE)
 
     def read(self, index: int) -> tuple[list[Flight], bool]:
         """The child's jobs in flight (RUNNING or ACK_DUE), and whether an entry was torn
@@ -106,14 +106,22 @@ class FlightWriter:
         self.used: dict[bytes, int] = {}  # the job as fetched -> its entry
         self.seqs = [0] * flights.per_child
 
-    def running(self, key: bytes, jid: str, deadline: float | None, started_at: float, job_class: str,
-                queue: str) -> None:
+    def running(
+        self, key: bytes, jid: str, deadline: float | None, started_at: float, job_class: str, queue: str
+    ) -> None:
         raw = jid.encode()
         entry = self.free.pop()
         self.used[key] = entry
         # A jid too long to hold is written empty: the master then counts every job (unknown).
-        self._write(entry, RUNNING, raw if len(raw) <= 64 else b"", deadline or 0.0, started_at,
-                    job_class.encode()[:64], queue.encode()[:48])
+        self._write(
+            entry,
+            RUNNING,
+            raw if len(raw) <= 64 else b"",
+            deadline or 0.0,
+            started_at,
+            job_class.encode()[:64],
+            queue.encode()[:48],
+        )
 
     def ack_due(self, key: bytes) -> None:
         entry = self.used.get(key)
@@ -136,8 +144,9 @@ class FlightWriter:
     def in_flight(self) -> int:
         return len(self.used)
 
-    def _write(self, entry: int, state: int, jid: bytes, deadline: float, started_at: float, cls: bytes,
-               queue: bytes) -> None:
+    def _write(
+        self, entry: int, state: int, jid: bytes, deadline: float, started_at: float, cls: bytes, queue: bytes
+    ) -> None:
         offset = self.flights._offset(self.index, entry)
         self._begin(entry, offset)
         _BODY.pack_into(self.mm, offset + _SEQ.size, state, jid, deadline, started_at, cls, queue)

@@ -13,8 +13,15 @@ import signal
 from collections import deque
 from typing import Any
 
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGHUP,
-             signal.SIGCHLD)
+FORWARDED = (
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGTSTP,
+    signal.SIGTTIN,
+    signal.SIGTTOU,
+    signal.SIGHUP,
+    signal.SIGCHLD,
+)
 STOPS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -33,6 +40,9 @@ class SignalInbox:
         signal.set_wakeup_fd(wfd)
         for sig in FORWARDED:
             signal.signal(sig, self._record)
+        # A reload re-executes with these blocked (prefork/cli.py): what arrived since is
+        # delivered now, to these handlers.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
 
     def _record(self, signum: int, frame: Any) -> None:
         self.pending.append(signum)

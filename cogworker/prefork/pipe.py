@@ -7,10 +7,10 @@ Redis, so a child's death can be settled exactly:
 - ``("pending", jid, how)``: a settlement the child could not make: a ``fate`` decision
   (an ack, or a failure record to file) as ``Decision.to_wire()`` gives it;
 - ``("settled", jid)``: a pending settlement went through;
-- ``("stats", snapshot)``: batched counters, at most once a second (the master takes
+- ``("stats", snapshot)``: counters gathered, at most once a second (the master takes
   the processed/failed totals from the child's slot instead, which survive its death);
 - ``("metrics", snapshot)``: with ``--metrics-port``, the job counts and durations the
-  child counted since its last batch (``jobmetrics``), sent right after its stats and
+  child counted since its last delta (``jobmetrics``), sent right after its stats and
   by its watchdog thread at most once a second.
 
 What a child runs now (started; finished, with its ack due or not) is not sent: it is
@@ -59,7 +59,7 @@ class PipeReporter(Reporter):
         self.slot = slot
         self.siblings = siblings  # None: no look-ahead
         self.orphaned = False
-        # The watchdog thread sends the metrics batch too: one message at a time on the pipe.
+        # The watchdog thread sends the metrics delta too: one message at a time on the pipe.
         self.send_lock = threading.Lock()
 
     def _send(self, message: Message) -> bool:
@@ -74,7 +74,7 @@ class PipeReporter(Reporter):
             return False
 
     def ship_metrics(self) -> None:
-        """The job counts since the last batch (``jobmetrics``), if any: from the stats
+        """The job counts since the last delta (``jobmetrics``), if any: from the stats
         flush, and from the watchdog once a second (so a long job, or a kill, holds back
         at most a second of them)."""
         counted = jobmetrics.take()  # None unless --metrics-port
@@ -87,14 +87,11 @@ class PipeReporter(Reporter):
     def started(self, work: Any, payload: dict[str, Any]) -> None:
         self.slot.write(RUNNING, payload["jid"], deadline_of(payload), time.time(), payload["class"], work.queue)
 
-    def finished(self, work: Any, outcome: fate.Outcome) -> None:
-        # Succeeded: its ack is due; Raised: it ran and failed (filed, or being filed as an
-        # interruption); anything else: it never ran. Counted in the slot, where the master
-        # reads it even if this process is killed before its stats batch goes out.
-        # Cancelled: its drop is due as an ack would be (its entry is already off the list).
-        succeeded = isinstance(outcome, fate.Succeeded)
-        self.slot.finished(ack_due=succeeded or isinstance(outcome, fate.Cancelled),
-                           ran=True if succeeded else False if isinstance(outcome, fate.Raised) else None)
+    def finished(self, work: Any, decision: fate.Decision) -> None:
+        # As the decision has it: whether its ack is due (a death drops the entry, never
+        # requeues it) and what the run counts as, in the slot, where the master reads it
+        # even if this process is killed before its stats go out.
+        self.slot.finished(ack_due=decision.ack_due, ran=decision.ran)
 
     def may_look_ahead(self) -> bool:
         return self.siblings is not None and not self.orphaned and not self.siblings.any_waiting()
@@ -161,6 +158,6 @@ class TitledReporter(PipeReporter):
         super().started(work, payload)
         self.title(f"busy {payload['class']} jid={payload['jid']}")
 
-    def finished(self, work: Any, outcome: Any) -> None:
-        super().finished(work, outcome)
+    def finished(self, work: Any, decision: fate.Decision) -> None:
+        super().finished(work, decision)
         self.title("idle")

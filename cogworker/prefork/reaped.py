@@ -10,7 +10,7 @@ from typing import Any
 
 from ..config import Config, logger
 from ..core import fate, settlement
-from ..core.fate import Complete, Decision, Drop, File
+from ..core.fate import Decision, File
 from ..core.inprogress import InProgressList, jid_of
 from ..core.payload import default_backoff
 from ..core.registry import registry
@@ -29,31 +29,35 @@ class Reaped:
     # line), or for every job (True) if that is unknown; False: none
     count_orphanings: bool | str
     stats: list[tuple[str, float]] = field(default_factory=list)  # (class, ms) failures to count
+    # The jobs it was running when the master killed it (a shutdown's deadline, a second
+    # TERM, a stop it ignored): requeued uncounted, each with a history entry.
+    killed: list[str] = field(default_factory=list)
 
 
-def reap(running: dict[str, Any] | list[dict[str, Any]] | None, acks: set[str], owes: dict[str, Decision],
-         torn: bool, stop_reason: str | None, crashed: bool, now: float | None = None) -> Reaped:
+def reap(
+    running: dict[str, Any] | list[dict[str, Any]] | None,
+    acks: set[str],
+    owes: dict[str, Decision],
+    torn: bool,
+    stop_reason: str | None,
+    crashed: bool,
+    now: float | None = None,
+) -> Reaped:
     """A dead child's record -> its decisions. ``running``: the job its slot said it ran
     (or, ``--concurrency`` above 1, every job it had in flight); ``acks``: jids that ran,
     their ack due or riding on a fetch; ``owes``: what it told the master it still owed;
     ``torn``: it died mid-write of its record (what it ran is unknown); ``crashed``: it
     died on its own (not stopped or killed by the master)."""
-    # A workflow job's owed completion carries its result and callbacks: applied, never dropped.
-    decisions: dict[str, Decision] = {jid: how for jid, how in owes.items() if isinstance(how, (File, Complete))}
-    for jid, how in owes.items():
-        if isinstance(how, (fate.Ack, Drop)):
-            decisions[jid] = fate.DROP
-    for jid in acks:
-        if not isinstance(decisions.get(jid), Complete):
-            decisions[jid] = fate.DROP
+    decisions = fate.owed_by_dead(owes, acks)
     jobs = running if isinstance(running, list) else [running] if running else []
     timed_out: list[dict[str, Any]] = []
     if stop_reason == "timeout":
         # The job(s) it was killed for: past their deadline and its grace. The others
         # it had in flight are requeued, uncounted (killed by us, not by themselves).
         at = time.time() if now is None else now
-        timed_out = [job for job in jobs if len(jobs) == 1
-                     or (job.get("deadline") and at > job["deadline"] + TIMEOUT_GRACE)]
+        timed_out = [
+            job for job in jobs if len(jobs) == 1 or (job.get("deadline") and at > job["deadline"] + TIMEOUT_GRACE)
+        ]
     # Only a job it ran can have killed it: a job fetched but not started never did. If
     # which jobs those were is unknown, every job counts (none escapes the limit).
     count: bool | str = False
@@ -61,7 +65,8 @@ def reap(running: dict[str, Any] | list[dict[str, Any]] | None, acks: set[str], 
         count = True
     elif crashed and jobs:
         count = "\n".join(job["jid"] for job in jobs)
-    return Reaped(decisions, timed_out, count)
+    killed = [job["jid"] for job in jobs if job.get("jid")] if stop_reason == "killed" else []
+    return Reaped(decisions, timed_out, count, killed=killed)
 
 
 def timed_out_decision(config: Config, raw: bytes, running: dict[str, Any]) -> File | None:
@@ -69,13 +74,12 @@ def timed_out_decision(config: Config, raw: bytes, running: dict[str, Any]) -> F
     payload, _ = fate.parse_payload(raw)
     if payload is None:
         return None
-    error = JobTimeout(f"killed {TIMEOUT_GRACE:g}s after its timeout "
-                       f"({payload.get('timeout')}s); it ignored JobTimeout")
+    error = JobTimeout(
+        f"killed {TIMEOUT_GRACE:g}s after its timeout ({payload.get('timeout')}s); it ignored JobTimeout"
+    )
     job = registry.get(payload["class"])
     backoff = job.backoff_for if job is not None else default_backoff
-    decision = fate.decide(config, payload, fate.TimedOut(error, backoff))
-    assert isinstance(decision, File)
-    return decision
+    return fate.timed_out(config, payload, error, backoff)
 
 
 def apply(config: Config, identity: str, owed: Reaped, listed: list[bytes]) -> tuple[list[bytes], list[bytes]]:
@@ -95,41 +99,31 @@ def apply(config: Config, identity: str, owed: Reaped, listed: list[bytes]) -> t
     lst = InProgressList(config, identity, beats=False)
     keep: list[bytes] = []
     for jid, decision in list(owed.decisions.items()):
+        if fate.dropped(decision):  # the requeue script drops it: that is the ack
+            continue
         raw = by_jid.get(jid)
-        if isinstance(decision, File):
-            if raw is not None and not _file(lst, raw, decision, jid):
-                keep.append(raw)
-            del owed.decisions[jid]
-        elif isinstance(decision, Complete):
-            if raw is not None and not _complete(lst, raw, decision, jid):
-                keep.append(raw)
-            del owed.decisions[jid]
-    drop = [by_jid[jid] for jid, how in owed.decisions.items() if isinstance(how, Drop) and jid in by_jid]
+        if raw is not None and not _write(lst, raw, decision, jid):
+            keep.append(raw)
+        del owed.decisions[jid]
+    drop = [by_jid[jid] for jid in owed.decisions if jid in by_jid]
     return drop, keep
 
 
-def _file(lst: InProgressList, raw: bytes, decision: File, jid: str) -> bool:
-    """Filed, or parked in unsettled if it can't be (never re-run); False: neither."""
+def _write(lst: InProgressList, raw: bytes, decision: Decision, jid: str) -> bool:
+    """Written through the settle table; a filing Redis refuses is parked in unsettled
+    instead (never re-run), a completion stays listed. False: neither worked."""
     from .. import store
 
     try:
         settlement.apply(lst, raw, decision)
         return True
     except store.ResponseError as exc:
+        instead = fate.refused(decision)
+        if instead is None:
+            logger.error("master: couldn't settle the workflow of jid=%s (%s); left listed", jid, exc)
+            return False
         logger.error("master: couldn't file jid=%s (%s); parking it in unsettled", jid, exc)
     try:
-        return settlement.apply(lst, raw, fate.Park(decision.record()))
+        return settlement.apply(lst, raw, instead)
     except store.ResponseError:
-        return False
-
-
-def _complete(lst: InProgressList, raw: bytes, decision: Complete, jid: str) -> bool:
-    """A dead child's owed completion, written for it; False: Redis refused it (kept listed)."""
-    from .. import store
-
-    try:
-        settlement.apply(lst, raw, decision)
-        return True
-    except store.ResponseError as exc:
-        logger.error("master: couldn't settle the workflow of jid=%s (%s); left listed", jid, exc)
         return False

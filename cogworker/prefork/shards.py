@@ -47,10 +47,12 @@ def plan(queues: list[tuple[str, int | None]], config: Config, child_config: Con
         raise ConfigurationError(
             f"--procs {procs}: the queues are in {len(groups)} cluster shards ({', '.join(n for n, _ in groups)}), "
             f"and each shard needs a child of its own (queue layout): give --procs {len(groups)} or more, or "
-            "group queues into shards with COGWORKER_CLUSTER_SHARDS")
-    return [Shard(i, name, qs, config.shard_named(name), child_config.shard_named(name),
-                  float(sum(w or 1 for _, w in qs)))
-            for i, (name, qs) in enumerate(groups)]
+            "group queues into shards with COGWORKER_CLUSTER_SHARDS"
+        )
+    return [
+        Shard(i, name, qs, config.shard_named(name), child_config.shard_named(name), float(sum(w or 1 for _, w in qs)))
+        for i, (name, qs) in enumerate(groups)
+    ]
 
 
 def next_shard(shards: list[Shard], working: Iterable[int]) -> Shard:

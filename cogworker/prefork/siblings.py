@@ -6,7 +6,7 @@ sibling has nothing to do, so:
 
 - a child doesn't look ahead while a sibling waits on empty queues;
 - a child that finds its queues empty takes a sibling's looked-ahead job that hasn't
-  started (any of a batch's: the newest, one per take), under that sibling's lock
+  started (any of a look-ahead's: the newest, one per take), under that sibling's lock
   (``take``); the master returns all of them to their queues the same way when the child
   is stopping (``with_looked_ahead``);
 - the owner claims each job under its own lock before starting it (``claim_next``).
@@ -49,8 +49,11 @@ class Siblings:
         self.index = slot.index
 
     def any_waiting(self) -> bool:
-        return any(self.slots.state_hint(i) == WAITING for i in range(self.slots.high())
-                   if i != self.index and self.slots.same_shard(i, self.index))
+        return any(
+            self.slots.state_hint(i) == WAITING
+            for i in range(self.slots.high())
+            if i != self.index and self.slots.same_shard(i, self.index)
+        )
 
     def claim(self, work: Work | None, fetcher: Fetcher) -> Work | None:
         """``work``, fetched ahead alone, if it is still ours to start; None if it was
@@ -86,9 +89,13 @@ class Siblings:
             left = fetcher.claim_ahead(self.slot.ahead_number, self.slot.started)
         except store.RedisError as exc:
             left = 0
-            logger.warning("%d job(s) fetched ahead: couldn't tell whether a sibling took them (%s: %s); "
-                           "not starting them (they are requeued from whichever list holds them)",
-                           len(held), type(exc).__name__, exc)
+            logger.warning(
+                "%d job(s) fetched ahead: couldn't tell whether a sibling took them (%s: %s); "
+                "not starting them (they are requeued from whichever list holds them)",
+                len(held),
+                type(exc).__name__,
+                exc,
+            )
         while len(held) > max(left, 0):
             # Routine (an idle sibling took the job, as designed): not for the INFO log.
             logger.debug("jid=%s fetched ahead was taken over; not starting it", held.pop().jid())
@@ -128,7 +135,7 @@ def with_looked_ahead(slots: Slots, index: int, act: Callable[[SlotState], bool]
         state = slots.read(index)  # again, under the lock: the owner may have claimed it
         if state is None or not state.ahead or state.identity != hint.identity:
             return False
-        before = slots.taken(index)  # TAKEN: more of a batch may be left; Redis counts
+        before = slots.taken(index)  # TAKEN: more of a look-ahead may be left; Redis counts
         slots.set_taken(index, TRYING)  # before the script: it may run even if we never hear back
         if act(state):
             slots.set_taken(index, TAKEN)

@@ -3,12 +3,12 @@
 The child writes its slot at every job start and end; the master reads it when it needs
 to (heartbeat, hard timeouts, a child's death). Unlike a pipe message, a write costs no
 system call and wakes nobody: per-job reporting stays off the hot path. The pipe
-carries only the rare events (ready, pending and settled settlements, batched stats).
+carries only the rare events (ready, pending and settled settlements, gathered stats).
 
 Each slot also counts the jobs its child processed and failed, bumped at each job's end
 in the same write: the master adds what changed to ``stats:processed``/``:failed`` at
 each stats flush and once more when it reaps the child, so a killed child's counts are
-not lost with the batch it had not sent yet.
+not lost with the stats it had not sent yet.
 
 Each slot is a seqlock: the child makes the sequence odd, writes, makes it even. A
 reader that sees an odd or changed sequence got a torn record; after a child's death
@@ -19,9 +19,9 @@ Look-ahead (a child fetching its next job while one runs) adds two things here:
 - ``ahead``: the child has a look-ahead fetch out whose job it has not started, and
   ``ack_jid``, the finished job whose ack rides on that fetch. A dying child's master
   drops ``ack_jid`` and counts an orphaning for the running job only.
-- ``started``: how many jobs of that fetch the child started (a batch fetch brings up
-  to 32, docs/architecture.md#batch): the ones not started are the top of its list; and
-  ``acks``: finished jobs of the batch whose ack waits for the next fetch (or rides on
+- ``started``: how many jobs of that fetch the child started (a look-ahead fetch brings up
+  to 32, docs/architecture.md#lookahead-k): the ones not started are the top of its list; and
+  ``acks``: finished jobs of the look-ahead whose ack waits for the next fetch (or rides on
   it), which a dying child's master drops as well.
 - a lock and a "taken" flag per child, so that a sibling that runs out of work can take
   that not-yet-started job (``take``) instead of idling while it waits behind a long
@@ -59,14 +59,14 @@ _AHEAD_OFFSET = _SEQ.size + 1 + 64
 _TAIL_OFFSET = _AHEAD_OFFSET + _AHEAD.size
 _COUNTS = struct.Struct("=QQ")  # processed, failed: cumulative, this child's
 _COUNTS_OFFSET = 432  # after the body, 8-aligned
-MAX_ACKS = 32  # a batch's acks due (up to K - 1) and riding (up to K), K <= Depth.MAX = 32
-_BATCH = struct.Struct("=QQ")  # started (of the look-ahead fetch's jobs), how many acks follow
-_BATCH_OFFSET = 448
+MAX_ACKS = 32  # a look-ahead's acks due (up to K - 1) and riding (up to K), K <= Depth.MAX = 32
+_HELD = struct.Struct("=QQ")  # started (of the look-ahead fetch's jobs), how many acks follow
+_HELD_OFFSET = 448
 _ACKS = struct.Struct("=" + "64s" * MAX_ACKS)
 _JID = struct.Struct("=64s")  # one of them
-_ACKS_OFFSET = _BATCH_OFFSET + _BATCH.size
+_ACKS_OFFSET = _HELD_OFFSET + _HELD.size
 SIZE = 2560  # a multiple of 64: each slot on its own cache lines, seq aligned
-assert _SEQ.size + _BODY.size <= _COUNTS_OFFSET and _COUNTS_OFFSET + _COUNTS.size <= _BATCH_OFFSET
+assert _SEQ.size + _BODY.size <= _COUNTS_OFFSET and _COUNTS_OFFSET + _COUNTS.size <= _HELD_OFFSET
 assert _ACKS_OFFSET + _ACKS.size <= SIZE and _HEAD.size + _AHEAD.size + _TAIL.size == _BODY.size
 _HIGH = struct.Struct("=I")  # after the slots and the flags: how many slots are in use
 # After that, 8-aligned: when the master's last beat went out (heartbeat.clock()), then one
@@ -90,7 +90,7 @@ class SlotState:
     processed: int = 0
     failed: int = 0
     started: int = 0  # of the look-ahead fetch's jobs
-    acks: tuple[str, ...] = ()  # a batch's finished jobs, their acks due or riding
+    acks: tuple[str, ...] = ()  # a look-ahead's finished jobs, their acks due or riding
 
 
 def _text(raw: bytes) -> str:
@@ -125,7 +125,7 @@ class Slots:
         _SEQ.pack_into(self.mm, index * SIZE, 0)
         _BODY.pack_into(self.mm, index * SIZE + _SEQ.size, IDLE, b"", b"", 0, 0.0, 0.0, b"", b"", b"")
         _COUNTS.pack_into(self.mm, index * SIZE + _COUNTS_OFFSET, 0, 0)
-        _BATCH.pack_into(self.mm, index * SIZE + _BATCH_OFFSET, 0, 0)
+        _HELD.pack_into(self.mm, index * SIZE + _HELD_OFFSET, 0, 0)
         self.mm[self.count * SIZE + index] = 0
         self.mm[self._fenced_at + index] = 0
         _CANCEL.pack_into(self.mm, self._cancel_at + index * _CANCEL.size, b"")
@@ -152,19 +152,32 @@ class Slots:
         for _ in range(3):
             seq = _SEQ.unpack_from(self.mm, offset)[0]
             state, jid, ack_jid, ahead, deadline, started_at, cls, queue, identity = _BODY.unpack_from(
-                self.mm, offset + _SEQ.size)
+                self.mm, offset + _SEQ.size
+            )
             processed, failed = _COUNTS.unpack_from(self.mm, offset + _COUNTS_OFFSET)
-            started, count = _BATCH.unpack_from(self.mm, offset + _BATCH_OFFSET)
-            acks = _ACKS.unpack_from(self.mm, offset + _ACKS_OFFSET)[:min(count, MAX_ACKS)] if count else ()
+            started, count = _HELD.unpack_from(self.mm, offset + _HELD_OFFSET)
+            acks = _ACKS.unpack_from(self.mm, offset + _ACKS_OFFSET)[: min(count, MAX_ACKS)] if count else ()
             if seq % 2 == 0 and _SEQ.unpack_from(self.mm, offset)[0] == seq:
-                return SlotState(state, _text(jid), _text(ack_jid), ahead, deadline or None, started_at,
-                                 _text(cls), _text(queue), _text(identity), processed, failed, started,
-                                 tuple(_text(a) for a in acks))
+                return SlotState(
+                    state,
+                    _text(jid),
+                    _text(ack_jid),
+                    ahead,
+                    deadline or None,
+                    started_at,
+                    _text(cls),
+                    _text(queue),
+                    _text(identity),
+                    processed,
+                    failed,
+                    started,
+                    tuple(_text(a) for a in acks),
+                )
         return None
 
     def salvage(self, index: int) -> tuple[str, ...]:
         """The jobs a child that died mid-write of its slot had run, its acks not yet
-        landed: the ack riding on its look-ahead fetch and the batch's acks listed. Read
+        landed: the ack riding on its look-ahead fetch and the look-ahead's acks listed. Read
         without the sequence check, and still right after any interrupted write: an ack is
         written before the count that lists it (``ack_held``, ``acks``), the count is one
         8-byte store, and a write leaves alone the fields it doesn't change (``write``
@@ -173,7 +186,7 @@ class Slots:
         write that listed it was cut; those may run again."""
         offset = index * SIZE
         ack_jid = _AHEAD.unpack_from(self.mm, offset + _AHEAD_OFFSET)[0]
-        count = min(_BATCH.unpack_from(self.mm, offset + _BATCH_OFFSET)[1], MAX_ACKS)
+        count = min(_HELD.unpack_from(self.mm, offset + _HELD_OFFSET)[1], MAX_ACKS)
         acks = _ACKS.unpack_from(self.mm, offset + _ACKS_OFFSET)[:count]
         return tuple(jid for jid in (_text(ack_jid), *(_text(a) for a in acks)) if jid)
 
@@ -246,26 +259,40 @@ class SlotWriter:
         self.processed, self.failed = _COUNTS.unpack_from(self.mm, self.offset + _COUNTS_OFFSET)
         # A mirror of what only this writer writes (per job, kept here rather than read back):
         # the acks listed.
-        self.acks_count = int(_BATCH.unpack_from(self.mm, self.offset + _BATCH_OFFSET)[1])
-        # The sequence number, and the batch's started and acks counts, as 8-byte items (the
+        self.acks_count = int(_HELD.unpack_from(self.mm, self.offset + _HELD_OFFSET)[1])
+        # The sequence number, and the look-ahead's started and acks counts, as 8-byte items (the
         # slot is 8-aligned): each one store, cheaper than a pack_into and never seen blank.
         self._seqs = memoryview(self.mm).cast("Q")
         self._seq_at = self.offset // _SEQ.size
-        self._started_at = (self.offset + _BATCH_OFFSET) // 8
+        self._started_at = (self.offset + _HELD_OFFSET) // 8
         self._count_at = self._started_at + 1
 
     def begin(self, identity: str) -> None:
         self.identity = identity.encode()[:96]
         self.write(IDLE)
 
-    def write(self, state: int, jid: str = "", deadline: float | None = None, started_at: float = 0.0,
-              job_class: str = "", queue: str = "") -> None:
+    def write(
+        self,
+        state: int,
+        jid: str = "",
+        deadline: float | None = None,
+        started_at: float = 0.0,
+        job_class: str = "",
+        queue: str = "",
+    ) -> None:
         """A job starts (RUNNING), or the child has none (IDLE, WAITING); keeps ``ahead``
         and ``ack_jid`` (not written: see ``Slots.salvage``)."""
         self._begin()
         _HEAD.pack_into(self.mm, self.offset + _SEQ.size, state, _jid(jid))
-        _TAIL.pack_into(self.mm, self.offset + _TAIL_OFFSET, deadline or 0.0, started_at,
-                        job_class.encode()[:120], queue.encode()[:48], self.identity)
+        _TAIL.pack_into(
+            self.mm,
+            self.offset + _TAIL_OFFSET,
+            deadline or 0.0,
+            started_at,
+            job_class.encode()[:120],
+            queue.encode()[:48],
+            self.identity,
+        )
         self._end()
 
     def finished(self, ack_due: bool, ran: bool | None = None) -> None:
@@ -309,21 +336,22 @@ class SlotWriter:
         self._end()
 
     def acks(self, jids: list[str]) -> None:
-        """The batch's finished jobs whose acks are due or riding (``came_back`` clears them)."""
+        """The look-ahead's finished jobs whose acks are due or riding (``came_back`` clears them)."""
         jids = jids[:MAX_ACKS]
         self._begin()
         # Unlisted first: a child killed mid-way leaves no count over entries being replaced.
         self._seqs[self._count_at] = 0
-        _ACKS.pack_into(self.mm, self.offset + _ACKS_OFFSET, *(_jid(j) for j in jids),
-                        *([b""] * (MAX_ACKS - len(jids))))
+        _ACKS.pack_into(
+            self.mm, self.offset + _ACKS_OFFSET, *(_jid(j) for j in jids), *([b""] * (MAX_ACKS - len(jids)))
+        )
         self.acks_count = len(jids)
         self._seqs[self._count_at] = len(jids)
         self._end()
 
     def ack_held(self, jid: str | None) -> None:
-        """One more finished job of the batch whose ack is due: ``acks`` with it appended.
+        """One more finished job of the look-ahead whose ack is due: ``acks`` with it appended.
         Written alone (the entries before it are in place), not the whole list again: a
-        batch of K would rewrite K^2/2 jids (docs/architecture.md#batch)."""
+        look-ahead of K would rewrite K^2/2 jids (docs/architecture.md#lookahead-k)."""
         count = self.acks_count
         if count >= MAX_ACKS:
             return  # as ``acks``: the first MAX_ACKS are listed

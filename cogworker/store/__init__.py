@@ -1,8 +1,9 @@
 """The Redis seam: the only package that imports redis-py (docs/architecture.md#store).
 
 Everything above asks it: ``connection`` opens clients (``Config.redis()`` is built on
-it), ``lua`` runs the scripts (each call names the keys it touches), ``pipes`` sends
-commands together on one pooled connection (the single enqueue), ``wire`` packs the hot
+it), ``lua`` runs the scripts (for ``cogworker.transitions`` only, which names each call's
+keys), ``pipes`` sends commands together on one pooled connection (the single enqueue),
+``wire`` packs the hot
 path's commands, ``errors`` says what an error reply means and ``guard`` is the one policy
 around Redis work (``Outage``, ``handle``, ``best_effort``, ``Breaker``).
 
@@ -47,6 +48,14 @@ def pipeline(client: Client | AsyncClient, transaction: bool = False) -> Pipelin
     return client.pipeline(transaction=transaction)
 
 
+def forget_scripts() -> None:
+    """Drops the Lua scripts the runner keeps per client (a new config means new clients).
+    Only ``cogworker.transitions`` runs scripts; this only forgets them."""
+    from . import lua
+
+    lua.reset()
+
+
 __all__ = [
     "AsyncClient",
     "Client",
@@ -59,5 +68,6 @@ __all__ = [
     "ResponseError",
     "TimeoutError",
     "WatchError",
+    "forget_scripts",
     "pipeline",
 ]

@@ -10,7 +10,7 @@ it knows and learns every node, so a dead seed doesn't matter. Everything above 
 write on the same connection, the blocking wake read) works on that connection as on one
 Redis. What a cluster says back:
 
-- ``MOVED`` (the slot has a new master: after a failover or a reshard) and ``CLUSTERDOWN``
+- ``MOVED`` (the slot has a new master: after a failover or a slot migration) and ``CLUSTERDOWN``
   (no master for it yet): raised as ``SlotMoved``, a ``ConnectionError``, with the slot map
   patched from the reply (as redis-py's cluster client does) or marked stale: the
   connection is dropped and the command sent once more on a new one, to the new master
@@ -127,8 +127,9 @@ class Locator:
                 node = self._cluster.nodes_manager.get_node_from_slot(self.slot)
             except redis.RedisError as exc:  # no node answers, or none serves the slot yet
                 self.stale = True
-                raise redis.ConnectionError(f"no Redis Cluster master for slot {self.slot} "
-                                            f"({type(exc).__name__})") from None
+                raise redis.ConnectionError(
+                    f"no Redis Cluster master for slot {self.slot} ({type(exc).__name__})"
+                ) from None
             self.stale = False
             return str(node.host), int(node.port)
 
@@ -188,7 +189,7 @@ def _sync_class(base: Any) -> type:
 def _async_class(base: Any) -> type:
     async def _connect(self: Any) -> Any:
         # The slot map is read with the sync client, only when a connection opens (a
-        # failover or a reshard), in a thread: the loop goes on meanwhile.
+        # failover or a slot migration), in a thread: the loop goes on meanwhile.
         self.host, self.port = await asyncio.to_thread(self.locator.address)
         try:
             return await base._connect(self)

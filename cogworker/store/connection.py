@@ -9,6 +9,7 @@ serving the namespace's slot (store/cluster.py). ``wait_replicas``
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -20,9 +21,14 @@ if TYPE_CHECKING:
     import redis.asyncio
 
 
-def connect(url: str, socket_timeout: float, socket_connect_timeout: float,
-            need: replication.Need | None = None, cluster: bool | None = None,
-            namespace: str = "cogworker") -> redis.Redis:
+def connect(
+    url: str,
+    socket_timeout: float,
+    socket_connect_timeout: float,
+    need: replication.Need | None = None,
+    cluster: bool | None = None,
+    namespace: str = "cogworker",
+) -> redis.Redis:
     """A client for ``url`` (bytes in, bytes out: raw payloads must round-trip exactly);
     ``need``: every write of ours through it waits for that many replicas; ``cluster``:
     whether ``url`` names a Redis Cluster node (None: ask it), whose client then serves
@@ -38,9 +44,14 @@ def connect(url: str, socket_timeout: float, socket_connect_timeout: float,
     return client
 
 
-def connect_async(url: str, socket_timeout: float, socket_connect_timeout: float,
-                  need: replication.Need | None = None, cluster: bool | None = None,
-                  namespace: str = "cogworker") -> redis.asyncio.Redis:
+def connect_async(
+    url: str,
+    socket_timeout: float,
+    socket_connect_timeout: float,
+    need: replication.Need | None = None,
+    cluster: bool | None = None,
+    namespace: str = "cogworker",
+) -> redis.asyncio.Redis:
     """The same on ``redis.asyncio``: a client belongs to the event loop it first runs on."""
     import redis.asyncio  # only asyncio code pays for importing it
 
@@ -67,8 +78,13 @@ def is_cluster(url: str, timeout: float = 2.0, cluster: bool | None = None) -> b
 
 
 def _options(socket_timeout: float, socket_connect_timeout: float) -> dict[str, Any]:
-    return {"socket_timeout": socket_timeout, "socket_connect_timeout": socket_connect_timeout,
-            "health_check_interval": 0, "retry_on_timeout": False, **client_options()}
+    return {
+        "socket_timeout": socket_timeout,
+        "socket_connect_timeout": socket_connect_timeout,
+        "health_check_interval": 0,
+        "retry_on_timeout": False,
+        **client_options(),
+    }
 
 
 def client_options() -> dict[str, Any]:
@@ -81,3 +97,23 @@ def client_options() -> dict[str, Any]:
     except ImportError:  # redis-py before 7: it never asks
         return {}
     return {"maint_notifications_config": MaintNotificationsConfig(enabled=False)}
+
+
+_UNKNOWN_KEYWORD = re.compile(r"unexpected keyword argument '([^']+)'")
+
+
+def url_problem(url: str) -> str | None:
+    """What redis-py would refuse in a plain (not Sentinel) ``url`` only once it makes a
+    connection, found now, without connecting: a query parameter it doesn't know
+    (``?foo=1``: a TypeError from the connection class), a value it can't read
+    (``?socket_timeout=abc``, ``?ssl_cert_reqs=none?x=1``: a second ``?`` glued to a value);
+    None if there is nothing. The message holds no part of the URL but the parameter."""
+    try:
+        pool = redis.ConnectionPool.from_url(url, **client_options())
+        pool.connection_class(**pool.connection_kwargs)  # the constructor checks; connect() isn't called
+    except TypeError as exc:
+        unknown = _UNKNOWN_KEYWORD.search(str(exc))
+        return f"unknown parameter {unknown.group(1)!r}" if unknown else "a parameter redis-py can't take"
+    except (ValueError, redis.RedisError) as exc:
+        return str(exc).rstrip(".")
+    return None

@@ -7,7 +7,8 @@ Three replies look alike (a ``ResponseError``) but call for different handling:
   connections must be dropped: after a failover the same address may lead to the new
   primary once reconnected.
 - (not a reply) ``NotReplicated``: fewer replicas than ``wait_replicas`` took a write in
-  time (store/replication.py). An outage too: it is a ``ConnectionError``.
+  time (store/replication.py); ``NotFsynced``: with ``durability="aof"``, Redis did not
+  fsync a write in time. Outages too: each is a ``ConnectionError``.
 - ASK, TRYAGAIN (Redis Cluster: the namespace's slot is being moved to another master),
   MOVED and CLUSTERDOWN (raised as ``cluster.SlotMoved``, a ``ConnectionError``: the slot
   has a new master, or none yet, as in a failover): an outage, retried when the move or
@@ -18,18 +19,20 @@ Three replies look alike (a ``ResponseError``) but call for different handling:
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import redis
 
+from ..errors import RedisUnavailable
 from .cluster import SlotMoved
-from .replication import NotReplicated
+from .replication import NotFsynced, NotReplicated
 
 
 class Connected(Protocol):
     """What owns this process's client (``Config``): the seam never imports the settings."""
 
     def redis(self) -> redis.Redis: ...
+
 
 OOM, READONLY, MOVING, WRONGTYPE, OTHER = "oom", "readonly", "moving", "wrongtype", "other"
 
@@ -80,13 +83,17 @@ def describe(error: BaseException) -> str:
     if kind == READONLY:
         return "Redis is read-only (READONLY: a replica now, after a failover?); reconnecting"
     if isinstance(error, redis.exceptions.MovedError):  # never our slot's: cluster.SlotMoved is
-        return (f"Redis Cluster answered MOVED ({error}): a key outside the namespace's slot, or a client not "
-                "in cluster mode (was the cluster unreachable when this process started? set "
-                "COGWORKER_REDIS_CLUSTER=1)")
+        return (
+            f"Redis Cluster answered MOVED ({error}): a key outside the namespace's slot, or a client not "
+            "in cluster mode (was the cluster unreachable when this process started? set "
+            "COGWORKER_REDIS_CLUSTER=1)"
+        )
     if kind == MOVING:
         return f"Redis Cluster is moving the namespace's slot ({error}); waiting for the move to end"
     if isinstance(error, SlotMoved):
         return f"{error}"
+    if isinstance(error, NotFsynced):
+        return f"Redis has not fsynced our writes (NotFsynced: {error}); nothing is started or settled meanwhile"
     if isinstance(error, NotReplicated):
         return f"Redis's replicas are behind (NotReplicated: {error}); nothing is started or settled meanwhile"
     return f"Redis unavailable ({type(error).__name__}: {error})"
@@ -113,3 +120,30 @@ def reconnect_if_readonly(config: Connected, error: BaseException) -> bool:
         return False
     config.redis().connection_pool.disconnect()
     return True
+
+
+class Unreachable(RedisUnavailable, redis.ConnectionError):
+    """``RedisUnavailable`` as raised: also redis-py's ``ConnectionError``, so code that
+    caught the bare redis-py error around an enqueue still catches it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        # The built-in's __init__ ends the chain: redis-py's (its repr reads these) never runs.
+        kinds: Any = getattr(redis.exceptions, "ExceptionType", None)
+        if kinds is not None:
+            self.error_type = kinds.NETWORK
+        self.status_code = None
+
+
+def unreachable(what: str, shown_url: str, error: BaseException) -> BaseException:
+    """What an enqueue raises for ``error``: an unreachable server (a refused or timed-out
+    connection) as one line, ``can't enqueue app.jobs.add: Redis at redis://... is
+    unreachable (ConnectionError: ...)`` (``shown_url``: redacted by the caller), chained to ``error``; any
+    other error (ours, a cluster's moved slot, a replica lag) as it was."""
+    if isinstance(error, (RedisUnavailable, SlotMoved, NotFsynced, NotReplicated)):
+        return error
+    if not isinstance(error, (redis.ConnectionError, redis.TimeoutError)):
+        return error
+    found = Unreachable(f"can't enqueue {what}: Redis at {shown_url} is unreachable ({type(error).__name__}: {error})")
+    found.__cause__ = error
+    return found

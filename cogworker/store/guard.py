@@ -16,6 +16,7 @@ history, locks, logs): whatever they raise is logged and never changes the fate.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -30,7 +31,15 @@ logger = logging.getLogger("cogworker")  # the package's one logger (config.logg
 T = TypeVar("T")
 
 OUTAGE, BAD_KEY, BUG = "outage", "bad key", "bug"
-MAX_BACKOFF = 5.0
+# The longest wait between two tries during an outage: a process notices Redis back at
+# most this long after it answers again. One try a second per process is no load (a
+# refused connect costs microseconds; a hung one waits out its socket timeout anyway).
+MAX_BACKOFF = 1.0
+
+
+def backoff(failures: int) -> float:
+    """The wait after the ``failures``-th failed try in a row: 0.2 s doubling to ``MAX_BACKOFF``."""
+    return min(0.1 * 2 ** min(max(failures, 1), 6), MAX_BACKOFF)
 
 
 def kind_of(exc: BaseException) -> str:
@@ -44,37 +53,49 @@ def kind_of(exc: BaseException) -> str:
 
 class Outage:
     """Logs a Redis outage once when it starts and once when it ends, not per attempt
-    (and again if its kind changes: away, out of memory, read-only)."""
+    (and again if its kind changes: away, out of memory, read-only). One per process
+    (per Redis it talks to): the pieces of a process share it (the runner's worker loop
+    and its housekeeping thread, the master's steps and its cron ticker), so each
+    process says it once each way. Locked: those pieces may be on two threads."""
 
     def __init__(self, what: str) -> None:
         self.what = what
         self.since: float | None = None
         self.failures = 0
         self.kind = ""
+        self._lock = threading.Lock()
 
     @property
     def active(self) -> bool:
         return self.since is not None
 
     def failed(self, exc: BaseException) -> float:
-        """Records one failed attempt; returns how long to back off (0.2 s doubling to 5 s)."""
-        self.failures += 1
+        """Records one failed attempt; returns how long to back off (``backoff``)."""
         kind = redis_errors.classify(exc) if isinstance(exc, redis.ResponseError) else "away"
-        if self.since is None or kind != self.kind:
-            self.since = self.since or time.monotonic()
-            self.kind = kind
-            logger.error("%s: %s; retrying with backoff", self.what, redis_errors.describe(exc))
-        return min(0.1 * 2 ** min(self.failures, 6), MAX_BACKOFF)
+        with self._lock:
+            self.failures += 1
+            failures = self.failures
+            if self.since is None or kind != self.kind:
+                self.since = self.since or time.monotonic()
+                self.kind = kind
+                logger.error("%s: %s; retrying with backoff", self.what, redis_errors.describe(exc))
+        return backoff(failures)
 
     def ok(self) -> None:
-        if self.since is not None:
-            logger.warning("%s: Redis is back after %.1fs", self.what, time.monotonic() - self.since)
-        self.since = None
-        self.failures = 0
+        with self._lock:
+            if self.since is not None:
+                logger.warning("%s: Redis is back after %.1fs", self.what, time.monotonic() - self.since)
+            self.since = None
+            self.failures = 0
 
 
-def handle(what: str, exc: BaseException, outage: Outage | None = None, config: Connected | None = None,
-           log: logging.Logger = logger) -> float:
+def handle(
+    what: str,
+    exc: BaseException,
+    outage: Outage | None = None,
+    config: Connected | None = None,
+    log: logging.Logger = logger,
+) -> float:
     """Applies the policy to ``exc`` raised by the step ``what``. Returns the backoff in
     seconds for an outage (0 otherwise)."""
     kind = kind_of(exc)
@@ -105,13 +126,16 @@ class Breaker:
     """The policy for a loop that must not stall on Redis (the master, housekeeping):
     ``step`` runs one piece of Redis work through ``handle``; after an outage, if
     ``skips``, every step is skipped until the backoff ends, so an outage costs one
-    timeout, not one per call."""
+    timeout, not one per call. ``outage``: the process's, when another piece of it (a
+    worker loop) already has one for the same Redis."""
 
-    def __init__(self, what: str, config: Connected | None = None, skips: bool = True) -> None:
+    def __init__(
+        self, what: str, config: Connected | None = None, skips: bool = True, outage: Outage | None = None
+    ) -> None:
         self.what = what
         self.config = config
         self.skips = skips
-        self.outage = Outage(what)
+        self.outage = outage or Outage(what)
         self.retry_at = 0.0
         self.failed_at = -float("inf")  # monotonic: the last outage-kind failure
 
@@ -130,10 +154,27 @@ class Breaker:
         try:
             result = fn(*args, **kwargs)
         except Exception as exc:  # the policy sorts it: outage, bad key or bug; never raised
-            delay = handle(f"{self.what}: {what}", exc, self.outage, self.config)
-            if kind_of(exc) == OUTAGE:
-                self.failed_at = time.monotonic()
-                self.retry_at = self.failed_at + delay
+            self._failed(what, exc)
             return False, None
+        if self.outage.active and not self._answers(what):
+            return True, result  # done without Redis (a cron tick with no slot due): not a sign it is back
         self.outage.ok()
         return True, result
+
+    def _failed(self, what: str, exc: BaseException) -> None:
+        delay = handle(f"{self.what}: {what}", exc, self.outage, self.config)
+        if kind_of(exc) == OUTAGE:
+            self.failed_at = time.monotonic()
+            self.retry_at = self.failed_at + delay
+
+    def _answers(self, what: str) -> bool:
+        """During an outage, whether Redis answers a PING: a step may succeed without
+        asking Redis anything, and "Redis is back" must be said once, when it is."""
+        if self.config is None:
+            return True
+        try:
+            self.config.redis().ping()
+        except Exception as exc:  # the policy sorts it, as for the step itself
+            self._failed(what, exc)
+            return False
+        return True

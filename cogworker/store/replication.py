@@ -1,6 +1,9 @@
 """Writes that survive a failover (docs/architecture.md#replication): with ``wait_replicas=N``
 each write of ours is followed, on the same connection and in the same round trip, by
-``WAIT N <timeout>``. Redis replicates asynchronously; ``WAIT`` returns once N replicas
+``WAIT N <timeout>``. With ``durability="aof"`` (docs/architecture.md#durable-mode) it is
+``WAITAOF 1 N <timeout>`` instead: Redis has fsynced the write to its append-only file
+(and N replicas to theirs). One wait per group of writes (a pipeline, a fetch with its
+acks, a script), never one per job. Redis replicates asynchronously; ``WAIT`` returns once N replicas
 acknowledged everything this connection wrote (its own offset), so a write and its WAIT
 must share the connection: a pipeline, a ``pipes.send``, the fetch's held connection.
 
@@ -29,29 +32,56 @@ class NotReplicated(CogworkerError, redis.ConnectionError):
     again (with a unique job, or an idempotent one) or treat it as failed."""
 
     def __init__(self, wanted: int, got: int, timeout: float) -> None:
-        super().__init__(f"written to the Redis master, but {got} of the {wanted} replica(s) wanted "
-                         f"acknowledged it within {timeout:g}s (wait_replicas)")
+        super().__init__(
+            f"written to the Redis master, but {got} of the {wanted} replica(s) wanted "
+            f"acknowledged it within {timeout:g}s (wait_replicas)"
+        )
         self.wanted, self.got = wanted, got
+
+
+class NotFsynced(CogworkerError, redis.ConnectionError):
+    """``durability="aof"``: Redis did not fsync a write to its append-only file within
+    ``wait_timeout`` (a slow or failing disk, or AOF turned off since start). Handled as
+    ``NotReplicated`` is: an outage. For an enqueue: the job may or may not survive a crash
+    of Redis's host; enqueue again (a unique or idempotent job) or treat it as failed."""
+
+    def __init__(self, timeout: float, why: str = "") -> None:
+        super().__init__(
+            why or f"written to Redis, but not fsynced to its append-only file within {timeout:g}s (durability='aof')"
+        )
 
 
 @dataclass(frozen=True)
 class Need:
-    """``replicas`` must hold each write within ``timeout`` seconds."""
+    """``replicas`` must hold each write within ``timeout`` seconds; with ``aof``, Redis
+    (and those replicas) must have fsynced it to the append-only file."""
 
     replicas: int
     timeout: float
+    aof: bool = False
 
     def command(self) -> tuple[Any, ...]:
-        return ("WAIT", self.replicas, max(1, round(self.timeout * 1000)))
+        ms = max(1, round(self.timeout * 1000))
+        return ("WAITAOF", 1, self.replicas, ms) if self.aof else ("WAIT", self.replicas, ms)
 
     def check(self, reply: Any) -> None:
-        """``WAIT``'s reply (or its error): raises unless enough replicas have it."""
+        """``WAIT``'s or ``WAITAOF``'s reply (or its error): raises unless enough replicas
+        (and, for WAITAOF, the server's own fsync) have it."""
         if isinstance(reply, redis.ResponseError) and "replica" in str(reply):
-            raise redis.ReadOnlyError(str(reply))  # WAIT on a demoted master: an outage, reconnect
+            raise redis.ReadOnlyError(str(reply))  # a wait on a demoted master: an outage, reconnect
+        if isinstance(reply, redis.ResponseError) and "appendonly" in str(reply):
+            # AOF turned off under us (CONFIG SET appendonly no): nothing is fsynced until it is back
+            raise NotFsynced(self.timeout, f"Redis refused WAITAOF ({reply}): its append-only file is off")
         if isinstance(reply, BaseException):
             raise reply
-        if int(reply) < self.replicas:
-            raise NotReplicated(self.replicas, int(reply), self.timeout)
+        if not self.aof:
+            got = int(reply)
+        elif int(reply[0]) < 1:
+            raise NotFsynced(self.timeout)
+        else:
+            got = int(reply[1])
+        if got < self.replicas:
+            raise NotReplicated(self.replicas, got, self.timeout)
 
 
 # connection pool -> Need: set once by store.connection, read on every write. Keyed by
@@ -61,13 +91,13 @@ _needs: weakref.WeakKeyDictionary[Any, Need] = weakref.WeakKeyDictionary()
 
 
 def require(client: Any, need: Need | None) -> None:
-    if need is not None and need.replicas > 0:
+    if need is not None and (need.replicas > 0 or need.aof):
         _needs[client.connection_pool] = need
 
 
 def need_of(client: Any) -> Need | None:
     """What the writes of ``client`` (or of a pipeline of it) must wait for (None:
-    nothing, the default)."""
+    nothing, the default: neither wait_replicas nor durability="aof")."""
     if not _needs:
         return None
     return _needs.get(client.connection_pool)

@@ -35,7 +35,7 @@ class BadSentinelUrl(ValueError):
 
 
 @dataclass
-class Target:
+class SentinelTarget:
     """What a Sentinel URL names."""
 
     sentinels: list[tuple[str, int]]
@@ -53,7 +53,7 @@ def is_sentinel(url: str) -> bool:
     return url.partition("://")[0].lower() in SCHEMES
 
 
-def parse(url: str) -> Target:
+def parse(url: str) -> SentinelTarget:
     """The URL's parts, or ``BadSentinelUrl`` saying what is wrong."""
     scheme, _, rest = url.partition("://")
     rest, _, query = rest.partition("?")
@@ -63,7 +63,7 @@ def parse(url: str) -> Target:
     if not at:
         userinfo, hosts = "", netloc
     username, colon, password = userinfo.partition(":")
-    target = Target(_sentinels(hosts), *_service_db(path), tls=scheme.lower() == "rediss+sentinel")
+    target = SentinelTarget(_sentinels(hosts), *_service_db(path), tls=scheme.lower() == "rediss+sentinel")
     if colon:
         target.username, target.password = unquote(username) or None, unquote(password) or None
     elif userinfo:  # redis://secret@host: redis-py reads a lone name as the password
@@ -118,15 +118,17 @@ def _db(text: str) -> int:
     return int(text)
 
 
-def _keywords(target: Target, options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _keywords(target: SentinelTarget, options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """redis-py's keywords for the master's connections, and for the sentinels'."""
     extra: dict[str, Any] = {}
     for name, value in target.options.items():
         extra[name] = _value(name, value)
     if target.tls:
         extra["ssl"] = True
-    timeouts = {k: v for k, v in options.items() if k.startswith("socket_")}
-    sentinel_kwargs: dict[str, Any] = {**timeouts, **extra}
+    # The sentinels' connections too: their timeouts, and no maintenance notifications (a
+    # sentinel refuses them, and redis-py logs that for each connection: connection.client_options)
+    shared = {k: v for k, v in options.items() if k.startswith("socket_") or k == "maint_notifications_config"}
+    sentinel_kwargs: dict[str, Any] = {**shared, **extra}
     if target.sentinel_password:
         sentinel_kwargs["password"] = target.sentinel_password
     if target.sentinel_username:

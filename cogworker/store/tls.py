@@ -35,6 +35,8 @@ def certificate_hint(exc: BaseException) -> str | None:
     reason = text.split("certificate verify failed:", 1)[-1].split("(_ssl", 1)[0].strip(" .")
     if "certificate verify failed" not in text:
         reason = ""
-    return (f"Redis's TLS certificate can't be verified ({reason or 'certificate verify failed'}): for a "
-            "self-signed certificate such as Heroku Redis's, add ?ssl_cert_reqs=none to the rediss:// URL "
-            "(encrypted, but the server unverified), or give its CA with ?ssl_ca_certs=/path/to/ca.pem")
+    return (
+        f"Redis's TLS certificate can't be verified ({reason or 'certificate verify failed'}): for a "
+        "self-signed certificate such as Heroku Redis's, add ?ssl_cert_reqs=none to the rediss:// URL "
+        "(encrypted, but the server unverified), or give its CA with ?ssl_ca_certs=/path/to/ca.pem"
+    )

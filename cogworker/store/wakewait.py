@@ -40,8 +40,7 @@ class WakeWait:
         conn = pool.get_connection()
         try:
             # Retried as the client's own commands are; a stop meanwhile ends it (``_read``).
-            conn.retry.call_with_retry(lambda: self._read(conn, key, since, block_ms),
-                                       lambda _error: conn.disconnect())
+            conn.retry.call_with_retry(lambda: self._read(conn, key, since, block_ms), lambda _error: conn.disconnect())
         except redis.ConnectionError:
             conn.disconnect()
             if not self.stopped:

@@ -66,7 +66,7 @@ def _whole(conn: Any, command: Sequence[Any]) -> bytes:
 
 def pack(command: tuple[Any, ...]) -> bytes:
     """One small command in RESP, for ``packed`` to take as it is (a command sent many
-    times over is packed once: the batch fetch's k moves)."""
+    times over is packed once: the look-ahead fetch's k moves)."""
     return _pack(command) if _pack is not None else b"".join(_split(command))
 
 
@@ -95,8 +95,8 @@ def packed(conn: Any, commands: Sequence[tuple[Any, ...] | bytes]) -> list[bytes
 def replies(conn: Any, n: int) -> list[Any]:
     """The next ``n`` replies on ``conn``, an error reply as its exception (not raised):
     a MULTI fetch's, one per command queued. Taken from redis-py's hiredis reader in a
-    loop: ``read_response`` costs about 1 µs of Python per reply, and the batch fetch's
-    MULTI has about 2k + 4 (docs/architecture.md#batch-multi). A push message (RESP3) is
+    loop: ``read_response`` costs about 1 µs of Python per reply, and the look-ahead fetch's
+    MULTI has about 2k + 4 (docs/architecture.md#lookahead-multi). A push message (RESP3) is
     handed to redis-py's parser, as ``read_response`` does; any other parser is read
     through ``read_response``."""
     parser = getattr(conn, "_parser", None)
@@ -120,6 +120,7 @@ def replies(conn: Any, n: int) -> list[Any]:
         conn.disconnect()  # replies left unread: never reused as it is
         raise
     return out
+
 
 def _one(conn: Any) -> Any:
     try:

@@ -65,8 +65,12 @@ def _as_stored(payload: dict[str, Any], at: float | None) -> dict[str, Any]:
 
 def _record_failure(payload: dict[str, Any], error: BaseException) -> int:
     count = int(payload.get("retry_count") or 0) + 1
-    payload.update(retry_count=count, error_class=error_class_name(error), error_message=error_message(error),
-                   failed_at=time.time())
+    payload.update(
+        retry_count=count,
+        error_class=error_class_name(error),
+        error_message=error_message(error),
+        failed_at=time.time(),
+    )
     return count
 
 

@@ -10,39 +10,32 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import store
+from .binaries import NoServer, server_binary
 from .servers import RedisServer, free_port
 
 
 def cluster_support() -> str | None:
     """Why a cluster can't be started here (None: it can)."""
-    if not shutil.which("redis-server"):
-        return "redis-server is not on PATH (apt-get install redis-server)"
+    try:
+        server_binary()
+    except NoServer as exc:
+        return str(exc)
     if not shutil.which("redis-cli"):
         return "redis-cli is not on PATH (apt-get install redis-tools)"
     return None
 
 
 def cluster_port() -> int:
-    """A free port whose cluster bus port (+10000) is free too, so both below 65536."""
-    for _ in range(200):
-        port = free_port()
-        if port + 10000 > 65535:
-            continue
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port + 10000))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no free port pair (port, port + 10000) found for a cluster node")
+    """A free port whose cluster bus port (+10000) is free too."""
+    return free_port(bus=10000)
 
 
 def key_slot(key: str | bytes) -> int:
@@ -52,7 +45,7 @@ def key_slot(key: str | bytes) -> int:
     if start >= 0:
         end = raw.find(b"}", start + 1)
         if end > start + 1:
-            raw = raw[start + 1:end]
+            raw = raw[start + 1 : end]
     crc = 0
     for byte in raw:
         crc ^= byte << 8
@@ -80,8 +73,9 @@ class Node:
 class Cluster:
     """``Cluster().start()``: 3 masters + 3 replicas (``masters``/``replicas`` to change)."""
 
-    def __init__(self, masters: int = 3, replicas: int = 1, node_timeout: int = 1000,
-                 password: str | None = None) -> None:
+    def __init__(
+        self, masters: int = 3, replicas: int = 1, node_timeout: int = 1000, password: str | None = None
+    ) -> None:
         why = cluster_support()
         if why:
             raise RuntimeError(why)
@@ -91,10 +85,24 @@ class Cluster:
         self.servers: list[RedisServer] = []
         for _ in range(masters * (1 + replicas)):
             port = cluster_port()
-            self.servers.append(RedisServer(port=port, password=password, args=(
-                "--cluster-enabled", "yes", "--cluster-config-file", f"{self.dir}/nodes-{port}.conf",
-                "--cluster-node-timeout", str(node_timeout), "--cluster-require-full-coverage", "yes",
-                "--repl-diskless-sync-delay", "0")))
+            self.servers.append(
+                RedisServer(
+                    port=port,
+                    password=password,
+                    args=(
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        f"{self.dir}/nodes-{port}.conf",
+                        "--cluster-node-timeout",
+                        str(node_timeout),
+                        "--cluster-require-full-coverage",
+                        "yes",
+                        "--repl-diskless-sync-delay",
+                        "0",
+                    ),
+                )
+            )
 
     @property
     def url(self) -> str:
@@ -120,9 +128,20 @@ class Cluster:
         addresses = [f"127.0.0.1:{server.port}" for server in self.servers]
         auth = ["-a", self.password, "--no-auth-warning"] if self.password else []
         done = subprocess.run(
-            ["redis-cli", *auth, "--cluster", "create", *addresses,
-             "--cluster-replicas", str(self.replicas_per_master), "--cluster-yes"],
-            capture_output=True, text=True, timeout=60)
+            [
+                "redis-cli",
+                *auth,
+                "--cluster",
+                "create",
+                *addresses,
+                "--cluster-replicas",
+                str(self.replicas_per_master),
+                "--cluster-yes",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if done.returncode != 0:
             raise RuntimeError(f"redis-cli --cluster create failed: {done.stdout[-2000:]}{done.stderr[-2000:]}")
 
@@ -132,6 +151,7 @@ class Cluster:
     def wait_ok(self, timeout: float = 60.0) -> None:
         """Until every live node says ``cluster_state:ok`` and agrees on one master per
         slot range, each with its replicas online."""
+
         def ok() -> bool:
             for server in self.live():
                 try:
@@ -144,6 +164,7 @@ class Cluster:
             with contextlib.suppress(AssertionError, store.RedisError):
                 return len(self.masters()) == self.masters_wanted and all(self._sees_all(s) for s in self.live())
             return False
+
         self.wait_for(ok, "the cluster did not come to cluster_state:ok", timeout)
 
     @staticmethod
@@ -155,10 +176,17 @@ class Cluster:
         return False
 
     def _sees_all(self, server: RedisServer) -> bool:
-        """``server`` knows every live node as up (no fail flag): gossip has settled."""
+        """``server`` knows every live node as up (no fail flag), each a master of slots or
+        a replica of one: gossip has settled. (Just after ``create`` a node could still see
+        a replica as a master without slots, and ``replica_of`` found none.)"""
         raw = server.client().execute_command("CLUSTER", "NODES")
-        seen = {node.port for node in self._parse_nodes(raw.decode() if isinstance(raw, bytes) else str(raw))}
-        return {live.port for live in self.live()} <= seen
+        view = self._parse_nodes(raw.decode() if isinstance(raw, bytes) else str(raw))
+        live = {node.port for node in self.live()}
+        if not live <= {node.port for node in view}:
+            return False
+        masters = {node.node_id for node in view if node.role == "master" and node.slots}
+        placed = [n for n in view if n.node_id in masters or (n.role == "replica" and n.master_id in masters)]
+        return live <= {node.port for node in placed}
 
     def nodes(self) -> list[Node]:
         """Every node as a live node says now (CLUSTER NODES), roles and slots."""
@@ -230,6 +258,7 @@ class Cluster:
             with contextlib.suppress(AssertionError, StopIteration, store.RedisError):
                 return self.owner_of_slot(low).node_id != old_master.node_id
             return False
+
         self.wait_for(promoted, "no replica took over", timeout)
         self.wait_ok(timeout)
         return self.owner_of_slot(low)
@@ -241,10 +270,15 @@ class Cluster:
         self.wait_for(lambda: any(n.port == server.port for n in self.nodes()), "the node did not rejoin", timeout)
         self.wait_ok(timeout)
 
-    def move_slot(self, slot: int, target: Node, batch: int = 100) -> None:
+    def move_slot(self, slot: int, target: Node, chunk: int = 100, *, batch: int | None = None) -> None:
         """Moves ``slot`` (its keys) from its master to ``target`` as ``redis-cli --cluster
-        reshard`` does: SETSLOT IMPORTING/MIGRATING, MIGRATE in batches, SETSLOT NODE on
-        every master. Clients see ASK while it runs and MOVED after."""
+        reshard`` does: SETSLOT IMPORTING/MIGRATING, MIGRATE in chunks of ``chunk`` keys,
+        SETSLOT NODE on every master. Clients see ASK while it runs and MOVED after.
+        ``batch=`` is the old spelling of ``chunk=``, kept for one release ("batch" names
+        only batches with callbacks now)."""
+        if batch is not None:
+            warnings.warn("move_slot(batch=) is now move_slot(chunk=)", DeprecationWarning, stacklevel=2)
+            chunk = batch
         source = self.owner_of_slot(slot)
         if source.node_id == target.node_id:
             return
@@ -253,7 +287,7 @@ class Cluster:
         src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target.node_id)
         auth = ["AUTH", self.password] if self.password else []
         while True:
-            keys = src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, batch)
+            keys = src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, chunk)
             if not keys:
                 break
             src.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, *auth, "KEYS", *keys)

@@ -18,28 +18,32 @@ from pathlib import Path
 from typing import Any
 
 from .. import store
+from .binaries import NoServer, server_binary
 from .servers import RedisServer, free_port
 
 SERVICE = "cogworker"
 
 
 def sentinel_command() -> list[str] | None:
-    """How to start a sentinel here, or None if neither binary is on PATH."""
-    found = shutil.which("redis-sentinel")
-    if found:
-        return [found]
-    found = shutil.which("redis-server")
-    return [found, "--sentinel"] if found else None
+    """How to start a sentinel here (``binaries.server_binary``), or None without a server.
+    A server's ``--sentinel`` goes after the config file (``Sentinels._start_sentinel``)."""
+    try:
+        return server_binary().sentinel_command()
+    except NoServer:
+        return None
 
 
 class Sentinels:
     """``Sentinels(password=...).start()``; ``url`` is its ``redis+sentinel://`` URL."""
 
-    def __init__(self, password: str | None = None, down_after: int = 600, failover_timeout: int = 3000,
-                 sentinels: int = 3) -> None:
+    def __init__(
+        self, password: str | None = None, down_after: int = 600, failover_timeout: int = 3000, sentinels: int = 3
+    ) -> None:
         command = sentinel_command()
         if command is None:
-            raise RuntimeError("neither redis-sentinel nor redis-server is on PATH (apt-get install redis-sentinel)")
+            raise RuntimeError(
+                "no server to run sentinels with: apt-get install redis-sentinel, or pip install 'cogworker[server]'"
+            )
         self.command = command
         self.password = password
         self.down_after, self.failover_timeout = down_after, failover_timeout
@@ -75,16 +79,24 @@ class Sentinels:
 
     def _start_sentinel(self, port: int, master_port: int) -> subprocess.Popen[bytes]:
         conf = Path(self.dir) / f"sentinel-{port}.conf"
-        lines = [f"port {port}", "bind 127.0.0.1", f"dir {self.dir}",
-                 f"sentinel monitor {SERVICE} 127.0.0.1 {master_port} 2",
-                 f"sentinel down-after-milliseconds {SERVICE} {self.down_after}",
-                 f"sentinel failover-timeout {SERVICE} {self.failover_timeout}",
-                 f"sentinel parallel-syncs {SERVICE} 1"]
+        lines = [
+            f"port {port}",
+            "bind 127.0.0.1",
+            f"dir {self.dir}",
+            f"sentinel monitor {SERVICE} 127.0.0.1 {master_port} 2",
+            f"sentinel down-after-milliseconds {SERVICE} {self.down_after}",
+            f"sentinel failover-timeout {SERVICE} {self.failover_timeout}",
+            f"sentinel parallel-syncs {SERVICE} 1",
+        ]
         if self.password:
             lines.append(f"sentinel auth-pass {SERVICE} {self.password}")
         conf.write_text("\n".join(lines) + "\n")
-        return subprocess.Popen([*self.command, str(conf), "--loglevel", "warning"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # redis-server reads its config file only as its first argument: `redis-server FILE
+        # --sentinel` (with `--sentinel FILE` it takes the file's name for a directive).
+        binary, *flags = self.command
+        return subprocess.Popen(
+            [binary, str(conf), *flags, "--loglevel", "warning"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
 
     def sentinel_client(self, index: int = 0) -> store.Client:
         return store.Client(host="127.0.0.1", port=self.sentinel_ports[index], socket_timeout=2)
@@ -104,8 +116,7 @@ class Sentinels:
     def _sentinels_known(self) -> bool:
         with contextlib.suppress(store.RedisError):
             state: dict[str, Any] = self.sentinel_client().sentinel_masters()[SERVICE]  # type: ignore[call-overload]
-            return int(state["num-other-sentinels"]) >= len(self.sentinel_ports) - 1 and \
-                int(state["num-slaves"]) >= 1
+            return int(state["num-other-sentinels"]) >= len(self.sentinel_ports) - 1 and int(state["num-slaves"]) >= 1
         return False
 
     def node(self, port: int) -> RedisServer:
@@ -130,6 +141,7 @@ class Sentinels:
 
     def wait_failover(self, old_port: int, timeout: float = 30.0) -> int:
         """Until the sentinels name a master other than ``old_port``, and it answers as one."""
+
         def promoted() -> bool:
             port = self.master_port()
             if port is None or port == old_port:
@@ -137,6 +149,7 @@ class Sentinels:
             with contextlib.suppress(store.RedisError):
                 return self.node(port).client().info("replication")["role"] == "master"
             return False
+
         self.wait_for(promoted, "no failover", timeout)
         port = self.master_port()
         assert port is not None
@@ -154,9 +167,16 @@ class Sentinels:
         def online() -> bool:
             with contextlib.suppress(store.RedisError):
                 info = master.client().info("replication")
-                return sum(1 for key, value in info.items() if key.startswith("slave") and
-                           isinstance(value, dict) and value.get("state") == "online") >= count
+                return (
+                    sum(
+                        1
+                        for key, value in info.items()
+                        if key.startswith("slave") and isinstance(value, dict) and value.get("state") == "online"
+                    )
+                    >= count
+                )
             return False
+
         self.wait_for(online, f"fewer than {count} replica(s) online", timeout)
 
     def wait_for(self, done: object, what: str, timeout: float = 30.0) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -22,12 +23,44 @@ import psutil
 from .. import store
 from ..store.cluster import tagged
 from ..store.connection import connect, is_cluster
+from .binaries import server_binary
 
 
-def free_port() -> int:
+def _ephemeral_start() -> int:
+    """The first port the kernel hands to outgoing connections (Linux; 32768 elsewhere)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(bus: int = 0) -> int:
+    """A free port (and ``port + bus`` free too, for a cluster node's bus), chosen below the
+    kernel's ephemeral range: a port from that range can be taken by any outgoing
+    connection between this check and the server's bind (a cluster node once failed to
+    start that way under a parallel suite)."""
+    top = _ephemeral_start() - 1 - bus
+    if top - 10000 >= 1000:
+        for _ in range(200):
+            port = random.randint(10000, top)
+            if _bindable(port) and (not bus or _bindable(port + bus)):
+                return port
+    for _ in range(200):  # a machine with no room below its ephemeral range
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port + bus <= 65535 and (not bus or _bindable(port + bus)):
+            return port
+    raise RuntimeError("no free port found on 127.0.0.1")
 
 
 class RedisServer:
@@ -36,10 +69,9 @@ class RedisServer:
     ``cleanup()`` (stops it and removes its folder)."""
 
     def __init__(self, port: int | None = None, args: tuple[str, ...] = (), password: str | None = None) -> None:
-        binary = shutil.which("redis-server")
-        if not binary:
-            raise RuntimeError("redis-server is not on PATH (apt-get install redis-server)")
-        self.binary = binary
+        self.server = server_binary()  # redis-server, or the embedded Valkey (binaries.py)
+        self.binary = self.server.path
+        self.chosen = port is None  # a port chosen here is chosen again if it is taken at start
         self.port = port or free_port()
         self.dir = tempfile.mkdtemp(prefix="cogworker-redis-")
         self.proc: subprocess.Popen[bytes] | None = None
@@ -52,18 +84,49 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 10.0) -> RedisServer:
+        for _ in range(3 if self.chosen else 1):
+            if self._launch(timeout):
+                self.chosen = False  # a restart keeps its port: its clients know it
+                return self
+            self.port = free_port()  # it exited at once: someone took the port since it was chosen
+        raise RuntimeError(f"{self.server.version} on port {self.port} exited at start (port in use?)")
+
+    def _launch(self, timeout: float) -> bool:
+        """True once it answers PING; False if it exited first; raises past ``timeout``."""
         self.proc = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", self.dir, "--loglevel", "warning", *self._auth(), *self.args],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                self.dir,
+                "--loglevel",
+                "warning",
+                *self._auth(),
+                *self.args,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.time() + timeout
         while time.time() < deadline:
+            if self.proc.poll() is not None:
+                self.proc = None
+                return False
             try:
+                # a bare connect first: the client's own retries would wait seconds on a refusal
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
                 if self.client().ping():
-                    return self
-            except store.ConnectionError:
+                    return True
+            except (OSError, store.ConnectionError, store.TimeoutError):
                 time.sleep(0.02)
-        raise RuntimeError(f"redis-server on port {self.port} did not start")
+        raise RuntimeError(f"{self.server.version} on port {self.port} did not start")
 
     def _auth(self) -> list[str]:
         return ["--requirepass", self.password, "--masterauth", self.password] if self.password else []
@@ -115,18 +178,37 @@ class PreforkWorker:
     waits until its queues and in-progress lists are empty; ``stop()`` sends SIGTERM
     (a clean stop) and, past ``grace``, SIGKILLs its process group; ``output()`` is its log."""
 
-    def __init__(self, redis_url: str, module: str, procs: int = 1, args: tuple[str, ...] = (),
-                 namespace: str = "cogworker", env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        redis_url: str,
+        module: str,
+        procs: int = 1,
+        args: tuple[str, ...] = (),
+        namespace: str = "cogworker",
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.redis_url, self.namespace, self.procs = redis_url, namespace, procs
         self.stopped: int | None = None
         self.log = tempfile.NamedTemporaryFile(prefix="cogworker-worker-", suffix=".log", delete=False)
         path = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
         full_env = {**os.environ, "PYTHONPATH": path, **(env or {})}
         full_env.pop("COGWORKER_REDIS_URL", None)
-        cmd = [sys.executable, "-m", "cogworker.prefork.cli", "--procs", str(procs), "--redis-url", redis_url,
-               "--namespace", namespace, *args, module]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=full_env,
-                                     start_new_session=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "cogworker.prefork.cli",
+            "--procs",
+            str(procs),
+            "--redis-url",
+            redis_url,
+            "--namespace",
+            namespace,
+            *args,
+            module,
+        ]
+        self.proc = subprocess.Popen(
+            cmd, stdout=self.log, stderr=subprocess.STDOUT, env=full_env, start_new_session=True
+        )
 
     @property
     def pid(self) -> int:

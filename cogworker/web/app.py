@@ -18,7 +18,7 @@ from .. import store
 from ..config import Config, redact_url
 from ..errors import BadPayload, NotFound, WrongType
 from . import batches, job, limits, metrics, overview, periodic, queues, sets
-from .charts import Sampler
+from .charts import ChartSampler
 from .hosts import AllowedHosts
 from .security import AuthHook, Guard, server_secret
 from .views import Templates, config_of
@@ -31,8 +31,13 @@ def favicon(request: Request) -> Response:
     return Response(FAVICON.read_bytes(), media_type="image/svg+xml", headers={"cache-control": "max-age=86400"})
 
 
-def create_app(auth: AuthHook | None = None, read_only: bool = False, config: Config | None = None,
-               allowed_hosts: Iterable[str] = (), secret: str | bytes | None = None) -> Guard:
+def create_app(
+    auth: AuthHook | None = None,
+    read_only: bool = False,
+    config: Config | None = None,
+    allowed_hosts: Iterable[str] = (),
+    secret: str | bytes | None = None,
+) -> Guard:
     """The UI. ``auth(request) -> bool``: False answers 401 (``security.BasicAuth`` is one);
     ``read_only``: every action hidden and every POST refused; ``config``: the Redis and
     namespace to show (default: the process's, ``cogworker.configure``); ``allowed_hosts``:
@@ -59,15 +64,29 @@ def create_app(auth: AuthHook | None = None, read_only: bool = False, config: Co
         code = exc.status_code if isinstance(exc, HTTPException) else 500
         return failure(request, code, "no such page" if code == 404 else f"HTTP {code}")
 
-    routes = [*overview.routes(templates, Sampler()), *queues.routes(templates), *sets.routes(templates),
-              *job.routes(templates), *periodic.routes(templates), *limits.routes(templates),
-              *batches.routes(templates),
-              *metrics.routes(templates),
-              Route("/favicon.ico", favicon, methods=["GET"]),
-              Mount("/static", StaticFiles(packages=[("cogworker.web", "static")]), name="static")]
-    app = Starlette(routes=routes, exception_handlers={
-        NotFound: not_found, WrongType: refused, BadPayload: refused, HTTPException: http_error,
-        store.ConnectionError: unreachable, store.TimeoutError: unreachable})
+    routes = [
+        *overview.routes(templates, ChartSampler()),
+        *queues.routes(templates),
+        *sets.routes(templates),
+        *job.routes(templates),
+        *periodic.routes(templates),
+        *limits.routes(templates),
+        *batches.routes(templates),
+        *metrics.routes(templates),
+        Route("/favicon.ico", favicon, methods=["GET"]),
+        Mount("/static", StaticFiles(packages=[("cogworker.web", "static")]), name="static"),
+    ]
+    app = Starlette(
+        routes=routes,
+        exception_handlers={
+            NotFound: not_found,
+            WrongType: refused,
+            BadPayload: refused,
+            HTTPException: http_error,
+            store.ConnectionError: unreachable,
+            store.TimeoutError: unreachable,
+        },
+    )
     app.state.config = config
     app.state.read_only = read_only
     return Guard(app, auth, read_only, hosts, key)

@@ -11,6 +11,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .. import api
+from ..config import Config
 from ..errors import NotFound
 from .views import PER_PAGE, Page, Templates, config_of, page_number
 
@@ -18,7 +19,7 @@ JOBS_SHOWN = 200  # a batch's jobs on its page (the counts say how many it has i
 
 
 @dataclass(frozen=True)
-class Bar:
+class BatchBar:
     """A batch's progress as the three parts of one bar, in percent of its jobs."""
 
     succeeded: float
@@ -26,7 +27,7 @@ class Bar:
     pending: float
 
     @classmethod
-    def of(cls, info: api.BatchInfo) -> Bar:
+    def of(cls, info: api.BatchInfo) -> BatchBar:
         total = max(info.total, info.succeeded + info.failed + info.pending, 1)
         return cls(100.0 * info.succeeded / total, 100.0 * info.failed / total, 100.0 * info.pending / total)
 
@@ -36,13 +37,20 @@ def fired(info: api.BatchInfo) -> list[str]:
     return [name for name, cb in info.callbacks.items() if cb.get("fired_at") is not None]
 
 
+def class_of(jid: str, config: Config) -> str | None:
+    """A member's class, from its status (the batch's own hash holds only its state): two
+    pipelines a job, for the jobs shown; None once its status is not retained."""
+    found = api.status(jid, config)
+    return found.job_class if found is not None else None
+
+
 def routes(templates: Templates) -> list[Route]:
     def listing(request: Request) -> Response:
         config = config_of(request)
         number, total = page_number(request), api.batch_count(config)
         page = Page(number, PER_PAGE, total, number * PER_PAGE < total)
         found = api.batches(limit=PER_PAGE, offset=page.offset, config=config)
-        return templates.render(request, "batches.html", page=page, rows=[(b, Bar.of(b), fired(b)) for b in found])
+        return templates.render(request, "batches.html", page=page, rows=[(b, BatchBar.of(b), fired(b)) for b in found])
 
     def one(request: Request) -> Response:
         bid = request.path_params["bid"]
@@ -51,6 +59,9 @@ def routes(templates: Templates) -> list[Route]:
         if info is None:
             raise NotFound(f"no batch {bid!r} (never opened, or its record expired)")
         jobs = sorted(api.batch_jobs(bid, limit=JOBS_SHOWN, config=config), key=lambda j: (j[1] != "pending", j))
-        return templates.render(request, "batch.html", info=info, bar=Bar.of(info), jobs=jobs, shown=JOBS_SHOWN)
+        classes = {jid: class_of(jid, config) for jid, _ in jobs}
+        return templates.render(
+            request, "batch.html", info=info, bar=BatchBar.of(info), jobs=jobs, classes=classes, shown=JOBS_SHOWN
+        )
 
     return [Route("/batches", listing, methods=["GET"]), Route("/batches/{bid}", one, methods=["GET"])]

@@ -44,8 +44,9 @@ class AllowedHosts:
         for given in extra:
             if not isinstance(given, str) or not given.strip() or any(c.isspace() or c in "/@," for c in given.strip()):
                 raise ValueError(f"allowed host {given!r}: give a host name or address, such as ui.example.com")
-            names.add(given.strip().lower() if given.strip() in ("*",) or given.startswith(".")
-                      else split_host(given)[0])
+            names.add(
+                given.strip().lower() if given.strip() in ("*",) or given.startswith(".") else split_host(given)[0]
+            )
         self.any = "*" in names
         self.names = frozenset(n for n in names if not n.startswith("."))
         self.suffixes = tuple(n for n in names if n.startswith(".") and len(n) > 1)

@@ -20,11 +20,13 @@ from .views import Templates, action, ago, config_of, entry_raw, quoted, redirec
 
 # What each place allows: a queue entry can only be deleted; schedule and retry also
 # run now or go to dead; a dead job can be run again or deleted.
-PLACE_ACTIONS = {"schedule": ("retry", "kill", "delete"), "retry": ("retry", "kill", "delete"),
-                 "dead": ("retry", "delete")}
+PLACE_ACTIONS = {
+    "schedule": ("retry", "kill", "delete"),
+    "retry": ("retry", "kill", "delete"),
+    "dead": ("retry", "delete"),
+}
 SET_KINDS: dict[str, type[api.JobSet]] = {"schedule": api.ScheduledSet, "retry": api.RetrySet, "dead": api.DeadSet}
-STATE_SETS: dict[str, type[api.JobSet]] = {"scheduled": api.ScheduledSet, "retrying": api.RetrySet,
-                                           "dead": api.DeadSet}
+STATE_SETS: dict[str, type[api.JobSet]] = {"scheduled": api.ScheduledSet, "retrying": api.RetrySet, "dead": api.DeadSet}
 PLACE_OF_STATE = {"scheduled": "schedule", "retrying": "retry", "dead": "dead"}
 
 
@@ -37,7 +39,7 @@ def _hinted(jid: str, request: Request) -> api.JobRecord | None:
         if place in SET_KINDS and "at" in params:
             return lookup.find_scored(SET_KINDS[place](config), jid, float(params["at"]))
         if place.startswith("queue:") and "pos" in params:
-            return lookup.find_near(api.Queue(place[len("queue:"):], config), jid, int(params["pos"]))
+            return lookup.find_near(api.Queue(place[len("queue:") :], config), jid, int(params["pos"]))
     except (ValueError, ConfigurationError):
         pass  # a hand-edited hint: ignored
     return None
@@ -104,10 +106,15 @@ def disagreement(status: api.JobStatus | None, record: api.JobRecord | None) -> 
     moved = placed_at(record)
     if moved is None:
         return f"the status says {status.state}, but the job is in {where} (when it got there is not recorded)"
-    newer = "the place is newer: the status catches up at the worker's next flush" if moved >= status.updated_at \
+    newer = (
+        "the place is newer: the status catches up at the worker's next flush"
+        if moved >= status.updated_at
         else "the status is newer: the entry is moving on (reload to see where)"
-    return f"the status says {status.state} (written {_age(status.updated_at)}), but the job is in {where} " \
-           f"(since {_age(moved)}): {newer}"
+    )
+    return (
+        f"the status says {status.state} (written {_age(status.updated_at)}), but the job is in {where} "
+        f"(since {_age(moved)}): {newer}"
+    )
 
 
 def _age(at: float) -> str:
@@ -147,10 +154,28 @@ def routes(templates: Templates) -> list[Route]:
         attempts = list(reversed(api.history(jid, config)))  # the latest first
         found = record is not None or status is not None or bool(attempts)
         bid = batch_of(jid, record.payload if record is not None else None, request.query_params.get("batch"), config)
-        return templates.render(request, "job.html", 200 if found else 404, jid=jid, record=record, job_status=status,
-                                batch_id=bid, attempts=attempts, actions=actions_for(record), found=found,
-                                retention=api.retention(config).describe(),
-                                disagreement=disagreement(status, record), cancellable=cancellable(record, status))
+        runs = (
+            api.running_job(jid, config)
+            if record is None and status is not None and status.state == "running"
+            else None
+        )
+        return templates.render(
+            request,
+            "job.html",
+            200 if found else 404,
+            jid=jid,
+            record=record,
+            job_status=status,
+            runs_on=runs[0] if runs else None,
+            running=runs[1] if runs else None,
+            batch_id=bid,
+            attempts=attempts,
+            actions=actions_for(record),
+            found=found,
+            retention=api.retention(config).describe(),
+            disagreement=disagreement(status, record),
+            cancellable=cancellable(record, status),
+        )
 
     def search(request: Request) -> Response:
         jid = request.query_params.get("jid", "").strip()
@@ -166,7 +191,7 @@ def routes(templates: Templates) -> list[Route]:
             return redirect(request, back, "nothing done: unknown action or entry")
         config = config_of(request)
         if place.startswith("queue:"):
-            queue = api.Queue(place[len("queue:"):], config)
+            queue = api.Queue(place[len("queue:") :], config)
             done = verb == "delete" and queue.delete(api.JobRecord.parse(raw, place))
         elif place in SET_KINDS:
             jobset = SET_KINDS[place](config)

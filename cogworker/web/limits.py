@@ -14,7 +14,6 @@ from .views import Templates, config_of
 def routes(templates: Templates) -> list[Route]:
     def listing(request: Request) -> Response:
         config = config_of(request)
-        return templates.render(request, "limits.html", limiters=api.limiters(config),
-                                deferrals=api.deferrals(config))
+        return templates.render(request, "limits.html", limiters=api.limiters(config), deferrals=api.deferrals(config))
 
     return [Route("/limits", listing, methods=["GET"])]

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .. import api
-from .charts import CLASS_COLOURS, FAILED, PROCESSED, histogram_chart, series_chart
+from .charts import CLASS_COLOURS, FAILED, PROCESSED, histogram_chart, series_chart, width_of
 from .views import Templates, config_of
 
 CHARTED = 5  # classes drawn on the tab's chart (the busiest); the table has them all
@@ -24,30 +24,65 @@ def window_of(request: Request) -> str:
     return name if name in api.WINDOWS else "1h"
 
 
+def svg(chart: str) -> Response:
+    return Response(chart, media_type="image/svg+xml", headers={"cache-control": "no-store"})
+
+
 def routes(templates: Templates) -> list[Route]:
     def overview(request: Request) -> Response:
         name = window_of(request)
         found = api.window_metrics(name, config_of(request))
         win = found.window
         busiest = [s.job_class for s in found.classes[:CHARTED]]
-        lines = [(c, CLASS_COLOURS[i], [p + f for p, f in zip(found.processed[c], found.failed[c], strict=True)])
-                 for i, c in enumerate(busiest)]
+        lines = [
+            (c, CLASS_COLOURS[i], [p + f for p, f in zip(found.processed[c], found.failed[c], strict=True)])
+            for i, c in enumerate(busiest)
+        ]
         per = "minute" if win.step == 60 else "hour"
-        chart = series_chart(win.starts, win.step, lines, f"executions per {per} (UTC), busiest classes")
-        return templates.render(request, "metrics.html", rows=found.classes, window=name, chart=chart,
-                                windows=WINDOW_TITLES, title_of_window=WINDOW_TITLES[name])
+        width = width_of(request.query_params.get("w"))  # ?chart=classes&w=: the chart alone, that wide
+        chart = series_chart(win.starts, win.step, lines, f"executions per {per} (UTC), busiest classes", width)
+        if request.query_params.get("chart") == "classes":
+            return svg(chart)
+        return templates.render(
+            request,
+            "metrics.html",
+            rows=found.classes,
+            window=name,
+            chart=chart,
+            windows=WINDOW_TITLES,
+            title_of_window=WINDOW_TITLES[name],
+        )
 
     def detail(request: Request) -> Response:
         name, job_class = window_of(request), request.path_params["job_class"]
         found = api.class_window(job_class, name, config_of(request))
         win = found.window
         per = "minute" if win.step == 60 else "hour"
-        runs = series_chart(win.starts, win.step, [("executions", PROCESSED, [
-            p + f for p, f in zip(found.processed, found.failed, strict=True)]), ("failures", FAILED, found.failed)],
-            f"executions and failures per {per} (UTC)")
-        return templates.render(request, "metrics_class.html", job_class=job_class, window=name, found=found,
-                                runs_chart=runs, histogram=histogram_chart(found.histogram), windows=WINDOW_TITLES,
-                                title_of_window=WINDOW_TITLES[name])
+        width, alone = width_of(request.query_params.get("w")), request.query_params.get("chart")
+        runs = series_chart(
+            win.starts,
+            win.step,
+            [
+                ("executions", PROCESSED, [p + f for p, f in zip(found.processed, found.failed, strict=True)]),
+                ("failures", FAILED, found.failed),
+            ],
+            f"executions and failures per {per} (UTC)",
+            width,
+        )
+        histogram = histogram_chart(found.histogram, width)
+        if alone in ("runs", "histogram"):  # ?chart=...&w=: that chart alone, that wide
+            return svg(runs if alone == "runs" else histogram)
+        return templates.render(
+            request,
+            "metrics_class.html",
+            job_class=job_class,
+            window=name,
+            found=found,
+            runs_chart=runs,
+            histogram=histogram,
+            windows=WINDOW_TITLES,
+            title_of_window=WINDOW_TITLES[name],
+        )
 
     return [
         Route("/metrics", overview, methods=["GET"]),

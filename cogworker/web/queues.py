@@ -10,7 +10,20 @@ from starlette.routing import Route
 
 from .. import api
 from ..errors import ConfigurationError, NotFound
-from .views import PER_PAGE, Page, Templates, action, config_of, entry_raw, page_number, quoted, redirect
+from ..wording import counted
+from .views import (
+    PER_PAGE,
+    Page,
+    Templates,
+    action,
+    ask,
+    config_of,
+    confirmed,
+    entry_raw,
+    page_number,
+    quoted,
+    redirect,
+)
 
 
 def _queue(request: Request) -> api.Queue:
@@ -31,8 +44,9 @@ def routes(templates: Templates) -> list[Route]:
         page = Page(page_number(request), PER_PAGE, queue.size(), False)
         page.has_next = page.offset + PER_PAGE < (page.total or 0)
         jobs = queue.jobs(page.offset, PER_PAGE)
-        return templates.render(request, "queue.html", queue=queue, jobs=jobs, page=page,
-                                latency=queue.latency(), paused=queue.paused())
+        return templates.render(
+            request, "queue.html", queue=queue, jobs=jobs, page=page, latency=queue.latency(), paused=queue.paused()
+        )
 
     def pause(request: Request, form: FormData) -> Response:
         queue = _queue(request)
@@ -46,14 +60,26 @@ def routes(templates: Templates) -> list[Route]:
 
     def clear(request: Request, form: FormData) -> Response:
         queue = _queue(request)
-        return redirect(request, f"/queues/{quoted(queue.name)}", f"queue {queue.shown} cleared: {queue.clear()} jobs")
+        if not confirmed(form):
+            what = counted(queue.size(), "job", grouped=True)
+            question = f"Delete all {what} of queue {queue.shown}? This cannot be undone."
+            return ask(templates, request, form, question, "Clear queue", f"/queues/{quoted(queue.name)}")
+        return redirect(
+            request,
+            f"/queues/{quoted(queue.name)}",
+            f"queue {queue.shown} cleared: {counted(queue.clear(), 'job', grouped=True)}",
+        )
 
     def delete(request: Request, form: FormData) -> Response:
         queue = _queue(request)
         raw = entry_raw(str(form.get("entry", "")))
         done = raw is not None and queue.delete(api.JobRecord.parse(raw, f"queue:{queue.name}"))
-        return redirect(request, f"/queues/{quoted(queue.name)}", "job deleted" if done else "job not there any more",
-                        page=request.query_params.get("page"))
+        return redirect(
+            request,
+            f"/queues/{quoted(queue.name)}",
+            "job deleted" if done else "job not there any more",
+            page=request.query_params.get("page"),
+        )
 
     return [
         Route("/queues", overview, methods=["GET"]),

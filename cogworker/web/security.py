@@ -39,8 +39,10 @@ CSRF_COOKIE = "cogworker_csrf"
 CSRF_FIELD = "csrf"
 SECRET_ENV = "COGWORKER_WEB_SECRET"
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-       "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
 HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
@@ -99,8 +101,14 @@ def csrf_valid(request: Request, submitted: object) -> bool:
 class Guard:
     """ASGI middleware around the whole UI (so under a mount prefix too)."""
 
-    def __init__(self, app: ASGIApp, auth: AuthHook | None, read_only: bool,
-                 hosts: AllowedHosts | None = None, secret: bytes | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        auth: AuthHook | None,
+        read_only: bool,
+        hosts: AllowedHosts | None = None,
+        secret: bytes | None = None,
+    ) -> None:
         self.app = app
         self.auth = auth
         self.read_only = read_only
@@ -140,15 +148,19 @@ class Guard:
     def refuse(self, request: Request, sessions: list[str]) -> PlainTextResponse | None:
         if self.auth is not None and not self.auth(request):
             challenge = getattr(self.auth, "www_authenticate", None)
-            return PlainTextResponse("401 Unauthorized\n", 401,
-                                     headers={"WWW-Authenticate": challenge} if challenge else None)
+            return PlainTextResponse(
+                "401 Unauthorized\n", 401, headers={"WWW-Authenticate": challenge} if challenge else None
+            )
         if request.method in SAFE_METHODS:
             return None
         if self.read_only:
             return PlainTextResponse("403 Forbidden: this UI is read-only\n", 403)
         if len(sessions) > 1:
-            return PlainTextResponse(f"403 Forbidden: {len(sessions)} {CSRF_COOKIE} cookies (another page on this "
-                                     "domain set one); clear this site's cookies and reload\n", 403)
+            return PlainTextResponse(
+                f"403 Forbidden: {len(sessions)} {CSRF_COOKIE} cookies (another page on this "
+                "domain set one); clear this site's cookies and reload\n",
+                403,
+            )
         why = cross_origin(request.headers)
         if why is not None:
             return PlainTextResponse(f"403 Forbidden: a change must come from this UI's own pages ({why})\n", 403)
@@ -157,9 +169,12 @@ class Guard:
 
 async def _bad_host(scope: Scope, receive: Receive, send: Send) -> None:
     """Not routed, no cookie: the name may be an attacker's, rebound to this address."""
-    response = PlainTextResponse("400 Bad Request: this Host is not allowed (cogworker web --allowed-host NAME, "
-                                 "or create_app(allowed_hosts=[...]))\n", 400, headers=dict(
-                                     (k.decode(), v.decode()) for k, v in HEADERS))
+    response = PlainTextResponse(
+        "400 Bad Request: this Host is not allowed (cogworker web --allowed-host NAME, "
+        "or create_app(allowed_hosts=[...]))\n",
+        400,
+        headers=dict((k.decode(), v.decode()) for k, v in HEADERS),
+    )
     await response(scope, receive, send)
 
 

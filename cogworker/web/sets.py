@@ -15,7 +15,8 @@ from starlette.routing import Route
 
 from .. import api
 from ..errors import BadPayload
-from .views import PER_PAGE, Page, Templates, action, config_of, entry_raw, page_number, redirect
+from ..wording import counted
+from .views import PER_PAGE, Page, Templates, action, ask, config_of, confirmed, entry_raw, page_number, redirect
 
 CHUNK = 500  # entries per read of a filtered page, and per round of a filtered "all matching" action
 SCAN_BUDGET = 5000  # entries one filtered page reads at most: a click stays bounded however rare the matches
@@ -83,14 +84,23 @@ def listing(view: SetView, templates: Templates) -> Callable[[Request], Response
             except ValueError:
                 start = 0
             scan = scan_page(jobset, filters, start)
-            return templates.render(request, "set.html", view=view, rows=scan.rows, scan=scan, page=None,
-                                    filters=filters, size=jobset.size())
+            return templates.render(
+                request,
+                "set.html",
+                view=view,
+                rows=scan.rows,
+                scan=scan,
+                page=None,
+                filters=filters,
+                size=jobset.size(),
+            )
         size = jobset.size()
         page = Page(page_number(request), PER_PAGE, size, False)
         page.has_next = page.offset + PER_PAGE < size
         rows = jobset.jobs(page.offset, PER_PAGE)
-        return templates.render(request, "set.html", view=view, rows=rows, page=page, scan=None, filters=filters,
-                                size=size)
+        return templates.render(
+            request, "set.html", view=view, rows=rows, page=page, scan=None, filters=filters, size=size
+        )
 
     endpoint.__name__ = f"{view.path}_page"
     return endpoint
@@ -125,7 +135,7 @@ def act_on_all(jobset: api.JobSet, verb: str, filters: dict[str, str | None]) ->
     return done
 
 
-def bulk(view: SetView) -> Callable[[Request, FormData], Response]:
+def bulk(view: SetView, templates: Templates) -> Callable[[Request, FormData], Response]:
     def handler(request: Request, form: FormData) -> Response:
         verb = str(form.get("action", ""))
         filters = filters_of(form)
@@ -133,24 +143,68 @@ def bulk(view: SetView) -> Callable[[Request, FormData], Response]:
             return redirect(request, f"/{view.path}", f"unknown action {verb!r}", **filters)
         jobset = view.kind(config_of(request))
         if form.get("scope") == "all":
+            if not confirmed(form):
+                return ask_all(templates, request, form, view, jobset, verb)
             done = act_on_all(jobset, verb, filters)
-            return redirect(request, f"/{view.path}", f"{verb}: {done} entries (all matching)", **filters)
+            return redirect(
+                request,
+                f"/{view.path}",
+                f"{verb}: {counted(done, 'entry', 'entries', grouped=True)} (all matching)",
+                **filters,
+            )
         raws = [entry_raw(str(v)) for v in form.getlist("entry")]
         records = [api.JobRecord.parse(raw, jobset.name) for raw in raws if raw is not None]
+        if records and verb != "retry" and not confirmed(form):
+            return ask_selected(templates, request, form, view, verb, len(records))
         done = sum(act(jobset, verb, record) for record in records)
         gone = len(records) - done
         note = f"; {gone} gone meanwhile or not a job" if gone else ""
-        return redirect(request, f"/{view.path}", f"{verb}: {done} of {len(records)} selected{note}",
-                        page=request.query_params.get("page"), **{"from": request.query_params.get("from")},
-                        **filters)
+        return redirect(
+            request,
+            f"/{view.path}",
+            f"{verb}: {done} of {len(records)} selected{note}",
+            page=request.query_params.get("page"),
+            **{"from": request.query_params.get("from")},
+            **filters,
+        )
 
     handler.__name__ = f"{view.path}_bulk"
     return handler
+
+
+def ask_selected(
+    templates: Templates, request: Request, form: FormData, view: SetView, verb: str, count: int
+) -> Response:
+    """The confirmation page of a delete or kill of the selected entries (or one row's)."""
+    word = verb.capitalize()
+    which = "the selected entry" if count == 1 else f"the {count:,} selected entries"  # never "the 1 selected"
+    query = request.url.query
+    back = f"/{view.path}" + (f"?{query}" if query else "")
+    question = f"{word} {which} of {view.title}? This cannot be undone."
+    return ask(templates, request, form, question, f"{word} {count:,} selected", back)
+
+
+def ask_all(
+    templates: Templates, request: Request, form: FormData, view: SetView, jobset: api.JobSet, verb: str
+) -> Response:
+    """The confirmation page of an action on every (matching) entry of a set: the same
+    words as the buttons of set.html."""
+    shown = {k: v for k, v in filters_of(form).items() if v}
+    which = (
+        "every entry matching " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in shown.items())
+        if shown
+        else "all " + counted(jobset.size(), "entry", "entries", grouped=True)
+    )
+    scheduled = view.path == "scheduled"
+    word = {"retry": "Run now" if scheduled else "Retry", "kill": "Kill", "delete": "Delete"}[verb]
+    label = {"retry": "Run all now" if scheduled else "Retry all", "kill": "Kill all", "delete": "Delete all"}[verb]
+    undo = "" if verb == "retry" else " This cannot be undone."
+    return ask(templates, request, form, f"{word} {which} of {view.title}?{undo}", label, f"/{view.path}")
 
 
 def routes(templates: Templates) -> list[Route]:
     found = []
     for view in VIEWS.values():
         found.append(Route(f"/{view.path}", listing(view, templates), methods=["GET"]))
-        found.append(Route(f"/{view.path}/bulk", action(bulk(view)), methods=["POST"]))
+        found.append(Route(f"/{view.path}/bulk", action(bulk(view, templates)), methods=["POST"]))
     return found

@@ -10,7 +10,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, unquote, urlencode
 
@@ -20,8 +20,9 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
-from ..config import Config, get_config
+from ..config import Config, get_config, number
 from ..names import shown
+from ..wording import counted
 from .security import CSRF_FIELD, csrf_token, csrf_valid
 
 PER_PAGE = 25
@@ -46,9 +47,10 @@ def quoted(text: str) -> str:
 
 
 def ago(at: float | None, now: float | None = None) -> str:
-    if at is None:
+    moment = number(at)
+    if moment is None:
         return "-"
-    delta = (now or time.time()) - float(at)
+    delta = (now or time.time()) - moment
     future = delta < 0
     delta = abs(delta)
     if delta < 60:
@@ -66,7 +68,7 @@ def utc(at: float | None) -> str:
     if at is None:
         return ""
     try:
-        return datetime.fromtimestamp(float(at), tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return datetime.fromtimestamp(float(at), tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     except (ValueError, OverflowError, OSError, TypeError):
         return str(at)
 
@@ -124,10 +126,27 @@ def entry_raw(value: str) -> bytes | None:
         return None
 
 
+def grouped_count(n: int, noun: str, plural: str | None = None) -> str:
+    return counted(n, noun, plural, grouped=True)
+
+
 def _environment() -> Environment:
     env = Environment(loader=PackageLoader("cogworker.web", "templates"), autoescape=select_autoescape(default=True))
-    env.filters.update(ago=ago, utc=utc, duration=duration, ms=milliseconds, mb=megabytes, pretty=pretty, short=short,
-                       q=quoted, key=entry_key, rawbytes=raw_text, repr=repr, name=shown)
+    env.filters.update(
+        ago=ago,
+        utc=utc,
+        duration=duration,
+        ms=milliseconds,
+        mb=megabytes,
+        pretty=pretty,
+        short=short,
+        q=quoted,
+        key=entry_key,
+        rawbytes=raw_text,
+        repr=repr,
+        name=shown,
+        counted=grouped_count,  # {{ n|counted('entry', 'entries') }}: "1 entry", "1,204 entries"
+    )
     return env
 
 
@@ -163,9 +182,16 @@ class Templates:
     def render(self, request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         flash = unquote(request.cookies.get(FLASH_COOKIE, ""))
         body = self.env.get_template(name).render(
-            request=request, u=lambda path, **params: url(request, path, **params), csrf=csrf_token(request),
-            csrf_field=CSRF_FIELD, read_only=request.app.state.read_only, flash=flash, now=time.time(),
-            path=request.url.path, **context)
+            request=request,
+            u=lambda path, **params: url(request, path, **params),
+            csrf=csrf_token(request),
+            csrf_field=CSRF_FIELD,
+            read_only=request.app.state.read_only,
+            flash=flash,
+            now=time.time(),
+            path=request.url.path,
+            **context,
+        )
         response = HTMLResponse(body, status)
         if flash:
             response.delete_cookie(FLASH_COOKIE, path=url(request, "/"))
@@ -178,9 +204,34 @@ def redirect(request: Request, path: str, flash: str = "", **params: Any) -> Res
         path = "/"  # only this app's own pages
     response = RedirectResponse(url(request, path, **params), 303)
     if flash:
-        response.set_cookie(FLASH_COOKIE, quote(flash[:300]), path=url(request, "/"), httponly=True,
-                            samesite="strict")
+        response.set_cookie(FLASH_COOKIE, quote(flash[:300]), path=url(request, "/"), httponly=True, samesite="strict")
     return response
+
+
+CONFIRM_FIELD = "confirm"
+
+
+def confirmed(form: FormData) -> bool:
+    """A destructive bulk action's POST says it was confirmed: app.js adds the field once
+    its dialog was accepted, the page ``ask`` renders carries it. Without JavaScript (a
+    script that failed to load, or none allowed) the server asks: nothing depends on it."""
+    return form.get(CONFIRM_FIELD) == "yes"
+
+
+def ask(templates: Templates, request: Request, form: FormData, question: str, label: str, back: str) -> Response:
+    """The confirmation page of a destructive bulk action: ``question``, and a button
+    (``label``) posting the same form again, confirmed; Cancel goes ``back``, nothing done."""
+    fields = [(k, str(v)) for k, v in form.multi_items() if k not in (CSRF_FIELD, CONFIRM_FIELD)]
+    return templates.render(
+        request,
+        "confirm.html",
+        question=question,
+        label=label,
+        target=str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""),
+        fields=fields,
+        confirm_field=CONFIRM_FIELD,
+        back=url(request, back),
+    )
 
 
 Handler = Callable[[Request, FormData], Response]

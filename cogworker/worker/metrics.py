@@ -20,17 +20,25 @@ SOCKET_TIMEOUT = 1.0
 
 
 class RunnerMetrics:
-    def __init__(self, config: Config, queues: list[str], busy: Callable[[], bool], host: str, port: int,
-                 max_classes: int = jobmetrics.MAX_CLASSES) -> None:
+    def __init__(
+        self,
+        config: Config,
+        queues: list[str],
+        busy: Callable[[], bool],
+        host: str,
+        port: int,
+        max_classes: int = jobmetrics.MAX_CLASSES,
+    ) -> None:
         require_client()
-        config = config.fleet.with_timeouts(SOCKET_TIMEOUT)  # the sampler finds each queue's shard itself
+        config = config.fleet.with_timeouts(SOCKET_TIMEOUT)  # the sampler finds each queue's part itself
         self.counts = jobmetrics.enable(max_classes)
         self.sampler = Sampler(config, queues, Breaker("metrics", config).step)
         self.exporter = Exporter(self.counts, self.sampler, lambda: Processes(1, int(busy())))
         self.server = listen(host, port, self.render)
         self.stopped = threading.Event()
-        self.thread = threading.Thread(target=serve_forever, args=(self.server, self.stopped.is_set),
-                                       name="cogworker-metrics", daemon=True)
+        self.thread = threading.Thread(
+            target=serve_forever, args=(self.server, self.stopped.is_set), name="cogworker-metrics", daemon=True
+        )
         self.thread.start()
 
     def render(self) -> bytes:

@@ -14,15 +14,16 @@ from typing import Any
 
 from setproctitle import setproctitle
 
-from .. import layout, store
-from ..config import Config, configure, get_config, logger, redact_url, validate_redis_url
+from .. import routing, store
+from ..config import configure, get_config, logger, redact_url, validate_redis_url
 from ..core import current as current_job
-from ..core import heartbeat
+from ..core import fate, heartbeat, hooks
+from ..engine.effects import builtin_subscribers
 from ..engine.loop import FENCED_EXIT, HardStop, Worker
 from ..engine.reporter import Reporter
 from ..errors import ConfigurationError, Fenced, RedisVersionError
 from ..fleet.housekeeping import Housekeeping
-from ..launch.app import import_app
+from ..launch.app import exit_code, import_app, require_jobs
 from ..launch.flags import (
     QUEUE_HELP,
     OneLineParser,
@@ -38,9 +39,10 @@ from ..launch.proctitle import hide_secrets
 from ..launch.queues import parse_queues
 from ..store.durability import warn_at_boot
 from ..store.guard import Breaker
+from ..store.server import warn_lacking
 
 
-class TitledReporter(Reporter):
+class RunnerReporter(Reporter):
     """Keeps the process title saying what the worker does, as a prefork child's does
     (``ps`` is the first tool an operator reaches for)."""
 
@@ -55,7 +57,7 @@ class TitledReporter(Reporter):
     def started(self, work: Any, payload: dict[str, Any]) -> None:
         self.title(f"busy {payload['class']} jid={payload['jid']}")
 
-    def finished(self, work: Any, outcome: Any) -> None:
+    def finished(self, work: Any, decision: fate.Decision) -> None:
         self.title("idle")
 
 
@@ -67,13 +69,20 @@ class Housekeeper(threading.Thread):
         super().__init__(name="cogworker-housekeeper", daemon=True)
         self.worker = worker
         self.config = worker.config
-        self.fleet = worker.config.fleet  # cron, counters, an operator's requests (queue layout: not the shard)
-        self.record = heartbeat.ProcessRecord(worker.identity, "worker", 0, queues)
+        self.fleet = worker.config.fleet  # cron, counters, an operator's requests (not its part)
+        self.record = heartbeat.BeatRecord(worker.identity, "worker", 0, queues)
         # The worker loop logs an outage (once) and backs off itself; these duties each
-        # retry on their own next turn, never skipped.
-        self.duties = Housekeeping(self.fleet, Breaker("housekeeping", self.fleet, skips=False),
-                                   beat=self._beat, own=lambda: [worker.identity], cron=cron,
-                                   shards=[self.config] if self.config is not self.fleet else None)
+        # retry on their own next turn, never skipped. One Redis, one outage log for the
+        # process: the loop's (a queue layout's fleet is another Redis: its own).
+        shared = worker.outage if self.fleet is self.config else None
+        self.duties = Housekeeping(
+            self.fleet,
+            Breaker("housekeeping", self.fleet, skips=False, outage=shared),
+            beat=self._beat,
+            own=lambda: [worker.identity],
+            cron=cron,
+            parts=[self.config] if self.config is not self.fleet else None,
+        )
         self.stopped = threading.Event()
 
     @property
@@ -124,14 +133,16 @@ class Housekeeper(threading.Thread):
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     # `cogworker worker` (cogworker.cli) passes its own name; else `python -m cogworker.worker`.
     prog = prog or "python -m cogworker.worker"
-    parser = OneLineParser(prog=prog,
-                           description="Run cogworker in one process (development, tests).")
+    parser = OneLineParser(prog=prog, description="Run cogworker in one process (development, tests).")
     add_version(parser)
     parser.add_argument("module", help="the app module that defines the jobs, e.g. app.jobs")
     parser.add_argument("-q", "--queue", action="append", dest="queues", metavar="QUEUE[,WEIGHT]", help=QUEUE_HELP)
-    parser.add_argument("--redis-url", type=redis_url_arg,
-                        help="default: $COGWORKER_REDIS_URL, $REDIS_URL, redis://localhost:6379/0")
-    parser.add_argument("--namespace", type=namespace_arg, help="Redis key prefix (default cogworker)")
+    parser.add_argument(
+        "--redis-url", type=redis_url_arg, help="default: $COGWORKER_REDIS_URL, $REDIS_URL, redis://localhost:6379/0"
+    )
+    parser.add_argument(
+        "--namespace", type=namespace_arg, help="Redis key prefix (default: $COGWORKER_NAMESPACE, else cogworker)"
+    )
     parser.add_argument("--no-cron", action="store_true", help="don't run periodic jobs")
     parser.add_argument("--verbose", "-v", action="store_true", help="the same as --log-level DEBUG")
     add_monitoring(parser)
@@ -149,7 +160,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     try:
         queues, reporter, worker, keeper, exporter = boot(args)
     except ConfigurationError as exc:
-        sys.exit(f"cogworker: {exc}")
+        sys.stderr.write(f"cogworker: {exc}\n")
+        sys.exit(exit_code(exc))
     signals = {"count": 0}
 
     def on_stop(signum: int, frame: Any) -> None:
@@ -163,8 +175,13 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> None:
 
     signal.signal(signal.SIGTERM, on_stop)
     signal.signal(signal.SIGINT, on_stop)
-    logger.info("cogworker %s: worker %s on queues %s (Redis %s)", args.module, worker.identity,
-                ",".join(q for q, _ in queues), redact_url(worker.config.redis_url))
+    logger.info(
+        "cogworker %s: worker %s on queues %s (Redis %s)",
+        args.module,
+        worker.identity,
+        ",".join(q for q, _ in queues),
+        redact_url(worker.config.redis_url),
+    )
     keeper.start()
     reporter.title("idle")
     try:
@@ -183,13 +200,17 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     logger.info("cogworker: stopped")
 
 
-def boot(args: argparse.Namespace) -> tuple[list[tuple[str, int | None]], TitledReporter, Worker, Housekeeper, Any]:
+def boot(args: argparse.Namespace) -> tuple[list[tuple[str, int | None]], RunnerReporter, Worker, Housekeeper, Any]:
     """The app imported, the settings checked, and the parts made; ``ConfigurationError``
     for the user's one line."""
     if args.redis_url:
         validate_redis_url(args.redis_url)
     parse_queues(args.queues)  # a bad -q is told before the app's import, not after
+    # What the jobs this process runs, files, requeues and buries do besides (the worker
+    # loop and the housekeeping thread; engine/effects.py): before the app's own hooks.
+    hooks.install(builtin_subscribers())
     import_app(args.module)
+    require_jobs(args.module)
     setup_logging(args, "worker")  # after the app: its own logging config, if any, is kept
     queues = app_queues(args.queues)
     if args.redis_url or args.namespace:
@@ -197,28 +218,14 @@ def boot(args: argparse.Namespace) -> tuple[list[tuple[str, int | None]], Titled
         configure(redis_url=args.redis_url or current.redis_url, namespace=args.namespace or current.namespace)
     check_tls(get_config())  # a bad $REDIS_URL: this one line, not a traceback from Worker()
     warn_at_boot(get_config().redis(), "worker")  # settings that let Redis itself lose jobs
-    config = shard_of(get_config(), queues)
-    reporter = TitledReporter(config, args.module)
+    warn_lacking(get_config().redis(), "worker")  # what of what cogworker uses this server lacks
+    config = routing.worker_part(get_config(), queues)  # its queues' one part
+    reporter = RunnerReporter(config, args.module)
     reporter.title("booting")
     # No siblings to hand a job fetched ahead to: no look-ahead.
     worker = Worker(queues, config=config, lookahead=False, reporter=reporter)
     keeper = Housekeeper(worker, [q for q, _ in queues], cron=not args.no_cron)
     return queues, reporter, worker, keeper, start_metrics(args, keeper, [q for q, _ in queues])
-
-
-def shard_of(config: Config, queues: list[tuple[str, int | None]]) -> Config:
-    """The config the worker's one identity works in: in the queue layout on a cluster
-    (docs/architecture.md#cluster-layout) its queues' one shard; queues of several shards
-    need a process each (``cogworker-prefork`` gives each shard children of its own)."""
-    if not config.sharded:
-        return config
-    groups = layout.by_shard(config.cluster_shards, queues)
-    if len(groups) > 1:
-        raise ConfigurationError(
-            f"the queues are in {len(groups)} cluster shards ({', '.join(name for name, _ in groups)}), and one "
-            "worker works one shard (queue layout): run one worker per shard, use cogworker-prefork, or group "
-            "the queues into one shard with COGWORKER_CLUSTER_SHARDS")
-    return config.shard_named(groups[0][0])
 
 
 def clean_up(worker: Worker) -> None:
@@ -242,5 +249,6 @@ def start_metrics(args: argparse.Namespace, keeper: Housekeeper, queues: list[st
     from .metrics import RunnerMetrics
 
     worker = keeper.worker
-    return RunnerMetrics(worker.config, queues, lambda: worker.busy, args.metrics_host, args.metrics_port,
-                         args.metrics_max_classes)
+    return RunnerMetrics(
+        worker.config, queues, lambda: worker.busy, args.metrics_host, args.metrics_port, args.metrics_max_classes
+    )

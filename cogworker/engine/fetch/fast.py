@@ -9,24 +9,23 @@ from typing import Any
 
 from ... import store
 from ...store import wire
+from ...transitions.call import Call, as_command
 from .work import MARK, Fast
 
 
-def commands(sha: str, keys: list[Any], args: list[Any], ack: bytes | None,
-             guess: int, since: str = "") -> tuple[Fast, list[tuple[Any, ...]]]:
-    """The MULTI: a plain LREM of ``ack``, the mark, a plain LMOVE from the queue the last
-    job came from (``guess``: its position among the queues, ``keys[4:]``), then
-    fetch_moved.lua. ``keys``: in-progress list, orphan counter, fence, last_beat, queues;
-    ``args``: wake, the look-ahead record's three, beat identity, paused set, queue prefix;
-    ``since``: the known-empty queues' (EmptyQueues.plan)."""
-    in_progress = keys[0]
-    args = ["1" if ack else "", *args, MARK, guess + 5, since]
+def commands(sha: str, call: Call, in_progress: str, guess_key: str, ack: bytes | None) -> list[tuple[Any, ...]]:
+    """The MULTI: a plain LREM of ``ack``, the mark, a plain LMOVE from ``guess_key`` (the
+    queue the last job came from), then fetch_moved.lua (``call``, sent under ``sha``)."""
     sent: list[tuple[Any, ...]] = [("MULTI",)]
     if ack is not None:
         sent.append(("LREM", in_progress, -1, ack))  # the ack is near the tail
-    sent += [("LPUSH", in_progress, MARK), ("LMOVE", keys[guess + 4], in_progress, "RIGHT", "LEFT"),
-             ("EVALSHA", sha, len(keys), *keys, *args), ("EXEC",)]
-    return Fast(len(sent) - 2, keys, args), sent
+    sent += [
+        ("LPUSH", in_progress, MARK),
+        ("LMOVE", guess_key, in_progress, "RIGHT", "LEFT"),
+        as_command(sha, call),
+        ("EXEC",),
+    ]
+    return sent
 
 
 def replies(conn: Any, fast: Fast) -> list[Any]:

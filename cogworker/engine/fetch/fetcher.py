@@ -13,16 +13,17 @@ from ... import store
 from ...config import Config, as_text, logger
 from ...core.heartbeat import clock
 from ...core.inprogress import InProgressList, _text_field, jid_of
-from ...errors import Fenced, RedisVersionError
 from ...store import errors as redis_errors
-from ...store import lua, replication, wire
+from ...store import replication, server, wire
 from ...store.wakewait import WakeWait
-from . import batch as batchfetch
+from ...transitions import call as script
+from ...transitions import fetch as scripts
+from . import ahead as aheadfetch
 from . import fast as fastfetch
 from .idle import EmptyQueues
-from .work import MARK, Ahead, Fast, Work
+from .levels import Levels
+from .work import MARK, Ahead, Fast, Fixed, Work
 
-MIN_REDIS_VERSION = (6, 2)
 # The fast fetch pays off for large jobs only (no payload enters Lua, where Redis hashes
 # every byte), and costs small ones more Redis work (6 more commands a job); the last
 # job's size predicts the next one's (docs/architecture.md#fast-fetch).
@@ -30,16 +31,13 @@ FAST_MIN_BYTES = 4096
 
 
 def large(raw: bytes | None) -> bool:
-    """A job big enough that its next fetch goes alone, by the fast fetch (no batch)."""
+    """A job big enough that its next fetch goes alone, by the fast fetch (K = 1)."""
     return raw is not None and len(raw) >= FAST_MIN_BYTES
 
 
 def check_redis_version(client: store.Client) -> None:
-    version = client.info("server").get("redis_version", "0")
-    parts = tuple(int(p) for p in str(version).split(".")[:2] if p.isdigit())
-    if parts < MIN_REDIS_VERSION:
-        raise RedisVersionError(
-            f"Redis {version} is too old: cogworker's reliable fetch needs Redis >= 6.2 (LMOVE, BLMOVE, LPOS)")
+    """Refuses (``RedisVersionError``, one line) a server cogworker can't run on."""
+    server.check(client)
 
 
 class Fetcher(InProgressList):
@@ -47,8 +45,14 @@ class Fetcher(InProgressList):
     on top of its in-progress list. Each script is refused (``Fenced``, and ``fenced``
     set) once the identity was declared dead."""
 
-    def __init__(self, config: Config, identity: str, queues: list[tuple[str, int | None]],
-                 block_timeout: float = 1.0, beats: bool = True) -> None:
+    def __init__(
+        self,
+        config: Config,
+        identity: str,
+        queues: list[tuple[str, int | None]],
+        block_timeout: float = 1.0,
+        beats: bool = True,
+    ) -> None:
         super().__init__(config, identity, beats)
         self.queues = [name for name, _ in queues]
         self.weighted = all(w is not None for _, w in queues)
@@ -59,18 +63,34 @@ class Fetcher(InProgressList):
         self._ahead_pid = 0
         self._fetch_sha = ""
         self._moved_sha = ""
-        self._batch_sha = ""
+        self._ahead_sha = ""
         self._queue_keys = {name: self.keys.queue(name) for name in self.queues}
         # The fast fetch's guess: the first queue of this fetch's order that gave the last
         # job it was asked for (queues found empty before it since are dropped).
         self._busy: set[str] = set(self.queues[:1])
         self.empty = EmptyQueues(self.queues)
+        self.levels = Levels(self.queues)
         self.wake_wait = WakeWait()  # a stop cuts the idle wait short (Worker.stop)
+        # fetch.lua's KEYS and ARGV that never change for this identity, encoded once, as
+        # the client would encode them at every call (``_fixed``); the queues' keys too,
+        # per order (a strict order is the same list each time). A fetch runs once per job.
+        self._encoded: Fixed | None = None
+        self._named_for: tuple[list[str] | None, list[bytes]] = (None, [])
 
     def plan(self, whole: bool = False) -> tuple[list[str], str, bool]:
         """This fetch's order, without the queues known to be empty and cut after the one
-        that gave the last job, its ``since``, and whether it was cut (EmptyQueues.plan)."""
-        return self.empty.plan(self.order(), whole)
+        that gave the last job, its ``since``, and whether it was cut (EmptyQueues.plan);
+        each queue's priority levels named around it (Levels)."""
+        if self.levels.due():
+            self._read_levels()
+        return self.empty.plan(self.levels.expand(self.order()), whole)
+
+    def _read_levels(self) -> None:
+        """The levels in use, read again; their lists' keys known from now on."""
+        if self.levels.read(self.client, self.keys):
+            for name in self.levels.base:
+                self._queue_keys.setdefault(name, self.keys.queue(name))
+            self.empty.forget()
 
     def order(self) -> list[str]:
         if not self.weighted:
@@ -80,8 +100,9 @@ class Fetcher(InProgressList):
         random.shuffle(pool)
         return list(dict.fromkeys(pool))
 
-    def fetch(self, ack: bytes | None = None, ack_jid: str | None = None,
-              on_empty: Callable[[], Work | None] | None = None) -> Work | None:
+    def fetch(
+        self, ack: bytes | None = None, ack_jid: str | None = None, on_empty: Callable[[], Work | None] | None = None
+    ) -> Work | None:
         """One job from the first non-empty queue, or None after blocking ``block_timeout``.
 
         ``ack``: the previous job, acknowledged in the same round trip (``ack_jid``: its
@@ -91,10 +112,10 @@ class Fetcher(InProgressList):
         # Every idle worker blocks on the wake stream (pushes filling a queue XADD it), never on a
         # queue: a BLMOVE would take a job without reading the paused set.
         blocking = self.block_timeout > 0
-        wake = self.keys.wake if blocking else ""
-        work, wake_id, again = self._fetch_once(ack, ack_jid, wake)
+        blocks = b"1" if blocking else b""  # the script returns the wake ID to block from
+        work, wake_id, again = self._fetch_once(ack, ack_jid, blocks)
         if again:  # a queue left out may have a job now: again, naming every queue (the ack landed)
-            work, wake_id, _ = self._fetch_once(None, None, wake, whole=True)
+            work, wake_id, _ = self._fetch_once(None, None, blocks, whole=True)
         if work is not None:
             return work
         if not blocking:
@@ -111,25 +132,94 @@ class Fetcher(InProgressList):
             # The wake stream can't be read (a key of the wrong type): poll instead.
             time.sleep(min(block, 0.1))
         self.empty.forget()  # woken (a queue filled) or timed out: the next fetch names every queue
+        self._read_levels()  # the push that woke it may have been a new level's first
         return None  # the caller fetches again through the script
 
-    def _fetch_once(self, ack: bytes | None, ack_jid: str | None, wake: str,
-                    whole: bool = False) -> tuple[Work | None, Any, bool]:
+    def _fetch_once(
+        self, ack: bytes | None, ack_jid: str | None, blocks: bytes, whole: bool = False
+    ) -> tuple[Work | None, Any, bool]:
         """One fetch: its job, the wake ID to block from, and whether to fetch again at
         once naming every queue (it was stale, or cut short and found nothing)."""
         order, since, cut = self.plan(whole)
         if self._fast_allowed(ack):
-            work, wake_id, stale = self._fetch_fast(order, since, ack, ack_jid, wake)
+            work, wake_id, stale = self._fetch_fast(order, since, ack, ack_jid, blocks)
             return work, wake_id, stale or (cut and work is None)
-        keys = [self.in_progress, self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"),
-                self.fence_key, self.keys.last_beat, *(self._queue_keys[q] for q in order)]
-        reply = self._run("fetch", keys, [ack or b"", wake, "", "", "", self.beat_as, self.keys.paused,
-                                          self.keys.queue_prefix, since], beats=True)
+        call = self._fetch_call(order, since, ack, ack_jid, blocks, b"", b"")
+        sent = clock()
+        with self.owned:
+            reply = scripts.fetched(self.client, call)
+        if self.beat_as:  # its beat refreshed (inline: once per job)
+            self.vouch(sent)
         work, stale = self._work_of(reply, order, since)
-        return work, reply[2], stale or (cut and work is None)
+        return work, reply[2], stale or (cut and work is None)  # reply[2]: wake_id
 
-    def send_ahead(self, number: int, ack: bytes | None = None, ack_jid: str | None = None, k: int = 1,
-                   older: tuple[batchfetch.Ack, ...] = ()) -> Ahead:
+    def _fetch_call(
+        self,
+        order: list[str],
+        since: str,
+        ack: bytes | None,
+        ack_jid: str | None,
+        block: script.Arg,
+        owner: script.Arg,
+        number: script.Arg,
+    ) -> script.Call:
+        """fetch.lua's call: ``ack`` riding (``ack_jid``: its jid, if known), ``block``:
+        "1" to block on the wake stream after, or ""; a look-ahead's record (``owner``,
+        ``number``; "" for none)."""
+        in_progress, fence, last_beat, wake, paused, ahead, identity, queue_prefix = self._encoded or self._fixed()
+        named, queues = self._named_for
+        if named is not order:
+            queues = self._queue_list(order)
+        return scripts.fetch(
+            in_progress=in_progress,
+            orphans=self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"),
+            fence=fence,
+            last_beat=last_beat,
+            wake=wake,
+            paused=paused,
+            ahead=ahead,
+            queues=queues,
+            ack=ack or b"",
+            block=block,
+            owner=owner,
+            number=number,
+            identity=identity,
+            queue_prefix=queue_prefix,
+            since=since or b"",
+        )
+
+    def _fixed(self) -> Fixed:
+        """What every fetch of this identity sends alike, encoded by the client's own
+        encoder: the same bytes on the wire, without an encoding per call."""
+        encode = self.client.get_encoder().encode
+        keys = self.keys
+        self._encoded = Fixed(
+            in_progress=encode(self.in_progress),
+            fence=encode(self.fence_key),
+            last_beat=encode(keys.last_beat),
+            wake=encode(keys.wake),
+            paused=encode(keys.paused),
+            ahead=encode(keys.ahead),
+            identity=encode(self.beat_as),
+            queue_prefix=encode(keys.queue_prefix),
+        )
+        return self._encoded
+
+    def _queue_list(self, order: list[str]) -> list[bytes]:
+        """The keys of the queues ``order`` names, encoded; kept for the next fetch of that same list."""
+        encode = self.client.get_encoder().encode
+        queues = [encode(self._queue_keys[q]) for q in order]
+        self._named_for = (order, queues)
+        return queues
+
+    def send_ahead(
+        self,
+        number: int,
+        ack: bytes | None = None,
+        ack_jid: str | None = None,
+        k: int = 1,
+        older: tuple[aheadfetch.Ack, ...] = (),
+    ) -> Ahead:
         """Sends the fetch script (never blocking) without waiting for its reply; the
         jobs it takes (up to ``k``) land on this identity's in-progress list like any
         other, and are recorded under ``number`` so an idle sibling may take them
@@ -142,33 +232,43 @@ class Fetcher(InProgressList):
             client = self.client
             conn = self._ahead_conn = client.connection_pool.make_connection()
             self._ahead_pid = os.getpid()
-            self._fetch_sha = lua.script(client, "fetch").sha
-            self._moved_sha = lua.script(client, "fetch_moved").sha
-            self._batch_sha = ""
+            self._fetch_sha = script.sha(client, "fetch")
+            self._moved_sha = script.sha(client, "fetch_moved")
+            self._ahead_sha = ""
         sent = clock()
         fast = None
         if k > 1 or older:
             acks = [*older, *([(ack, ack_jid)] if ack is not None else [])]
             if self.lease_left() > 0:  # the acks' LREMs may go ahead of the fence check
-                fast, multi = batchfetch.moved_commands(
-                    self, lua.script(self.client, "fetch_batch_moved").sha, order, number, k, acks,
-                    self._guess(order), since)
+                fast, multi = aheadfetch.moved_commands(
+                    self,
+                    self._encoded or self._fixed(),
+                    script.sha(self.client, "fetch_ahead_moved"),
+                    order,
+                    number,
+                    k,
+                    acks,
+                    self._guess(order),
+                    since,
+                )
                 need = self._send(conn, multi)
                 return Ahead(conn, order, ack, sent, fast, tuple(raw for raw, _ in acks), True, since, k, need)
-            if not self._batch_sha:  # loaded here: no plain call of it loads it (after a flush too)
-                self._batch_sha = lua.script(self.client, "fetch_batch").sha
-                self.client.script_load(lua.source("fetch_batch"))
-            need = self._send(conn, [batchfetch.command(self, self._batch_sha, order, number, k, acks, since)])
+            if not self._ahead_sha:  # loaded here: no plain call of it loads it (after a flush too)
+                self._ahead_sha = script.load(self.client, "fetch_ahead")
+            need = self._send(
+                conn,
+                [
+                    aheadfetch.command(
+                        self, self._encoded or self._fixed(), self._ahead_sha, order, number, k, acks, since
+                    )
+                ],
+            )
             return Ahead(conn, order, ack, sent, None, tuple(raw for raw, _ in acks), True, since, k, need)
         if self._fast_allowed(ack):
-            fast, commands = self._fast_commands(order, since, ack, ack_jid, "",
-                                                 (self.keys.ahead, self.identity, number))
+            fast, commands = self._fast_commands(order, since, ack, ack_jid, "", (self.identity, number))
         else:
-            keys = [self._queue_keys[q] for q in order]
-            commands = [("EVALSHA", self._fetch_sha, 4 + len(keys), self.in_progress,
-                         self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"), self.fence_key,
-                         self.keys.last_beat, *keys, ack or b"", "", self.keys.ahead, self.identity, number,
-                         self.beat_as, self.keys.paused, self.keys.queue_prefix, since)]
+            call = self._fetch_call(order, since, ack, ack_jid, "", self.identity, number)
+            commands = [script.as_command(self._fetch_sha, call)]
         need = self._send(conn, commands)
         return Ahead(conn, order, ack, sent, fast, since=since, need=need)
 
@@ -184,28 +284,27 @@ class Fetcher(InProgressList):
         return need
 
     def read_ahead_all(self, ahead: Ahead) -> list[Work]:
-        """Every job the look-ahead took, oldest first (``read_ahead`` for a batch too)."""
-        if not ahead.batch:
+        """Every job the look-ahead took, oldest first (``read_ahead`` for K > 1 too)."""
+        if not ahead.many:
             work = self.read_ahead(ahead)
             return [work] if work is not None else []
         if ahead.fast is not None:
             fast = ahead.fast
-            replies = replication.read_then_wait(ahead.conn, ahead.need,
-                                                 lambda: fastfetch.replies(ahead.conn, fast))
-            reply = self._checked(replies[-1], "fetch_batch_moved", fast)
+            replies = replication.read_then_wait(ahead.conn, ahead.need, lambda: fastfetch.replies(ahead.conn, fast))
+            reply = self._checked(replies[-1], fast)
             self.vouch(ahead.sent_at)
-            works, bad, newest, paused, stale = batchfetch.moved_works(replies, reply, fast, ahead.order, ahead.k)
+            works, bad, newest, paused, stale = aheadfetch.moved_works(replies, reply, fast, ahead.order, ahead.k)
         else:
             try:
                 reply = replication.read_then_wait(ahead.conn, ahead.need, ahead.conn.read_response)
             except store.NoScriptError:
-                self._batch_sha = ""  # loaded again before the next one
+                self._ahead_sha = ""  # loaded again before the next one
                 raise
             except store.ResponseError as exc:
                 self._raise_fenced(exc)
                 raise
             self.vouch(ahead.sent_at)
-            works, bad, newest, paused, stale = batchfetch.works(reply, ahead.order)
+            works, bad, newest, paused, stale = aheadfetch.works(reply, ahead.order)
         if bad:
             self._bad_keys(bad, fetched=bool(works))
         index = ahead.order.index(works[-1].queue) if works else len(ahead.order)
@@ -215,14 +314,16 @@ class Fetcher(InProgressList):
         if works:
             self._busy.difference_update(ahead.order[:index])
             self._busy.add(works[-1].queue)
+            if self.levels.base:  # a level's job is its queue's
+                base = self.levels.base
+                works = [Work(w.raw, base.get(w.queue, w.queue)) for w in works]
         return works
 
     def read_ahead(self, ahead: Ahead) -> Work | None:
         """The look-ahead's job, or None if every queue was empty. Raises what the fetch
         raised: ``store.NoScriptError`` means it did not run at all."""
         if ahead.fast is not None:
-            work, _, _ = self._read_fast(ahead.conn, ahead.fast, ahead.order, ahead.since, ahead.sent_at,
-                                         ahead.need)
+            work, _, _ = self._read_fast(ahead.conn, ahead.fast, ahead.order, ahead.since, ahead.sent_at, ahead.need)
             return work
         try:
             reply = replication.read_then_wait(ahead.conn, ahead.need, ahead.conn.read_response)
@@ -230,19 +331,45 @@ class Fetcher(InProgressList):
             self._raise_fenced(exc)
             raise
         self.vouch(ahead.sent_at)
-        return self._work_of(reply, ahead.order, ahead.since)[0]
+        return self._work_of(scripts.fetch_reply(reply), ahead.order, ahead.since)[0]
 
     def _guess(self, order: list[str]) -> int:
         """The first queue of ``order`` that gave the last job it was asked for."""
         return next((i for i, q in enumerate(order) if q in self._busy), 0)
 
-    def _fast_commands(self, order: list[str], since: str, ack: bytes | None, ack_jid: str | None, wake: str,
-                       ahead: tuple[Any, ...]) -> tuple[Fast, list[tuple[Any, ...]]]:
+    def _fast_commands(
+        self,
+        order: list[str],
+        since: str,
+        ack: bytes | None,
+        ack_jid: str | None,
+        blocks: script.Arg,
+        ahead: tuple[Any, Any],
+    ) -> tuple[Fast, list[tuple[Any, ...]]]:
         guess = self._guess(order)
-        keys = [self.in_progress, self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"),
-                self.fence_key, self.keys.last_beat, *(self._queue_keys[q] for q in order)]
-        args = [wake, *ahead, self.beat_as, self.keys.paused, self.keys.queue_prefix]
-        return fastfetch.commands(self._sha_moved(), keys, args, ack, guess, since)
+        keys = self.keys
+        queues = [self._queue_keys[q] for q in order]
+        call = scripts.fetch_moved(
+            in_progress=self.in_progress,
+            orphans=keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"),
+            fence=self.fence_key,
+            last_beat=keys.last_beat,
+            wake=keys.wake,
+            paused=keys.paused,
+            ahead=keys.ahead,
+            queues=queues,
+            acked="1" if ack else "",
+            block=blocks,
+            owner=ahead[0],
+            number=ahead[1],
+            identity=self.beat_as,
+            queue_prefix=keys.queue_prefix,
+            mark=MARK,
+            guess=scripts.FIRST_QUEUE + guess,  # its index in KEYS
+            since=since,
+        )
+        commands = fastfetch.commands(self._sha_moved(), call, self.in_progress, queues[guess], ack)
+        return Fast(len(commands) - 2, call, guess), commands
 
     def _fast_allowed(self, ack: bytes | None) -> bool:
         """The fast fetch's ack is a plain LREM, in front of the fence check: sent only
@@ -253,12 +380,13 @@ class Fetcher(InProgressList):
 
     def _sha_moved(self) -> str:
         if not self._moved_sha:
-            self._moved_sha = lua.script(self.client, "fetch_moved").sha
+            self._moved_sha = script.sha(self.client, "fetch_moved")
         return self._moved_sha
 
-    def _fetch_fast(self, order: list[str], since: str, ack: bytes | None, ack_jid: str | None,
-                    wake: str) -> tuple[Work | None, Any, bool]:
-        fast, commands = self._fast_commands(order, since, ack, ack_jid, wake, ("", "", ""))
+    def _fetch_fast(
+        self, order: list[str], since: str, ack: bytes | None, ack_jid: str | None, blocks: script.Arg
+    ) -> tuple[Work | None, Any, bool]:
+        fast, commands = self._fast_commands(order, since, ack, ack_jid, blocks, ("", ""))
         pool = self.client.connection_pool
         need = replication.need_of(self.client)
         if need is not None:
@@ -275,21 +403,23 @@ class Fetcher(InProgressList):
             pool.release(conn)
         return self._settle_fast(replies, fast, order, since, sent)
 
-    def _read_fast(self, conn: Any, fast: Fast, order: list[str], since: str,
-                   sent: float, need: replication.Need | None) -> tuple[Work | None, Any, bool]:
+    def _read_fast(
+        self, conn: Any, fast: Fast, order: list[str], since: str, sent: float, need: replication.Need | None
+    ) -> tuple[Work | None, Any, bool]:
         replies = replication.read_then_wait(conn, need, lambda: fastfetch.replies(conn, fast))
         return self._settle_fast(replies, fast, order, since, sent)
 
-    def _settle_fast(self, replies: list[Any], fast: Fast, order: list[str], since: str,
-                     sent: float) -> tuple[Work | None, Any, bool]:
+    def _settle_fast(
+        self, replies: list[Any], fast: Fast, order: list[str], since: str, sent: float
+    ) -> tuple[Work | None, Any, bool]:
         """The script's reply decides; the job is the LMOVE's reply when the move stood."""
-        reply = self._checked(replies[-1], "fetch_moved", fast)
+        reply = scripts.fetch_reply(self._checked(replies[-1], fast))
         self.vouch(sent)
         work, stale = self._work_of(reply, order, since, moved=replies[-2])
-        return work, reply[2], stale
+        return work, reply.wake_id, stale
 
-    def _checked(self, reply: Any, name: str, fast: Fast) -> Any:
-        """A MULTI's script reply (``name``: the script), or its error raised."""
+    def _checked(self, reply: Any, fast: Fast) -> Any:
+        """A MULTI's script reply, or its error raised."""
         if isinstance(reply, store.ResponseError):
             if not isinstance(reply, store.NoScriptError) and not str(reply).startswith("NOSCRIPT"):
                 self._raise_fenced(reply)
@@ -297,32 +427,39 @@ class Fetcher(InProgressList):
             # Scripts flushed: the plain commands ran, the script did not. It runs now on
             # what they left (nothing else touches this list's head meanwhile: a take or a
             # return needs the `ahead` record, which only the script writes), and loads.
-            reply = self._run(name, fast.keys, fast.args)
+            with self.owned:
+                reply = script.run(self.client, fast.call)
         return reply
 
-    def _work_of(self, reply: list[Any], order: list[str], since: str,
-                 moved: Any = None) -> tuple[Work | None, bool]:
+    def _work_of(
+        self, reply: scripts.FetchReply, order: list[str], since: str, moved: Any = None
+    ) -> tuple[Work | None, bool]:
         """fetch.lua's (or fetch_moved.lua's) reply: the job, and whether the fetch was stale."""
-        index = int(reply[0])
-        if len(reply) > 5:
-            self._bad_keys(reply[5:], fetched=index > 0)
-        self.empty.learn(order, since, as_text(reply[3]), index < 0, index - 1 if index > 0 else len(order),
-                         [as_text(name) for name in reply[4]])
+        index, job, _, empty_at, paused, bad = reply  # unpacked: once per job, cheaper than by name
+        if bad:
+            self._bad_keys(bad, fetched=index > 0)
+        self.empty.learn(
+            order,
+            since,
+            as_text(empty_at),
+            index < 0,
+            index - 1 if index > 0 else len(order),
+            [as_text(name) for name in paused],
+        )
         if index <= 0:
             return None, index < 0
         queue = order[index - 1]
         if index > 1:  # every queue tried before this one was empty (or paused) just now
-            self._busy.difference_update(order[:index - 1])
+            self._busy.difference_update(order[: index - 1])
         self._busy.add(queue)
+        if self.levels.base:  # a level's job is its queue's
+            queue = self.levels.base.get(queue, queue)
         # fetch_moved.lua says nil when the job is its LMOVE's reply; an entry may be b"".
-        return Work(moved if reply[1] is None else reply[1], queue), False
+        return Work(moved if job is None else job, queue), False
 
     def _raise_fenced(self, exc: store.ResponseError) -> None:
-        try:
-            lua.raise_if_fenced(exc)
-        except Fenced:
-            self.fenced = True
-            raise
+        with self.owned:
+            script.raise_if_fenced(exc)
 
     def drop_mark(self, mark: bytes = MARK) -> None:
         """A mark left on the list (a MULTI fetch whose script never ran): not a job."""
@@ -336,8 +473,19 @@ class Fetcher(InProgressList):
     def take_ahead(self, sibling: str, number: int, started: int = 0) -> Work | None:
         """One of a sibling's look-ahead jobs not started (``started``: how many of that
         fetch's it started), onto our own list (the caller holds its lock)."""
-        raw = self._run("take_ahead", [self.keys.ahead, self.keys.in_progress(sibling), self.in_progress,
-                                       self.fence_key, self.keys.fenced(sibling)], [sibling, number, started])
+        keys = self.keys
+        with self.owned:
+            raw = scripts.take_ahead(
+                self.client,
+                ahead=keys.ahead,
+                sibling_list=keys.in_progress(sibling),
+                in_progress=self.in_progress,
+                fence=self.fence_key,
+                sibling_fence=keys.fenced(sibling),
+                sibling=sibling,
+                number=number,
+                started=started,
+            )
         if not raw:
             return None
         return Work(raw, _text_field(raw, "queue") or self.queues[0])
@@ -346,7 +494,15 @@ class Fetcher(InProgressList):
         """How many of our look-ahead fetch ``number``'s jobs not started (``started``:
         how many we did) are still ours (nobody took or returned them: the oldest), and
         from now on nobody can take them (the caller holds our lock)."""
-        return int(self._run("claim_ahead", [self.keys.ahead, self.fence_key], [self.identity, number, started]))
+        with self.owned:
+            return scripts.claim_ahead(
+                self.client,
+                ahead=self.keys.ahead,
+                fence=self.fence_key,
+                owner=self.identity,
+                number=number,
+                started=started,
+            )
 
     def _wait_for_wake(self, since: bytes, block: float) -> bool:
         """Blocks until a push to any queue (or ``block`` seconds). False if the wake
@@ -384,4 +540,3 @@ class Fetcher(InProgressList):
                 logger.error("queue key %s holds the wrong type: skipped (other queues keep running)", name)
             else:
                 logger.error("queue key %s can't be read (%s): skipped (other queues keep running)", name, error)
-

@@ -19,6 +19,8 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
+from ...keys import split_level
+
 # The longest a queue filled by a writer outside cogworker is left out of a busy worker's
 # fetch. A fetch naming every queue costs about 0.25 µs of Redis time per idle queue: at
 # 20 a second it is nothing next to the fetches it spares.
@@ -63,10 +65,9 @@ class EmptyQueues:
     def _cut(self, named: list[str], since: str, whole: bool) -> tuple[list[str], str, bool]:
         if whole or self.gave is None or named[-1] == self.gave or self.gave not in named:
             return named, since, False
-        return named[:named.index(self.gave) + 1], since, True
+        return named[: named.index(self.gave) + 1], since, True
 
-    def learn(self, order: list[str], since: str, newest: str, stale: bool, before: int,
-              paused: Iterable[str]) -> None:
+    def learn(self, order: list[str], since: str, newest: str, stale: bool, before: int, paused: Iterable[str]) -> None:
         """A fetch that named ``order`` with ``since`` found ``order[:before]`` empty when the
         wake stream's newest ID was ``newest`` ("" = not read, or unreadable). Paused queues
         are never counted empty: a resume by hand must count at the next fetch."""
@@ -77,7 +78,10 @@ class EmptyQueues:
         if stale or (since != EVERY and newest != since):
             self.forget()
             return
+        paused = set(paused)
         found = set(order[:before]).difference(paused)
+        if paused:  # a priority level is paused with its queue
+            found = {q for q in found if split_level(q)[0] not in paused}
         if since == EVERY:
             if not newest:  # none found empty (or the stream can't be read): nothing known
                 self.forget()
@@ -90,4 +94,3 @@ class EmptyQueues:
     def forget(self) -> None:
         """The next fetch names every queue (a wake was read, or the last fetch was stale)."""
         self.empty, self.at = frozenset(), ""
-

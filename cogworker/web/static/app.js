@@ -10,8 +10,21 @@ document.addEventListener("submit", function (event) {
       (submitter.value === "delete" || submitter.value === "kill")) {
     message = form.getAttribute("data-confirm-delete");
   }
-  if (message && !window.confirm(message)) {
+  if (!message) {
+    return;
+  }
+  if (!window.confirm(message)) {
     event.preventDefault();
+    return;
+  }
+  // Asked and accepted here: the server's own confirmation page (the same question, for a
+  // browser without this script) is skipped.
+  if (!form.querySelector('input[name="confirm"]')) {
+    var field = document.createElement("input");
+    field.type = "hidden";
+    field.name = "confirm";
+    field.value = "yes";
+    form.appendChild(field);
   }
 });
 
@@ -28,8 +41,15 @@ document.addEventListener("change", function (event) {
 
 // Every number of the dashboard, from one /stats.json answer: counters and the status
 // line (data-counter: a number), texts the server formatted (data-text), and parts shown
-// only while their number is not zero (data-shown-if).
+// only while their number is not zero (data-shown-if); a count's noun in the number's
+// form (data-noun, data-one, data-many: "1 live process", "2 live processes").
 function showStats(data) {
+  document.querySelectorAll("[data-noun]").forEach(function (cell) {
+    var value = data[cell.getAttribute("data-noun")];
+    if (typeof value === "number") {
+      cell.textContent = cell.getAttribute(value === 1 ? "data-one" : "data-many");
+    }
+  });
   document.querySelectorAll("[data-counter]").forEach(function (cell) {
     var value = data[cell.getAttribute("data-counter")];
     if (typeof value === "number") {
@@ -51,10 +71,33 @@ function showStats(data) {
   });
 }
 
+// A chart is drawn by the server for the width of its box (?w=, at most 720 px): on a
+// phone's 390 px screen its text stays legible, not scaled down to half.
+function chartWidth(box) {
+  return Math.max(300, Math.min(720, Math.floor(box.clientWidth) - 2));
+}
+
+function withWidth(url, box) {
+  return url + (url.indexOf("?") < 0 ? "?" : "&") + "w=" + chartWidth(box);
+}
+
+// Charts drawn wider than their box (a narrow screen), drawn again for it, once.
+function fitCharts() {
+  document.querySelectorAll("[data-fit]").forEach(function (box) {
+    if (box.clientWidth >= 722) {
+      return;
+    }
+    fetch(withWidth(box.getAttribute("data-fit"), box), {credentials: "same-origin", cache: "no-store"})
+      .then(function (response) { return response.ok ? response.text() : Promise.reject(response.status); })
+      .then(function (svg) { box.innerHTML = svg; })
+      .catch(function () {});
+  });
+}
+
 // The day charts: SVG drawn by the server, put in place as markup (tooltips kept).
 function refreshCharts() {
   document.querySelectorAll("[data-refresh]").forEach(function (box) {
-    fetch(box.getAttribute("data-refresh"), {credentials: "same-origin", cache: "no-store"})
+    fetch(withWidth(box.getAttribute("data-refresh"), box), {credentials: "same-origin", cache: "no-store"})
       .then(function (response) { return response.ok ? response.text() : Promise.reject(response.status); })
       .then(function (svg) { box.innerHTML = svg; })
       .catch(function () {});
@@ -78,7 +121,7 @@ function startPolling() {
       .then(function (response) { return response.json(); })
       .then(function (data) {
         showStats(data);
-        chart.src = chart.getAttribute("data-src") + "?t=" + Date.now();
+        chart.src = withWidth(chart.getAttribute("data-src"), chart.parentNode) + "&t=" + Date.now();
         refreshCharts();
         state.textContent = "polling every 2 s, last " + new Date().toLocaleTimeString();
       })
@@ -120,4 +163,5 @@ function startAutoRefresh() {
 document.addEventListener("DOMContentLoaded", function () {
   startPolling();
   startAutoRefresh();
+  fitCharts();
 });
