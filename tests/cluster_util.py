@@ -43,6 +43,7 @@ def layout_config(request, cluster: Cluster, cluster_ns: str) -> Iterator[cogwor
     namespace in one slot, then each queue a shard of its own."""
     cluster.wait_ok()
     cogworker.config._config = None
-    yield cogworker.configure(redis_url=cluster.url, namespace=cluster_ns, socket_timeout=2.0,
-                              cluster_layout=request.param)
+    yield cogworker.configure(
+        redis_url=cluster.url, namespace=cluster_ns, socket_timeout=2.0, cluster_layout=request.param
+    )
     cogworker.config._config = None

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -14,8 +15,34 @@ from redis_server import RedisServer  # noqa: E402
 
 import cogworker  # noqa: E402
 from cogworker.client import jobs as job_module  # noqa: E402
+from cogworker.core import hooks  # noqa: E402
 from cogworker.core.middleware import client_middleware, server_middleware  # noqa: E402
 from cogworker.cron import ticker as periodic_module  # noqa: E402
+from cogworker.engine.effects import builtin_subscribers  # noqa: E402
+
+# The test process is put together as a worker process is (worker/runner.py): the tests
+# run workers, orphan recovery and the ticker in it, and their jobs' locks, stats and
+# history follow through these (no module subscribes on import).
+hooks.install(builtin_subscribers())
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite runs as from a terminal, whoever started it: a non-interactive shell's
+    background job (.ci/run's server matrix) starts with SIGINT ignored, every process a
+    test starts would inherit that, and a CLI's Ctrl-C (``stats --watch``) would do
+    nothing. Restored here, before any test starts a process."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_report_header() -> str:
+    """Which server the fixtures start (cogworker/testing/binaries.py)."""
+    from cogworker.testing.binaries import NoServer, server_binary
+
+    try:
+        return f"cogworker test server: {server_binary().describe()}"
+    except NoServer as exc:
+        return f"cogworker test server: none ({exc})"
 
 
 @pytest.fixture(scope="session")

@@ -86,8 +86,16 @@ def run_worker_until(predicate: Callable[[], Any], timeout: float = 10.0, **kwar
 
 def raw_payload(name: str, *args: Any, **extra: Any) -> dict[str, Any]:
     """A payload of ``apps.core_jobs.{name}`` as Redis holds one (``extra`` overrides)."""
-    base = {"class": f"apps.core_jobs.{name}", "args": list(args), "kwargs": {}, "jid": extra.pop("jid", "j" * 24),
-            "queue": "default", "retry": 3, "created_at": time.time(), "enqueued_at": time.time()}
+    base = {
+        "class": f"apps.core_jobs.{name}",
+        "args": list(args),
+        "kwargs": {},
+        "jid": extra.pop("jid", "j" * 24),
+        "queue": "default",
+        "retry": 3,
+        "created_at": time.time(),
+        "enqueued_at": time.time(),
+    }
     base.update(extra)
     return base
 

@@ -57,7 +57,7 @@ def check(path: Path, tags: list[str]) -> Report:
     for tag, rs in runs.items():
         if len(rs) > 1:
             report.duplicates[tag] = rs
-            if any(a.overlaps(b) for i, a in enumerate(rs) for b in rs[i + 1:]):
+            if any(a.overlaps(b) for i, a in enumerate(rs) for b in rs[i + 1 :]):
                 report.concurrent[tag] = rs
     return report
 

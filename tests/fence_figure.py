@@ -55,9 +55,11 @@ def main() -> None:
         time.sleep(fence_app.THRESHOLD + 2)  # long enough for a wrongful recovery to show
         report = check(log, tags)
         declared = sum(m.output().count("left in progress by") for m in masters)
-        print(f"{args.jobs} jobs, Redis stalled {stall:g}s (threshold {fence_app.THRESHOLD:g}s) after "
-              f"{paused_at} had ended, {len(masters)} masters: {report.summary()}; "
-              f"lists requeued as dead: {declared}")
+        print(
+            f"{args.jobs} jobs, Redis stalled {stall:g}s (threshold {fence_app.THRESHOLD:g}s) after "
+            f"{paused_at} had ended, {len(masters)} masters: {report.summary()}; "
+            f"lists requeued as dead: {declared}"
+        )
     finally:
         for m in masters:
             m.stop()

@@ -25,5 +25,7 @@ def value(samples, name, **labels) -> float | None:
 
 
 def jobs(samples, job_class, outcome, queue="default") -> float:
-    return value(samples, "cogworker_jobs_total", queue=queue, job_class=f"apps.obs_app.{job_class}",
-                 outcome=outcome) or 0.0
+    return (
+        value(samples, "cogworker_jobs_total", queue=queue, job_class=f"apps.obs_app.{job_class}", outcome=outcome)
+        or 0.0
+    )

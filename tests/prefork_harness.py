@@ -26,17 +26,26 @@ def wait_for(predicate, timeout=15.0, interval=0.02, what="condition"):
 
 
 class Master:
-    def __init__(self, redis_url: str, module: str = "apps.pf", procs: int | None = 2, args=(), env=None,
-                 wrap=()):
+    def __init__(self, redis_url: str, module: str = "apps.pf", procs: int | None = 2, args=(), env=None, wrap=()):
         """``procs`` None: no --procs (its default decides); ``wrap``: a command in front (taskset …)."""
         self.log_path = TESTS / f".master-{os.getpid()}-{time.time_ns()}.log"
         self.log = open(self.log_path, "wb")
         full_env = {**os.environ, "PYTHONPATH": str(TESTS), **(env or {})}
         full_env.pop("COGWORKER_REDIS_URL", None)
-        self.cmd = [*wrap, sys.executable, "-m", "cogworker.prefork.cli",
-                    *(["--procs", str(procs)] if procs is not None else []), "--redis-url", redis_url, *args, module]
-        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT, env=full_env,
-                                     cwd=str(TESTS), start_new_session=True)
+        self.cmd = [
+            *wrap,
+            sys.executable,
+            "-m",
+            "cogworker.prefork.cli",
+            *(["--procs", str(procs)] if procs is not None else []),
+            "--redis-url",
+            redis_url,
+            *args,
+            module,
+        ]
+        self.proc = subprocess.Popen(
+            self.cmd, stdout=self.log, stderr=subprocess.STDOUT, env=full_env, cwd=str(TESTS), start_new_session=True
+        )
         self.procs = procs
 
     @property
@@ -56,8 +65,13 @@ class Master:
                 # seen as the booting master's fork, with no command line while it execs,
                 # then as `file`. Nor the renderer of a /metrics answer (metrics_render).
                 title = child.cmdline()[:1]
-                if child.status() != psutil.STATUS_ZOMBIE and title and title != ["file"] \
-                        and "[booting]" not in title[0] and "metrics renderer" not in title[0]:
+                if (
+                    child.status() != psutil.STATUS_ZOMBIE
+                    and title
+                    and title != ["file"]
+                    and "[booting]" not in title[0]
+                    and "metrics renderer" not in title[0]
+                ):
                     live.append(child)
             except (psutil.NoSuchProcess, psutil.AccessDenied, IndexError):
                 pass
@@ -84,7 +98,8 @@ class Master:
         return self.proc.wait(timeout)
 
     def output(self) -> str:
-        self.log.flush()
+        if not self.log.closed:  # (a stopped master's log is closed, and complete)
+            self.log.flush()
         return self.log_path.read_text(errors="replace")
 
     def stop(self) -> None:
@@ -105,8 +120,14 @@ class Master:
 
 def run_cli(args, timeout=30.0, env=None):
     full_env = {**os.environ, "PYTHONPATH": str(TESTS), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "cogworker.prefork.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=full_env, cwd=str(TESTS))
+    return subprocess.run(
+        [sys.executable, "-m", "cogworker.prefork.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        cwd=str(TESTS),
+    )
 
 
 def lrange(config, key):

@@ -55,8 +55,9 @@ class Model(ABC):
             f, raw, decision = self.settled[i]
             assert settlement.apply(f, raw, decision) is False
 
-    def succeed(self, i: int, f: Fetcher, raw: bytes, payload: dict, kind: str, result: Any,
-                state: str) -> fate.Decision:
+    def succeed(
+        self, i: int, f: Fetcher, raw: bytes, payload: dict, kind: str, result: Any, state: str
+    ) -> fate.Decision:
         """The run returned ``result``: settled once (``kind`` "replay": its reply lost, sent
         again at once and refused); the job is in ``state`` now."""
         decision = fate.decide(self.config, payload, fate.Succeeded(0.0, result))

@@ -60,6 +60,7 @@ def try_enqueue(tag: str, *args: Any) -> Any:
 async def enqueue_async(tag: str) -> Any:
     """``logged.enqueue_async(tag)`` on this loop, its async client closed after."""
     from cogworker.client import aio
+
     try:
         return await sentinel_app.logged.enqueue_async(tag)
     finally:

@@ -104,8 +104,7 @@ def test_the_loop_thread_runs_awaitables_from_other_threads_concurrently():
             await asyncio.sleep(0.2)
             return i
 
-        threads = [threading.Thread(target=lambda i=i: results.append(aio.run(job(i), 1.0, "t")))
-                   for i in range(20)]
+        threads = [threading.Thread(target=lambda i=i: results.append(aio.run(job(i), 1.0, "t"))) for i in range(20)]
         for t in threads:
             t.start()
         for t in threads:

@@ -67,8 +67,15 @@ def test_filter_and_chunked_retry_all_and_clear(config, monkeypatch):
 
     monkeypatch.setattr(sets, "CHUNK", 7)
     r = config.redis()
-    entries = [failed("app.a" if i % 2 else "app.b", [i], queue="q1" if i % 3 else "q2",
-                      error_class="KeyError" if i % 5 == 0 else "ValueError") for i in range(40)]
+    entries = [
+        failed(
+            "app.a" if i % 2 else "app.b",
+            [i],
+            queue="q1" if i % 3 else "q2",
+            error_class="KeyError" if i % 5 == 0 else "ValueError",
+        )
+        for i in range(40)
+    ]
     fill(r, config.keys.dead, entries + ["not json at all"], time.time() - 1000)
     dead = api.DeadSet()
     assert len(dead.filter(job_class="app.a", limit=100)) == 20
@@ -134,9 +141,16 @@ def test_key_of_the_wrong_type(config):
     r = config.redis()
     r.set(config.keys.dead, "oops")
     r.set(config.keys.queue("default"), "oops")
-    for call in (api.DeadSet().size, api.DeadSet().jobs, lambda: api.DeadSet().find("x"),
-                 api.DeadSet().retry_all, api.DeadSet().clear, api.Queue("default").jobs,
-                 lambda: api.Queue("default").find("x"), api.Queue("default").clear):
+    for call in (
+        api.DeadSet().size,
+        api.DeadSet().jobs,
+        lambda: api.DeadSet().find("x"),
+        api.DeadSet().retry_all,
+        api.DeadSet().clear,
+        api.Queue("default").jobs,
+        lambda: api.Queue("default").find("x"),
+        api.Queue("default").clear,
+    ):
         with pytest.raises(WrongType, match=r"^key cogworker:(dead|queue:default) holds a string") as info:
             call()
         assert "\n" not in str(info.value)
@@ -156,9 +170,14 @@ def test_corrupted_entry_shown_raw_and_deletable(config):
 
 
 def test_limit_minus_one(config):
-    for call in (lambda: api.DeadSet().jobs(0, -1), lambda: api.Queue("default").jobs(limit=-1),
-                 lambda: api.RetrySet().filter(job_class="x", limit=-1), lambda: api.unsettled(limit=-1),
-                 lambda: api.DeadSet().jobs(-1, 5), lambda: api.history_stats(days=0)):
+    for call in (
+        lambda: api.DeadSet().jobs(0, -1),
+        lambda: api.Queue("default").jobs(limit=-1),
+        lambda: api.RetrySet().filter(job_class="x", limit=-1),
+        lambda: api.unsettled(limit=-1),
+        lambda: api.DeadSet().jobs(-1, 5),
+        lambda: api.history_stats(days=0),
+    ):
         with pytest.raises(ValueError, match=">= "):
             call()
 
@@ -183,17 +202,16 @@ def test_redis_unreachable_is_one_line_without_the_password():
 
 
 def test_readme_operating_example_runs(config):
-    """The README's "Operating it" Python block, run against this test's Redis."""
+    """The "Operating from Python" guide's block, run against this test's Redis."""
     import re
     from pathlib import Path
 
     from apps import core_jobs
 
-    text = (Path(__file__).parent.parent / "README.md").read_text()
-    section = text[text.index("## Operating it"):]
+    section = (Path(__file__).parent.parent / "docs" / "guides" / "operator-api.md").read_text()
     block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     r = config.redis()
     core_jobs.record.enqueue(1)
     r.zadd(config.keys.dead, {failed("apps.core_jobs.record", [2], jid="d1"): time.time()})
-    exec(compile(block, "README.md", "exec"), {})
+    exec(compile(block, "docs/guides/operator-api.md", "exec"), {})
     assert api.DeadSet().size() == 0 and api.Queue("default").size() == 2 and not api.Queue("default").paused()

@@ -92,8 +92,9 @@ def _cli(*args, url):
 
     env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.abspath(__file__)), "COGWORKER_REDIS_URL": url}
     env.pop("REDIS_URL", None)
-    return subprocess.run([sys.executable, "-m", "cogworker", *args], capture_output=True, text=True, env=env,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "cogworker", *args], capture_output=True, text=True, env=env, timeout=60
+    )
 
 
 def test_cli_processes_quiet_and_stop(own_config, masters):
@@ -129,3 +130,27 @@ def test_a_control_key_of_another_type_never_stops_the_beat(own_config, masters)
     pf.record.enqueue("after-quiet")
     time.sleep(1.0)
     assert queue_len(own_config) == 1 and m.alive()
+
+
+def _states(url):
+    """``cogworker processes``'s STATE column, by KIND (master, child)."""
+    out = _cli("processes", url=url)
+    assert out.returncode == 0, out.stderr
+    header, *rows = out.stdout.splitlines()
+    assert header.split()[:4] == ["IDENTITY", "KIND", "STATE", "QUEUES"], header
+    return sorted((row.split()[1], row.split()[2]) for row in rows)
+
+
+def test_cli_processes_shows_each_processs_state(own_config, masters):
+    url = own_config.redis_url
+    m = masters(procs=1, module="apps.pf_control")
+    m.wait_children(1)
+    wait_for(lambda: _process("master") and _process("child"), what="both records")
+    wait_for(lambda: _states(url) == [("child", "idle"), ("master", "idle")], 15, what="idle")
+    pf.slow.enqueue("running", 30)
+    wait_for(lambda: _states(url) == [("child", "busy"), ("master", "busy")], 15, what="busy")
+    assert api.quiet_process(_process("master").identity) is True
+    wait_for(lambda: _states(url) == [("child", "quiet"), ("master", "quiet")], 15, what="quiet")
+    assert api.stop_process(_process("master").identity) is True
+    wait_for(lambda: ("master", "stopping") in _states(url), 15, what="stopping")
+    m.signal_group(9)

@@ -79,8 +79,12 @@ def test_retry_all_on_100k_dead_entries(own_config, own_redis, capsys):
 
     r = own_config.redis()
     n = 100_000
-    fill(r, own_config.keys.dead, [failed("apps.api_app.mark", ["-", "q", str(i)], queue="bulk")
-                                   for i in range(n)], time.time() - n)
+    fill(
+        r,
+        own_config.keys.dead,
+        [failed("apps.api_app.mark", ["-", "q", str(i)], queue="bulk") for i in range(n)],
+        time.time() - n,
+    )
     r.config_set("slowlog-log-slower-than", 0)
     r.config_set("slowlog-max-len", 1_000_000)  # commands inside scripts are logged too
     r.slowlog_reset()
@@ -101,7 +105,11 @@ def test_retry_all_on_100k_dead_entries(own_config, own_redis, capsys):
     median = sorted(e["duration"] for e in scripts)[len(scripts) // 2]
     assert cleared == n
     with capsys.disabled():
-        print(f"\nretry_all of {n} dead entries: {took:.2f} s, {len(scripts)} script calls of {sets.CHUNK}; "
-              f"script median {median / 1000:.2f} ms, longest {longest['duration'] / 1000:.2f} ms")
-        print(f"clear of {n}: {clear_took:.2f} s, {len(clear_log)} ZREMRANGEBYRANK; "
-              f"longest {clear_longest['duration'] / 1000:.2f} ms")
+        print(
+            f"\nretry_all of {n} dead entries: {took:.2f} s, {len(scripts)} script calls of {sets.CHUNK}; "
+            f"script median {median / 1000:.2f} ms, longest {longest['duration'] / 1000:.2f} ms"
+        )
+        print(
+            f"clear of {n}: {clear_took:.2f} s, {len(clear_log)} ZREMRANGEBYRANK; "
+            f"longest {clear_longest['duration'] / 1000:.2f} ms"
+        )

@@ -30,13 +30,15 @@ def test_bucket_edges():
     for ms in (0.2, 1.0, 3.7, 120.0, 9_999.0):
         n = stats.bucket_of(ms)
         assert stats.bucket_upper_ms(n - 1) <= ms < stats.bucket_upper_ms(n)
-        assert stats.bucket_upper_ms(n) / stats.bucket_upper_ms(n - 1) == pytest.approx(2 ** 0.25)
+        assert stats.bucket_upper_ms(n) / stats.bucket_upper_ms(n - 1) == pytest.approx(2**0.25)
 
 
 def test_class_metrics_avg_and_p95_within_the_bucket_resolution(config):
     rng = random.Random(7)
-    durations = {"a.fast": [rng.uniform(0.5, 3.0) for _ in range(400)],
-                 "b.slow": [rng.lognormvariate(5, 1) for _ in range(300)]}
+    durations = {
+        "a.fast": [rng.uniform(0.5, 3.0) for _ in range(400)],
+        "b.slow": [rng.lognormvariate(5, 1) for _ in range(300)],
+    }
     buffer = stats.StatsBuffer()
     now = time.time()
     for job_class, values in durations.items():
@@ -50,7 +52,7 @@ def test_class_metrics_avg_and_p95_within_the_bucket_resolution(config):
         assert (m.processed, m.failed) == (len(values) - math.ceil(len(values) / 10), math.ceil(len(values) / 10))
         assert m.avg_ms == pytest.approx(sum(values) / len(values), rel=1e-3)
         true_p95 = sorted(values)[math.ceil(0.95 * len(values)) - 1]
-        assert true_p95 <= m.p95_ms <= true_p95 * 2 ** 0.25 + 1e-9
+        assert true_p95 <= m.p95_ms <= true_p95 * 2**0.25 + 1e-9
     assert [m.job_class for m in api.class_metrics()] == ["a.fast", "b.slow"]  # busiest first
     # A minute outside the window is left out.
     assert {m.job_class: m.processed + m.failed for m in api.class_metrics(minutes=1)}["a.fast"] < 400

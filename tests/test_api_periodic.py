@@ -19,8 +19,9 @@ T0 = 1_800_000_000  # a minute boundary
 def _publish(config, clock_at=T0 + 1):
     cogworker.periodic("*/5 * * * *", cron_jobs.tick, args=("p",), name="p", queue="cronq", tz="Europe/Paris")
     cogworker.periodic("0 3 * * *", cron_jobs.tick, args=("n",), name="nightly")
-    ticker = cron.Ticker(config, [cron.entries["p"], cron.entries["nightly"]],
-                         clock=lambda: clock_at, monotonic=lambda: clock_at)
+    ticker = cron.Ticker(
+        config, [cron.entries["p"], cron.entries["nightly"]], clock=lambda: clock_at, monotonic=lambda: clock_at
+    )
     ticker.publish()
     return ticker
 

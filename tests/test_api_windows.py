@@ -26,12 +26,19 @@ def record(config, runs: list[tuple[str, bool, float, float]]) -> float:
 
 
 def test_each_window_counts_what_ran_within_it(config):
-    now = record(config, [("a.job", True, 5.0, 10)] * 4 + [("a.job", False, 5.0, 10)]
-           + [("a.job", True, 5.0, 3 * 3600)] * 3 + [("a.job", True, 5.0, 20 * 3600)] * 2
-           + [("a.job", True, 5.0, 50 * 3600)] + [("a.job", True, 5.0, 80 * 3600)] * 7
-           + [("b.job", True, 1.0, 6 * 3600)])
-    runs = {name: {s.job_class: (s.processed, s.failed) for s in api.window_metrics(name).classes}
-            for name in api.WINDOWS}
+    now = record(
+        config,
+        [("a.job", True, 5.0, 10)] * 4
+        + [("a.job", False, 5.0, 10)]
+        + [("a.job", True, 5.0, 3 * 3600)] * 3
+        + [("a.job", True, 5.0, 20 * 3600)] * 2
+        + [("a.job", True, 5.0, 50 * 3600)]
+        + [("a.job", True, 5.0, 80 * 3600)] * 7
+        + [("b.job", True, 1.0, 6 * 3600)],
+    )
+    runs = {
+        name: {s.job_class: (s.processed, s.failed) for s in api.window_metrics(name).classes} for name in api.WINDOWS
+    }
     assert runs["1h"] == {"a.job": (4, 1)}
     assert runs["8h"] == {"a.job": (7, 1), "b.job": (1, 0)}
     assert runs["24h"] == {"a.job": (9, 1), "b.job": (1, 0)}
@@ -62,7 +69,7 @@ def test_percentiles_and_the_histogram_within_the_bucket_resolution(config):
     ordered = sorted(values)
     for q, got in ((50, summary.p50_ms), (95, summary.p95_ms), (99, summary.p99_ms)):
         true = ordered[math.ceil(q / 100 * len(values)) - 1]
-        assert true <= got <= true * 2 ** 0.25 + 1e-9, q
+        assert true <= got <= true * 2**0.25 + 1e-9, q
     detail = api.class_window("c.job", "8h")
     assert sum(bar.runs for bar in detail.histogram) == 2000
     for bar in detail.histogram:

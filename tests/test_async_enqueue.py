@@ -9,6 +9,7 @@ import asyncio
 import json
 import time
 
+import pytest
 from apps import core_jobs
 from core_util import queued, ran, run_worker_until
 
@@ -23,12 +24,17 @@ def same(a, b):
 
 def test_async_payloads_are_the_sync_ones_and_run_identically(config):
     async def main():
-        return [await core_jobs.record.enqueue_async("a"),
-                await core_jobs.record.options(retry=2, timeout=9).enqueue_async("b"),
-                *await core_jobs.record.enqueue_many_async([("c",), (("d",), {})])]
+        return [
+            await core_jobs.record.enqueue_async("a"),
+            await core_jobs.record.options(retry=2, timeout=9).enqueue_async("b"),
+            *await core_jobs.record.enqueue_many_async([("c",), (("d",), {})]),
+        ]
 
-    sync_jids = [core_jobs.record.enqueue("a"), core_jobs.record.options(retry=2, timeout=9).enqueue("b"),
-                 *core_jobs.record.enqueue_many([("c",), (("d",), {})])]
+    sync_jids = [
+        core_jobs.record.enqueue("a"),
+        core_jobs.record.options(retry=2, timeout=9).enqueue("b"),
+        *core_jobs.record.enqueue_many([("c",), (("d",), {})]),
+    ]
     async_jids = asyncio.run(main())
     entries = {job["jid"]: job for job in queued(config.redis(), config)}
     assert len(entries) == 8
@@ -53,8 +59,7 @@ def test_async_schedule_and_unique(config):
 
     later, at, first, duplicate, many = asyncio.run(main())
     assert later and at and first and duplicate is None and many[0] and many[1] is None
-    scheduled = {json.loads(raw)["jid"]: score for raw, score in r.zrange(config.keys.schedule, 0, -1,
-                                                                          withscores=True)}
+    scheduled = {json.loads(raw)["jid"]: score for raw, score in r.zrange(config.keys.schedule, 0, -1, withscores=True)}
     assert set(scheduled) == {later, at} and scheduled[later] < scheduled[at]
     [charge_sync] = [core_jobs.charge.options(queue="critical").enqueue(9, amount=3)]
     jobs = {job["jid"]: job for job in queued(config.redis(), config, "critical")}
@@ -76,9 +81,12 @@ def test_async_enqueue_runs_the_client_middleware_around_the_write(config):
 
     cogworker.client_middleware.add(stamp)
     try:
+
         async def main():
             kept = await core_jobs.record.enqueue_async("keep")
-            dropped = await core_jobs.record.enqueue_async("drop")
+            with pytest.raises(cogworker.EnqueueDropped):  # not a unique job: never None
+                await core_jobs.record.enqueue_async("drop")
+            dropped = None
             unique_first = await core_jobs.charge.enqueue_async(1)
             unique_again = await core_jobs.charge.enqueue_async(1)
             many = await core_jobs.record.enqueue_many_async([("m1",), ("m2",)])

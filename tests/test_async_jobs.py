@@ -24,8 +24,12 @@ def dead_entries(config):
 
 
 def start(masters, concurrency, procs=1, middleware=False):
-    m = masters(procs=procs, module="apps.pf_async", args=("--concurrency", str(concurrency)) if concurrency > 1
-                else (), env={"PF_ASYNC_MIDDLEWARE": "1"} if middleware else None)
+    m = masters(
+        procs=procs,
+        module="apps.pf_async",
+        args=("--concurrency", str(concurrency)) if concurrency > 1 else (),
+        env={"PF_ASYNC_MIDDLEWARE": "1"} if middleware else None,
+    )
     m.wait_children()
     return m
 

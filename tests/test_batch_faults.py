@@ -55,7 +55,8 @@ def _runs(log: str) -> dict[str, list[tuple[float, float | None]]]:
 
 
 def test_a_batch_fires_its_callbacks_once_after_its_last_job_through_kills_and_a_stall(
-        own_redis, own_config, masters, tmp_path):
+    own_redis, own_config, masters, tmp_path
+):
     log = str(tmp_path / "runs.log")
     env = {"PF_LOG": log, "BATCH_FENCE": "1"}  # a job left on the dead master's lists: recovered in 6 s
     random.seed(os.getpid())
@@ -64,8 +65,12 @@ def test_a_batch_fires_its_callbacks_once_after_its_last_job_through_kills_and_a
     m1.wait_children()
     from apps import batchjobs as bj
 
-    with cogworker.batch(on_success=bj.callback.s("success"), on_complete=bj.callback.s("complete"),
-                         on_death=bj.callback.s("death"), description="faults") as b:
+    with cogworker.batch(
+        on_success=bj.callback.s("success"),
+        on_complete=bj.callback.s("complete"),
+        on_death=bj.callback.s("death"),
+        description="faults",
+    ) as b:
         bj.work.enqueue_many([((f"j{i}", 0.04), {}) for i in range(N)])
     for _ in range(2):
         time.sleep(0.4)
@@ -75,8 +80,11 @@ def test_a_batch_fires_its_callbacks_once_after_its_last_job_through_kills_and_a
     m1.signal(signal.SIGSTOP)  # frozen: it can't requeue the list of the child killed next
     _kill_a_child(m1, log, killed)
     m1.signal(signal.SIGKILL)  # its other children finish their jobs and hand back the rest
-    wait_for(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
-                             for p in children), 20, what="the first master's children gone")
+    wait_for(
+        lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in children),
+        20,
+        what="the first master's children gone",
+    )
     m2 = masters(module="apps.batchjobs", procs=4, env=env)
     m2.wait_children()
     time.sleep(0.5)

@@ -32,8 +32,7 @@ class Batch(Model):
     def __init__(self, config, n: int) -> None:
         super().__init__(config, n)
         cb = bj.callback.options(queue="cb")
-        self.batch = cogworker.batch(on_success=cb.s("success"), on_complete=cb.s("complete"),
-                                     on_death=cb.s("death"))
+        self.batch = cogworker.batch(on_success=cb.s("success"), on_complete=cb.s("complete"), on_death=cb.s("death"))
         self.batch.open()
         with BatchScope(self.batch.bid):  # the batch stays open until a "close" event
             for i in range(n):  # one queue per job, so each event acts on the job it names

@@ -37,8 +37,12 @@ def names(path: str) -> list[str]:
 
 
 def callbacks(**extra):
-    return dict(on_success=bj.callback.s("success"), on_complete=bj.callback.s("complete"),
-                on_death=bj.callback.s("death"), **extra)
+    return dict(
+        on_success=bj.callback.s("success"),
+        on_complete=bj.callback.s("complete"),
+        on_death=bj.callback.s("death"),
+        **extra,
+    )
 
 
 def last_end_before_callbacks(path: str) -> None:
@@ -246,6 +250,7 @@ def test_bad_input_and_joining_a_done_or_unknown_batch_are_clear_errors(config, 
 
 # -- bounds ---------------------------------------------------------------------------------
 
+
 def test_the_record_and_its_jobs_live_workflow_ttl_then_keep_once_done(config, log):
     r = config.redis()
     with cogworker.batch(keep=120) as b:
@@ -281,10 +286,8 @@ def test_the_index_is_trimmed_by_age_and_count_with_injected_time(config, log, m
     assert index == recent[:1:-1]  # the newest 4, newest first; the 8-day-old ones gone by age
     assert api.batch_count() == 4 and [i.bid for i in api.batches()] == recent[:1:-1]
     assert [i.bid for i in api.batches(limit=2, offset=1)] == recent[4:2:-1]
-    for bid in old + recent[1:2]:  # trimmed and done: their records went with them
-        assert not r.exists(config.keys.batch(bid))
-    # Trimmed but still open (its callbacks must still fire): its record stays until its TTL.
-    assert r.exists(config.keys.batch(recent[0]))
+    for bid in old + recent[:2]:  # trimmed: their records went with them, done or still open
+        assert not r.exists(config.keys.batch(bid)) and not r.exists(config.keys.batch_jobs(bid))
     with pytest.raises(ValueError, match="at least 0"):
         api.batches(limit=-1)
 

@@ -16,8 +16,9 @@ from cogworker import api
 
 
 def make_batches(description: str = "nightly import") -> tuple[cogworker.Batch, list[str], list[str]]:
-    with cogworker.batch(on_success=bf.callback.s("success"), on_complete=bf.callback.s("complete"),
-                         description=description) as b:
+    with cogworker.batch(
+        on_success=bf.callback.s("success"), on_complete=bf.callback.s("complete"), description=description
+    ) as b:
         ok = [bf.work.enqueue(f"w{i}") for i in range(3)]
         dead = [bf.doomed.enqueue("d0")]
     return b, ok, dead
@@ -30,8 +31,7 @@ def test_batches_and_batch_show_counts_callbacks_and_jobs(config):
         wait_for(lambda: all(api.batch(x.bid).done_at is not None for x in (first, b)), 20)
     out = done(cli("batches", url=config.redis_url))
     lines = out.splitlines()
-    assert lines[0].split() == ["BATCH", "CREATED", "STATE", "JOBS", "OK", "FAILED", "PENDING", "FIRED",
-                                "DESCRIPTION"]
+    assert lines[0].split() == ["BATCH", "CREATED", "STATE", "JOBS", "OK", "FAILED", "PENDING", "FIRED", "DESCRIPTION"]
     assert lines[1].startswith(b.bid) and lines[2].startswith(first.bid)  # newest first
     assert lines[1].split()[3:8] == ["done", "4", "3", "1", "0"] and "on_complete" in lines[1]
     assert "on_success" not in lines[1] and lines[1].endswith("nightly import")
@@ -45,8 +45,11 @@ def test_batches_and_batch_show_counts_callbacks_and_jobs(config):
     callbacks = {line.split()[0]: line for line in shown.splitlines() if line.startswith("on_")}
     assert callbacks["on_success"].endswith("not yet") and not callbacks["on_complete"].endswith("not yet")
     assert api.batch(b.bid).callbacks["on_complete"]["jid"] in callbacks["on_complete"]
-    states = {line.split()[0]: line.split()[1] for line in shown.splitlines() if line.split()[:1] and
-              line.split()[0] in ok + dead}
+    states = {
+        line.split()[0]: line.split()[1]
+        for line in shown.splitlines()
+        if line.split()[:1] and line.split()[0] in ok + dead
+    }
     assert states == {**{j: "succeeded" for j in ok}, dead[0]: "dead"}
     one = as_json(cli("batch", b.bid, "--json", url=config.redis_url))
     assert one["batch"]["bid"] == b.bid and sorted(j["jid"] for j in one["jobs"]) == sorted(ok + dead)
@@ -71,6 +74,5 @@ def test_metrics_count_batches_created_and_callbacks_fired(own_config, masters):
     # Sampled from Redis every 5 s: three batches, each with its on_complete fired (its
     # on_success never: a job of each died).
     wait_for(lambda: value(scrape(port), "cogworker_batches_total") == 3, 20, 0.5, what="/metrics' batches")
-    wait_for(lambda: value(scrape(port), "cogworker_batch_callbacks_total") == 3, 20, 0.5,
-             what="/metrics' callbacks")
+    wait_for(lambda: value(scrape(port), "cogworker_batch_callbacks_total") == 3, 20, 0.5, what="/metrics' callbacks")
     assert int(own_config.redis().get(own_config.keys.stats_batch_callbacks)) == 3

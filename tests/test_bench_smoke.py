@@ -25,15 +25,24 @@ def bench_modules() -> list[str]:
 
 
 def run(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_every_bench_module_imports() -> None:
     modules = bench_modules()
     assert "bench.costs_profile" in modules and "bench.systems.cogworker_" in modules
-    p = run("import importlib, sys\nfor m in sys.argv[1:]: importlib.import_module(m)\n".replace(
-        "sys.argv[1:]", repr(modules)))
+    p = run(
+        "import importlib, sys\nfor m in sys.argv[1:]: importlib.import_module(m)\n".replace(
+            "sys.argv[1:]", repr(modules)
+        )
+    )
     assert p.returncode == 0, p.stderr
 
 
@@ -63,12 +72,23 @@ def test_targets_judge_75_percent_against_bare_batch8_and_show_the_ceiling() -> 
 
     doc = {
         "meta": {"plan": {"payload": 100}},
-        "systems": {"cogworker": {"lib": "cogworker"}, "bare-batch8": {"lib": "bare"},
-                    "bare-ahead": {"lib": "bare"}, "dramatiq-p16": {"lib": "dramatiq"},
-                    "huey": {"lib": "huey"}},
+        "systems": {
+            "cogworker": {"lib": "cogworker"},
+            "bare-batch8": {"lib": "bare"},
+            "bare-ahead": {"lib": "bare"},
+            "dramatiq-p16": {"lib": "dramatiq"},
+            "huey": {"lib": "huey"},
+        },
         "results": {
-            "throughput": {"2p-100B": {"cogworker": thr(6000), "bare-batch8": thr(8000), "bare-ahead": thr(12000),
-                                       "dramatiq-p16": thr(3000), "huey": thr(5000)}},
+            "throughput": {
+                "2p-100B": {
+                    "cogworker": thr(6000),
+                    "bare-batch8": thr(8000),
+                    "bare-ahead": thr(12000),
+                    "dramatiq-p16": thr(3000),
+                    "huey": thr(5000),
+                }
+            },
             # huey is faster but lost the job: it doesn't count for the 3x target.
             "recovery": {"2p": {"dramatiq-p16": {"trials": 2, "lost": 0}, "huey": {"trials": 2, "lost": 2}}},
         },
@@ -108,8 +128,9 @@ finally:
     redis_server.stop_all()
 print(json.dumps(out))
 """
-    p = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO, capture_output=True, text=True,
-                       timeout=180)
+    p = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=180
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     import json
 
@@ -123,15 +144,34 @@ def _report_of(out: dict) -> dict:
     from bench.systems import all_systems
 
     systems = [s for s in all_systems() if s.name in ("cogworker", "bare-batch8", "bare-2rt", "dramatiq-p16")]
-    data = {"truenoop": {"2p-100B": {n: {"reps": [out[n]]} for n in ("cogworker", "bare-batch8")}},
-            "enqueue": {"100B": {"cogworker": {"reps": [out["enqueue-cogworker"]]},
-                                 "bare-2rt": {"reps": [out["enqueue-bare-2rt"]]}}}}
+    data = {
+        "truenoop": {"2p-100B": {n: {"reps": [out[n]]} for n in ("cogworker", "bare-batch8")}},
+        "enqueue": {
+            "100B": {"cogworker": {"reps": [out["enqueue-cogworker"]]}, "bare-2rt": {"reps": [out["enqueue-bare-2rt"]]}}
+        },
+    }
     data["truenoop"]["2p-100B"]["dramatiq-p16"] = {"reps": [{**out["bare-batch8"], "steady": 100.0}]}
     data["recovery"] = {"2p": {"dramatiq-p16": {"reps": [{"lost": False, "rerun_s": 70.0}]}}}
-    meta = {"date": "2026-12-02T00:00:00+00:00", "mode": "quick", "reps": 1, "cpu_count": 2, "machine": "test",
-            "redis_server": "7", "peers": {"python": "3"}, "loadavg_start": 0.0, "workloads": [],
-            "plan": {"payload": 100, "tn_n": 400, "enq_single": 50, "enq_bulk": 300, "rec_bound": 150.0,
-                     "rec_job": 1.0, "rec_trials": 1}}
+    meta = {
+        "date": "2026-12-02T00:00:00+00:00",
+        "mode": "quick",
+        "reps": 1,
+        "cpu_count": 2,
+        "machine": "test",
+        "redis_server": "7",
+        "peers": {"python": "3"},
+        "loadavg_start": 0.0,
+        "workloads": [],
+        "plan": {
+            "payload": 100,
+            "tn_n": 400,
+            "enq_single": 50,
+            "enq_bulk": 300,
+            "rec_bound": 150.0,
+            "rec_job": 1.0,
+            "rec_trials": 1,
+        },
+    }
     return report.build(meta, systems, data)
 
 
@@ -155,9 +195,13 @@ def test_the_true_noop_workload_and_the_redis_columns_run_on_tiny_counts(tmp_pat
     assert "### True no-op" in text and "Redis CPU µs/job" in text and "### Projection" in text, text
     rows = {t["target"]: t for t in doc["targets"]}
     assert rows["true no-op ≥ 10× the fastest peer that re-ran every SIGKILLed job"]["measured"].endswith(
-        "(dramatiq-p16: 100 jobs/s)")
-    for goal in ("true no-op ≥ 80% of bare-batch8 (steady jobs/s)", "Redis CPU per consumed job ≤ 8 µs (true no-op)",
-                 "Redis CPU per enqueued job in bulk ≤ 3 µs"):
+        "(dramatiq-p16: 100 jobs/s)"
+    )
+    for goal in (
+        "true no-op ≥ 80% of bare-batch8 (steady jobs/s)",
+        "Redis CPU per consumed job ≤ 8 µs (true no-op)",
+        "Redis CPU per enqueued job in bulk ≤ 3 µs",
+    ):
         assert rows[goal]["met"] in ("yes", "NO"), rows
     assert any(t.startswith("single enqueue ≥ 90% of a bare LPUSH loop") for t in rows), rows
 
@@ -176,8 +220,25 @@ def test_the_cluster_benchs_queue_layout_row_runs_on_a_few_jobs(tmp_path) -> Non
         import pytest
 
         pytest.skip(why)
-    p = subprocess.run([sys.executable, "-m", "bench.cluster", "--rounds", "1", "--jobs", "50", "--layouts", "queue",
-                        "--results", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=180)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.cluster",
+            "--rounds",
+            "1",
+            "--jobs",
+            "50",
+            "--layouts",
+            "queue",
+            "--results",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     [found] = tmp_path.glob("cluster-2*.json")
     [row] = json.loads(found.read_text())["rounds"]["3 masters, one namespace, queue layout"]
@@ -186,3 +247,22 @@ def test_the_cluster_benchs_queue_layout_row_runs_on_a_few_jobs(tmp_path) -> Non
     assert all(0.25 < share < 0.4 for share in row["key_share"]), row
     assert min(row["command_share"]) > 0.1, row
     assert "| 3 masters, one namespace, queue layout |" in (tmp_path / "cluster-latest.md").read_text()
+
+
+def test_the_feature_tax_table_runs_every_row_on_a_few_jobs() -> None:
+    """bench/features.py, every row (a batch's job, a kept result, a unique job, each
+    limit, a chain's step, a group's member, the defaults) on 300 jobs each, every row in
+    its own private server and prefork master: one table, plain's ratios 1.00."""
+    p = subprocess.run(
+        [sys.executable, "-m", "bench.features", "--reps", "1", "--jobs", "300"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = {line.split("|")[1].strip(): line for line in p.stdout.splitlines() if line.startswith("| ")}
+    from bench.features import ROWS
+
+    assert set(ROWS) <= set(rows), p.stdout
+    assert "| 1.00 |" in rows["plain"], rows["plain"]

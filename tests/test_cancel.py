@@ -49,8 +49,13 @@ def master(config, pf_log, procs=1, args=()):
 
 def nothing_left(config):
     r, keys = config.redis(), config.keys
-    return (r.llen(keys.queue("default")) == 0 and r.zcard(keys.schedule) == 0 and r.zcard(keys.retry) == 0
-            and r.zcard(keys.dead) == 0 and in_progress_total(config) == 0)
+    return (
+        r.llen(keys.queue("default")) == 0
+        and r.zcard(keys.schedule) == 0
+        and r.zcard(keys.retry) == 0
+        and r.zcard(keys.dead) == 0
+        and in_progress_total(config) == 0
+    )
 
 
 def test_cancel_queued_job(config):
@@ -203,8 +208,9 @@ def test_cancel_mark_is_bounded(config):
 
 def cli(*args, url):
     env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.abspath(__file__)), "COGWORKER_REDIS_URL": url}
-    return subprocess.run([sys.executable, "-m", "cogworker", *args], capture_output=True, text=True, timeout=60,
-                          env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "cogworker", *args], capture_output=True, text=True, timeout=60, env=env
+    )
 
 
 def test_cli_cancel_and_progress(config, pf_log):
@@ -222,8 +228,9 @@ def test_cli_cancel_and_progress(config, pf_log):
         running = job("reports").enqueue("p", 100, 30.0)
         wait_for(lambda: seen(pf_log, "half", "p"), 20, what="half-way")
         wait_for(lambda: "50%" in cli("processes", url=config.redis_url).stdout, 20, what="progress in processes")
-        wait_for(lambda: "50% row 50/100" in cli("job", running, url=config.redis_url).stdout, 20,
-                 what="progress in job")
+        wait_for(
+            lambda: "50% row 50/100" in cli("job", running, url=config.redis_url).stdout, 20, what="progress in job"
+        )
         assert cli("cancel", running, url=config.redis_url).returncode == 0
     finally:
         m.stop()

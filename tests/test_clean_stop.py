@@ -60,8 +60,11 @@ def test_twenty_stops_in_a_row_kill_no_child(own_config, masters, tmp_path):
 def test_the_master_leaves_as_a_normal_exit_would_less_the_teardown(own_config, masters, tmp_path):
     """The master skips the interpreter's teardown (launch/leave.py) but not what a normal
     exit owes the app: its non-daemon threads run to their end, then its atexit handlers."""
-    m = masters(module="apps.pf_exit", procs=1,
-                env={"COGWORKER_TEST_EXIT_DIR": str(tmp_path), "COGWORKER_TEST_MASTER_THREAD": "1"})
+    m = masters(
+        module="apps.pf_exit",
+        procs=1,
+        env={"COGWORKER_TEST_EXIT_DIR": str(tmp_path), "COGWORKER_TEST_MASTER_THREAD": "1"},
+    )
     (child,) = m.wait_children()
     m.signal(signal.SIGTERM)
     assert m.wait_exit(20) == 0

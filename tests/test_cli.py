@@ -27,7 +27,7 @@ from cogworker import api
 from cogworker.client.jobs import by_name
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
-README = (Path(TESTS_DIR).parent / "README.md").read_text()
+CLI_GUIDE = (Path(TESTS_DIR).parent / "docs" / "guides" / "cli.md").read_text()
 
 
 def cli(*args: str, url: str | None = None, stdin: str = "") -> subprocess.CompletedProcess[str]:
@@ -36,8 +36,15 @@ def cli(*args: str, url: str | None = None, stdin: str = "") -> subprocess.Compl
     env.pop("COGWORKER_REDIS_URL", None)
     if url is not None:
         env["COGWORKER_REDIS_URL"] = url
-    return subprocess.run([sys.executable, "-m", "cogworker", *args], capture_output=True, text=True,
-                          timeout=60, cwd=TESTS_DIR, env=env, input=stdin)
+    return subprocess.run(
+        [sys.executable, "-m", "cogworker", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=TESTS_DIR,
+        env=env,
+        input=stdin,
+    )
 
 
 def done(result: subprocess.CompletedProcess[str]) -> str:
@@ -81,9 +88,16 @@ def system():
             later=by_name("apps.cli_jobs.later").enqueue_in(3600, "x"),
         )
         client = server.client()
-        settled = wait_for(lambda: client.zcard(config.keys.dead) == 2 and client.zcard(config.keys.retry) == 1
-                           and client.llen(config.keys.queue("default")) == 0
-                           and api.stats().processed >= 3 and api.stats().failed >= 3, 30)
+        settled = wait_for(
+            lambda: (
+                client.zcard(config.keys.dead) == 2
+                and client.zcard(config.keys.retry) == 1
+                and client.llen(config.keys.queue("default")) == 0
+                and api.stats().processed >= 3
+                and api.stats().failed >= 3
+            ),
+            30,
+        )
         assert settled, worker.output()
         yield SimpleNamespace(server=server, url=server.url, worker=worker, jids=jids, config=config)
     finally:
@@ -93,25 +107,29 @@ def system():
 
 # -- no Redis needed ------------------------------------------------------------------------------
 
+
 def test_version():
     assert done(cli("--version")).strip() == f"cogworker {cogworker.__version__}"
 
 
-@pytest.mark.parametrize("args", [
-    [],
-    ["nonsense-command"],
-    ["jobs", "dead", "--limit", "-1"],
-    ["jobs", "dead", "--limit", "0"],
-    ["jobs", "everything"],
-    ["stats", "--namespace", "a b"],
-    ["queues", "--redis-url", "redis://localhost:6379/abc"],
-    ["retry"],
-    ["retry", "--all"],
-    ["delete", "abc", "--all", "--from", "dead"],
-    ["retry", "abc", "--class", "x"],
-    ["periodic", "disable"],
-    ["queue", "pause"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["nonsense-command"],
+        ["jobs", "dead", "--limit", "-1"],
+        ["jobs", "dead", "--limit", "0"],
+        ["jobs", "everything"],
+        ["stats", "--namespace", "a b"],
+        ["queues", "--redis-url", "redis://localhost:6379/abc"],
+        ["retry"],
+        ["retry", "--all"],
+        ["delete", "abc", "--all", "--from", "dead"],
+        ["retry", "abc", "--class", "x"],
+        ["periodic", "disable"],
+        ["queue", "pause"],
+    ],
+)
 def test_usage_errors_exit_2_with_one_line(args):
     line = failed(cli(*args), 2)
     assert "error" in line
@@ -121,8 +139,10 @@ def test_the_old_cogworker_module_form_still_runs_the_worker_with_a_deprecation_
     # `cogworker MODULE ...` is the runner's command line, parsed by the runner itself.
     result = cli("apps.cli_jobs", "--version")
     assert result.returncode == 0 and result.stdout.strip() == f"cogworker {cogworker.__version__}"
-    assert result.stderr.strip() == ("cogworker: `cogworker apps.cli_jobs` is deprecated and will stop working in "
-                                     "the next release; use `cogworker worker apps.cli_jobs`")
+    assert result.stderr.strip() == (
+        "cogworker: `cogworker apps.cli_jobs` is deprecated and will stop working in "
+        "the next release; use `cogworker worker apps.cli_jobs`"
+    )
     assert "deprecated" in cli("-q", "default", "apps.cli_jobs", "--version").stderr
 
 
@@ -133,11 +153,21 @@ def test_worker_subcommand_is_the_runner():
     failed(cli("worker", "apps.cli_jobs", "--namespace", "a b"), 2)
 
 
-@pytest.mark.parametrize("args", [
-    ["stats"], ["queues"], ["queue", "pause", "default"], ["jobs", "dead"], ["job", "abc"],
-    ["retry", "abc"], ["delete", "--all", "--from", "dead", "--yes"], ["processes"], ["periodic", "list"],
-    ["periodic", "run-now", "x"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["stats"],
+        ["queues"],
+        ["queue", "pause", "default"],
+        ["jobs", "dead"],
+        ["job", "abc"],
+        ["retry", "abc"],
+        ["delete", "--all", "--from", "dead", "--yes"],
+        ["processes"],
+        ["periodic", "list"],
+        ["periodic", "run-now", "x"],
+    ],
+)
 def test_redis_unreachable_exits_3_without_the_password(args):
     url = f"redis://:s3cret-pw@127.0.0.1:{free_port()}/0"
     for extra in ([], ["--json"]):
@@ -148,6 +178,7 @@ def test_redis_unreachable_exits_3_without_the_password(args):
 
 
 # -- against the running system -------------------------------------------------------------------
+
 
 def test_stats(system):
     out = done(cli("stats", url=system.url))
@@ -169,8 +200,10 @@ def test_queues_and_pause_resume(system):
         assert rows["default"]["paused"] is True
         assert re.search(r"^default\s+\d+\s+\S+\s+yes$", done(cli("queues", url=system.url)), re.M)
     finally:
-        assert as_json(cli("queue", "resume", "default", "--json", url=system.url)) == {"queue": "default",
-                                                                                         "paused": False}
+        assert as_json(cli("queue", "resume", "default", "--json", url=system.url)) == {
+            "queue": "default",
+            "paused": False,
+        }
     line = failed(cli("queue", "pause", "no-such-queue", url=system.url), 1)
     assert "no queue named 'no-such-queue'" in line
 
@@ -199,7 +232,7 @@ def test_job_shows_where_payload_status_history_traceback(system):
     out = done(cli("job", jid, url=system.url))
     assert re.search(r"^where\s+dead$", out, re.M) and re.search(r"^status\s+dead", out, re.M)
     assert "apps.cli_jobs.charge" in out and "history" in out and "traceback" in out
-    assert "ValueError: card declined for order 17" in out and 'raise ValueError' in out
+    assert "ValueError: card declined for order 17" in out and "raise ValueError" in out
     data = as_json(cli("job", jid, "--json", url=system.url))
     assert data["where"] == "dead" and data["entry"]["jid"] == jid
     assert data["history"] and data["history"][-1]["outcome"] == "failed"
@@ -225,12 +258,24 @@ def test_retry_and_delete_by_jid(system):
 
 def test_bulk_without_a_terminal_needs_yes(system):
     targets = [by_name("apps.cli_jobs.bulk_target").enqueue_in(3600, i) for i in range(3)]
-    line = failed(cli("delete", "--all", "--from", "scheduled", "--class", "apps.cli_jobs.bulk_target",
-                      url=system.url), 2)
+    line = failed(
+        cli("delete", "--all", "--from", "scheduled", "--class", "apps.cli_jobs.bulk_target", url=system.url), 2
+    )
     assert "refused without --yes" in line
     assert all(t in cli("jobs", "scheduled", "--limit", "100", url=system.url).stdout for t in targets)
-    data = as_json(cli("delete", "--all", "--from", "scheduled", "--class", "apps.cli_jobs.bulk_target", "--yes",
-                       "--json", url=system.url))
+    data = as_json(
+        cli(
+            "delete",
+            "--all",
+            "--from",
+            "scheduled",
+            "--class",
+            "apps.cli_jobs.bulk_target",
+            "--yes",
+            "--json",
+            url=system.url,
+        )
+    )
     assert data == {"delete": 3, "from": "scheduled", "class": "apps.cli_jobs.bulk_target"}
     remaining = cli("jobs", "scheduled", "--limit", "100", url=system.url).stdout
     assert not any(t in remaining for t in targets) and system.jids.later in remaining
@@ -241,8 +286,15 @@ def on_terminal(args: list[str], url: str, answer: str) -> tuple[int, str, str]:
     the confirmation with ``answer``. Returns the exit code, stdout and the terminal's text."""
     master, slave = pty.openpty()
     env = {**os.environ, "PYTHONPATH": TESTS_DIR, "COGWORKER_REDIS_URL": url}
-    proc = subprocess.Popen([sys.executable, "-m", "cogworker", *args], stdin=slave, stderr=slave,
-                            stdout=subprocess.PIPE, cwd=TESTS_DIR, env=env, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cogworker", *args],
+        stdin=slave,
+        stderr=slave,
+        stdout=subprocess.PIPE,
+        cwd=TESTS_DIR,
+        env=env,
+        text=True,
+    )
     os.close(slave)
     seen = b""
     deadline = time.monotonic() + 30
@@ -283,7 +335,7 @@ def test_bulk_on_a_terminal_asks_and_shows_progress(system):
 
 def test_processes(system):
     out = done(cli("processes", url=system.url))
-    assert out.splitlines()[0].split()[:3] == ["IDENTITY", "KIND", "QUEUES"] and " worker " in out
+    assert out.splitlines()[0].split()[:4] == ["IDENTITY", "KIND", "STATE", "QUEUES"] and " worker " in out
     data = as_json(cli("processes", "--json", url=system.url))
     (worker,) = [p for p in data["processes"] if p["kind"] == "worker"]
     assert worker["pid"] == system.worker.proc.pid
@@ -341,15 +393,15 @@ def test_a_key_of_the_wrong_type_is_one_line(system):
     assert "wrong" in line.lower()
 
 
-# -- the README's transcript --------------------------------------------------------------------------
-
-def readme_commands() -> list[str]:
-    section = README.split("### The `cogworker` command", 1)[1].split("\n## ", 1)[0]
-    return [line[2:].strip() for line in section.splitlines() if line.startswith("$ cogworker ")]
+# -- the CLI guide's transcript -----------------------------------------------------------------------
 
 
-def test_the_readme_commands_run(system):
-    commands = readme_commands()
+def guide_commands() -> list[str]:
+    return [line[2:].strip() for line in CLI_GUIDE.splitlines() if line.startswith("$ cogworker ")]
+
+
+def test_the_guides_commands_run(system):
+    commands = guide_commands()
     assert len(commands) >= 8
     dead_jid = system.jids.charge[0]
     for command in commands:

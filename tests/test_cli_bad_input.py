@@ -46,8 +46,7 @@ def test_a_table_row_with_a_20mb_cell_costs_no_more_than_a_short_one():
     headers = ["JID", "CLASS", "QUEUE", "FAILED", "RETRIES", "ERROR"]
 
     def rows(error: str) -> list[list[str]]:
-        return [[f"j{i}", "apps.jobs.charge", "default", "1m ago", "3", error if i == 0 else "small"]
-                for i in range(5)]
+        return [[f"j{i}", "apps.jobs.charge", "default", "1m ago", "3", error if i == 0 else "small"] for i in range(5)]
 
     short = python_calls(lambda: table(headers, rows("ValueError: " + "x" * 200)), 100_000)
     huge = python_calls(lambda: table(headers, rows("ValueError: " + "x" * BIG)), 100_000)
@@ -58,12 +57,20 @@ def test_a_table_row_with_a_20mb_cell_costs_no_more_than_a_short_one():
     assert python_calls(lambda: pairs([("error_message", "y" * BIG), ("jid", "abc")]), 1_000) < 1_000
 
 
-@pytest.mark.parametrize("text, limit", [
-    ("a  b\n\nc", 3), ("a  b\n\nc", 10), (" " * 5000 + "word " * 10, 8), ("\t\n" * 3000, 4),
-    ("x" * 1000, 10), ("", 5), ("one two", 7),
-])
+@pytest.mark.parametrize(
+    "text, limit",
+    [
+        ("a  b\n\nc", 3),
+        ("a  b\n\nc", 10),
+        (" " * 5000 + "word " * 10, 8),
+        ("\t\n" * 3000, 4),
+        ("x" * 1000, 10),
+        ("", 5),
+        ("one two", 7),
+    ],
+)
 def test_one_line_cut_is_one_line_cut(text, limit):
-    assert one_line_cut(text, limit) == " ".join(text.split())[:limit + 1]
+    assert one_line_cut(text, limit) == " ".join(text.split())[: limit + 1]
 
 
 def test_jobs_dead_with_a_20mb_error_message(redis_server):
@@ -74,9 +81,20 @@ def test_jobs_dead_with_a_20mb_error_message(redis_server):
     now = time.time()
     for i in range(6):
         message = "declined " + ("z" * BIG if i == 0 else f"order {i}")
-        entry = {"class": "apps.jobs.charge", "args": [i], "kwargs": {}, "jid": f"{i:024x}", "queue": "default",
-                 "retry": 0, "created_at": now, "enqueued_at": now, "retry_count": 1,
-                 "error_class": "ValueError", "error_message": message, "failed_at": now - i}
+        entry = {
+            "class": "apps.jobs.charge",
+            "args": [i],
+            "kwargs": {},
+            "jid": f"{i:024x}",
+            "queue": "default",
+            "retry": 0,
+            "created_at": now,
+            "enqueued_at": now,
+            "retry_count": 1,
+            "error_class": "ValueError",
+            "error_message": message,
+            "failed_at": now - i,
+        }
         client.zadd("cogworker:dead", {json.dumps(entry): now - i})
     out = done(cli("jobs", "dead", "--limit", "5", url=redis_server.url))
     lines = out.splitlines()
@@ -93,8 +111,10 @@ def test_queues_and_stats_show_a_bad_queue_name_escaped(redis_server, name):
     client = redis_server.client()
     client.flushall()
     client.sadd("cogworker:queues", name, "default")
-    client.lpush(f"cogworker:queue:{name}", json.dumps({"class": "apps.x.y", "args": [], "kwargs": {},
-                                                         "jid": "b" * 24, "queue": name, "retry": 0}))
+    client.lpush(
+        f"cogworker:queue:{name}",
+        json.dumps({"class": "apps.x.y", "args": [], "kwargs": {}, "jid": "b" * 24, "queue": name, "retry": 0}),
+    )
     for command in (["queues"], ["stats"]):
         out = done(cli(*command, url=redis_server.url))
         assert shown(name)[:40] in out, out

@@ -26,8 +26,14 @@ def env_for(url: str) -> dict[str, str]:
 
 
 def cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cogworker", *args], capture_output=True, text=True, timeout=60,
-                          env=env_for(url), stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "cogworker", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env_for(url),
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.fixture
@@ -101,8 +107,13 @@ def read_until(fd: int, wanted: bytes, timeout: float = 20.0) -> bytes:
 
 def test_stats_watch_writes_plain_lines_to_a_pipe_and_survives_a_redis_outage(own_config, own_redis):
     r = own_config.redis()
-    proc = subprocess.Popen([sys.executable, "-m", "cogworker", "stats", "--watch", "0.2"], env=env_for(own_redis.url),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cogworker", "stats", "--watch", "0.2"],
+        env=env_for(own_redis.url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         fd = proc.stdout.fileno()
         first = read_until(fd, b"\n")
@@ -125,8 +136,13 @@ def test_stats_watch_writes_plain_lines_to_a_pipe_and_survives_a_redis_outage(ow
 
 def test_stats_watch_redraws_in_place_on_a_terminal(config):
     main, child = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "cogworker", "stats", "--watch", "0.3"],
-                            env=env_for(config.redis_url), stdout=child, stderr=child, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cogworker", "stats", "--watch", "0.3"],
+        env=env_for(config.redis_url),
+        stdout=child,
+        stderr=child,
+        stdin=subprocess.DEVNULL,
+    )
     os.close(child)
     try:
         seen = read_until(main, b"Ctrl-C")
@@ -143,9 +159,13 @@ def test_stats_watch_redraws_in_place_on_a_terminal(config):
 
 
 def test_stats_watch_json_is_one_document_per_line(config):
-    proc = subprocess.Popen([sys.executable, "-m", "cogworker", "stats", "--watch", "0.2", "--json"],
-                            env=env_for(config.redis_url), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cogworker", "stats", "--watch", "0.2", "--json"],
+        env=env_for(config.redis_url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         seen = read_until(proc.stdout.fileno(), b"\n", timeout=20)
         while seen.count(b"\n") < 2:

@@ -42,9 +42,13 @@ def log(tmp_path):
 
 
 def start(cluster, config, log, procs=1, args=()):  # noqa: F811
-    return Master(cluster.url, module="apps.cluster_app", procs=procs,
-                  args=["--namespace", config.namespace, *args],
-                  env={"COGWORKER_TEST_LOG": str(log), "COGWORKER_CLUSTER_LAYOUT": config.cluster_layout})
+    return Master(
+        cluster.url,
+        module="apps.cluster_app",
+        procs=procs,
+        args=["--namespace", config.namespace, *args],
+        env={"COGWORKER_TEST_LOG": str(log), "COGWORKER_CLUSTER_LAYOUT": config.cluster_layout},
+    )
 
 
 def test_cluster_mode_is_detected_and_the_namespace_is_one_hash_tag(cluster, cluster_config, caplog):  # noqa: F811
@@ -54,8 +58,16 @@ def test_cluster_mode_is_detected_and_the_namespace_is_one_hash_tag(cluster, clu
         config = cogworker.configure(redis_url=cluster.url, namespace="plain-ns")
         assert config.keys.namespace == "{plain-ns}" and config.keys.namespace == "{plain-ns}"
     assert caplog.text.count("is used as '{plain-ns}'") == 1
-    slots = {key_slot(key) for key in (config.keys.queue("a"), config.keys.dead, config.keys.last_beat,
-                                       config.keys.fenced_prefix + "x", config.keys.paused)}
+    slots = {
+        key_slot(key)
+        for key in (
+            config.keys.queue("a"),
+            config.keys.dead,
+            config.keys.last_beat,
+            config.keys.fenced_prefix + "x",
+            config.keys.paused,
+        )
+    }
     assert slots == {key_slot("{plain-ns}")}
     # An answer kept from another server that had this address (a free port coming back, in
     # tests): configure() asks again (a stale "plain" made every command a MOVED forever).
@@ -75,6 +87,7 @@ def test_cluster_mode_is_detected_and_the_namespace_is_one_hash_tag(cluster, clu
 
 def test_every_face_works_on_the_cluster(cluster, layout_config, log):  # noqa: F811
     from apps import cluster_app
+
     url, ns = cluster.url, layout_config.namespace
     default = layout_config.shard("default")  # the namespace's config itself, outside the queue layout
     sentinel_app.logged.enqueue("sync")
@@ -87,10 +100,18 @@ def test_every_face_works_on_the_cluster(cluster, layout_config, log):  # noqa: 
     port = free_port()
     master = start(cluster, layout_config, log, procs=2, args=["--metrics-port", str(port)])
     try:
-        wait_for(lambda: all(runs(log)[1][tag] == 1 for tag in ("sync", "async", "bulk-1", "bulk-2", "big:200000")),
-                 60, 0.05, "every job ran")
-        wait_for(lambda: any(name == "cogworker_jobs_total" for name, _ in scraped(port) or {}), 60, 0.2,
-                 "/metrics counting the jobs")
+        wait_for(
+            lambda: all(runs(log)[1][tag] == 1 for tag in ("sync", "async", "bulk-1", "bulk-2", "big:200000")),
+            60,
+            0.05,
+            "every job ran",
+        )
+        wait_for(
+            lambda: any(name == "cogworker_jobs_total" for name, _ in scraped(port) or {}),
+            60,
+            0.2,
+            "/metrics counting the jobs",
+        )
         # Results, a chord (a group's callback) and the blocking waits for them (BLPOP).
         assert cogworker.result(cluster_app.add.enqueue(2, 3), timeout=30) == 5
         chord = cogworker.chord([cluster_app.add.s(i, i) for i in range(3)], cluster_app.total.s()).enqueue()
@@ -100,11 +121,25 @@ def test_every_face_works_on_the_cluster(cluster, layout_config, log):  # noqa: 
         output = finish(master)
     assert "Traceback" not in output, output[-3000:]
     sentinel_app.logged.enqueue("runner")
-    runner = subprocess.Popen([sys.executable, "-m", "cogworker.worker", "apps.cluster_app", "--redis-url", url,
-                               "--namespace", ns, "-q", "default"], cwd=str(TESTS), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, start_new_session=True,
-                              env={**os.environ, "PYTHONPATH": str(TESTS),
-                                   "COGWORKER_CLUSTER_LAYOUT": layout_config.cluster_layout})
+    runner = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cogworker.worker",
+            "apps.cluster_app",
+            "--redis-url",
+            url,
+            "--namespace",
+            ns,
+            "-q",
+            "default",
+        ],
+        cwd=str(TESTS),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(TESTS), "COGWORKER_CLUSTER_LAYOUT": layout_config.cluster_layout},
+    )
     try:
         wait_for(lambda: runs(log)[1]["runner"] == 1, 60, 0.05, "the runner ran its job")
     finally:
@@ -121,8 +156,11 @@ def _keys_where_the_layout_puts_them(cluster, config, owner):  # noqa: F811
     if config.cluster_layout == "namespace":
         found = [key for node in cluster.masters() for key in node.server.client().scan_iter(match=f"{ns}:*")]
         assert found and all(key_slot(key) == key_slot(ns) for key in found)
-        assert all(node.node_id == owner.node_id for node in cluster.masters()
-                   if any(True for _ in node.server.client().scan_iter(match=f"{ns}:*")))
+        assert all(
+            node.node_id == owner.node_id
+            for node in cluster.masters()
+            if any(True for _ in node.server.client().scan_iter(match=f"{ns}:*"))
+        )
         return
     default = config.shard("default").keys.namespace
     found = [key for key in owner.server.client().scan_iter(match=f"{default}:*")]
@@ -135,16 +173,32 @@ def _keys_where_the_layout_puts_them(cluster, config, owner):  # noqa: F811
 def _cli_and_web_work(url, ns, layout="namespace"):
     env = {**os.environ, "PYTHONPATH": str(TESTS), "COGWORKER_CLUSTER_LAYOUT": layout}
     env.pop("COGWORKER_REDIS_URL", None)
-    result = subprocess.run([sys.executable, "-m", "cogworker", "stats", "--redis-url", url, "--namespace", ns],
-                            capture_output=True, text=True, env=env, timeout=60, cwd=str(TESTS))
+    result = subprocess.run(
+        [sys.executable, "-m", "cogworker", "stats", "--redis-url", url, "--namespace", ns],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=str(TESTS),
+    )
     assert result.returncode == 0 and "default" in result.stdout, result.stdout + result.stderr
-    health = subprocess.run([sys.executable, "-m", "cogworker", "health", "--redis-url", url, "--namespace", ns],
-                            capture_output=True, text=True, env=env, timeout=60, cwd=str(TESTS))
+    health = subprocess.run(
+        [sys.executable, "-m", "cogworker", "health", "--redis-url", url, "--namespace", ns],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=str(TESTS),
+    )
     assert health.returncode == 0, health.stdout + health.stderr
     pytest.importorskip("starlette")
     port = free_port()
-    web = subprocess.Popen([sys.executable, "-m", "cogworker", "web", "--port", str(port), "--redis-url", url,
-                            "--namespace", ns], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    web = subprocess.Popen(
+        [sys.executable, "-m", "cogworker", "web", "--port", str(port), "--redis-url", url, "--namespace", ns],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         page = wait_for(lambda: _get(f"http://127.0.0.1:{port}/"), 30, 0.1, "the web UI answering")
         assert "default" in page
@@ -163,6 +217,7 @@ def _get(url):
 
 def test_retries_scheduled_dead_unique_and_pause(cluster, layout_config, log):  # noqa: F811
     from apps import cluster_app
+
     cluster_app.flaky.enqueue("flaky")
     cluster_app.doomed.enqueue("doomed")
     assert cluster_app.once.enqueue("once") and cluster_app.once.enqueue("once") is None  # the lock holds
@@ -174,8 +229,12 @@ def test_retries_scheduled_dead_unique_and_pause(cluster, layout_config, log):  
         time.sleep(1.5)
         assert not runs(log)[0], "a paused queue's jobs started"
         api.Queue("default").resume()
-        wait_for(lambda: runs(log)[1]["flaky"] == 1 and runs(log)[1]["once"] == 1 and runs(log)[1]["later"] == 1,
-                 60, 0.1, "the retried, unique and scheduled jobs")
+        wait_for(
+            lambda: runs(log)[1]["flaky"] == 1 and runs(log)[1]["once"] == 1 and runs(log)[1]["later"] == 1,
+            60,
+            0.1,
+            "the retried, unique and scheduled jobs",
+        )
         wait_for(lambda: api.stats().dead_size == 1, 30, 0.1, "the doomed job in the dead set")
         started, _ = runs(log)
         assert started["flaky"] == 2 and started["once"] == 1 and started["doomed"] == 1
@@ -186,6 +245,7 @@ def test_retries_scheduled_dead_unique_and_pause(cluster, layout_config, log):  
 def _running_slow(cluster, config, log, tag, seconds):  # noqa: F811
     """A master of one child on queue slowq, returned once its ``sleepy(tag, seconds)`` started."""
     from apps import cluster_app
+
     master = start(cluster, config, log, args=["-q", "slowq"])
     try:
         master.wait_children(1, timeout=60)
@@ -227,10 +287,17 @@ def test_a_dead_hosts_jobs_are_recovered_once(cluster, layout_config, log):  # n
 
 def test_cron_with_two_masters_fires_each_slot_once(cluster, layout_config):  # noqa: F811
     import json
-    masters = [Master(cluster.url, module="apps.cron_mixed", procs=1,
-                      args=["--namespace", layout_config.namespace, "-q", "default"],
-                      env={"COGWORKER_CLUSTER_LAYOUT": layout_config.cluster_layout})
-               for _ in range(2)]
+
+    masters = [
+        Master(
+            cluster.url,
+            module="apps.cron_mixed",
+            procs=1,
+            args=["--namespace", layout_config.namespace, "-q", "default"],
+            env={"COGWORKER_CLUSTER_LAYOUT": layout_config.cluster_layout},
+        )
+        for _ in range(2)
+    ]
     shard = layout_config.shard("cronq")  # where the slots' pushes land
     r, key = shard.redis(), shard.keys.queue("cronq")
     try:
@@ -240,8 +307,11 @@ def test_cron_with_two_masters_fires_each_slot_once(cluster, layout_config):  # 
     finally:
         for master in masters:
             master.stop()
-    fired = sorted(json.loads(raw)["periodic_slot"] for raw in r.lrange(key, 0, -1)
-                   if json.loads(raw)["periodic_pjid"] == "healthy")
+    fired = sorted(
+        json.loads(raw)["periodic_slot"]
+        for raw in r.lrange(key, 0, -1)
+        if json.loads(raw)["periodic_pjid"] == "healthy"
+    )
     assert fired == list(range(fired[0], fired[-1] + 1)), fired
 
 
@@ -271,17 +341,22 @@ def test_wait_replicas_waits_on_the_writes_connection(cluster, cluster_ns):  # n
 
 
 def test_moved_ask_and_tryagain_are_outages(cluster):  # noqa: F811
-    for reply in ("ASK 3999 127.0.0.1:6381", "TRYAGAIN Multiple keys request during rehashing of slot",
-                  "CLUSTERDOWN The cluster is down"):
+    for reply in (
+        "ASK 3999 127.0.0.1:6381",
+        "TRYAGAIN Multiple keys request during rehashing of slot",
+        "CLUSTERDOWN The cluster is down",
+    ):
         assert redis_errors.classify(reply) == redis_errors.MOVING and redis_errors.is_outage(
-            redis_errors.as_error(reply))
+            redis_errors.as_error(reply)
+        )
     assert redis_errors.is_outage(cluster_mode.SlotMoved("moved"))
     # A client not in cluster mode (said so, or the cluster was away at its start) on a node
     # that doesn't serve the slot: MOVED, an outage whose line says what to set.
     owner = cluster.owner("{plain-client}")
     other = next(node for node in cluster.masters() if node.node_id != owner.node_id)
-    config = cogworker.Config(redis_url=f"redis://127.0.0.1:{other.port}/0", namespace="{plain-client}",
-                              redis_cluster=False)
+    config = cogworker.Config(
+        redis_url=f"redis://127.0.0.1:{other.port}/0", namespace="{plain-client}", redis_cluster=False
+    )
     with pytest.raises(cogworker.store.RedisError) as caught:
         config.redis().llen(config.keys.queue("default"))
     assert redis_errors.is_outage(caught.value) and "COGWORKER_REDIS_CLUSTER=1" in redis_errors.describe(caught.value)
@@ -306,7 +381,7 @@ def test_the_slot_moves_under_a_running_worker_nothing_lost_nothing_twice(cluste
         wait_for(lambda: sum(runs(log)[1].values()) >= 20, 30, 0.05, "some jobs ran")
         source = cluster.owner_of_slot(slot)
         target = next(node for node in cluster.masters() if node.node_id != source.node_id)
-        cluster.move_slot(slot, target, batch=5)
+        cluster.move_slot(slot, target, chunk=5)
         moved_at = time.time()
         for tag in tags[150:]:
             wait_for(lambda tag=tag: try_enqueue(tag, 0.02), 30, 0.05, "an enqueue after the move")
@@ -342,8 +417,12 @@ def test_a_failover_of_the_namespaces_master_is_ridden_out(cluster, cluster_conf
         tags = [f"after-{i}" for i in range(5)]
         for tag in tags:
             wait_for(lambda tag=tag: try_enqueue(tag, 0.02), 30, 0.1, "an enqueue after the failover")
-        wait_for(lambda: all(runs(log)[1][t] >= 1 for t in backlog + tags), 90, 0.1,
-                 "the worker followed the new master and ran everything")
+        wait_for(
+            lambda: all(runs(log)[1][t] >= 1 for t in backlog + tags),
+            90,
+            0.1,
+            "the worker followed the new master and ran everything",
+        )
         assert master.alive()
         cluster.rejoin(killed)
     finally:

@@ -17,15 +17,23 @@ from cogworker.store import cluster as cluster_mode
 from cogworker.store.connection import client_options
 from cogworker.testing.cluster import key_slot
 
-OPTIONS = {"socket_timeout": 2.0, "socket_connect_timeout": 2.0, "health_check_interval": 0,
-           "retry_on_timeout": False, **client_options()}
+OPTIONS = {
+    "socket_timeout": 2.0,
+    "socket_connect_timeout": 2.0,
+    "health_check_interval": 0,
+    "retry_on_timeout": False,
+    **client_options(),
+}
 
 
 def _open_to(cluster) -> set[tuple[str, int]]:  # noqa: F811
     """This process's established TCP connections to the cluster's nodes, by local address."""
     ports = {server.port for server in cluster.servers}
-    return {(c.laddr.ip, c.laddr.port) for c in psutil.Process().net_connections(kind="tcp")
-            if c.raddr and c.raddr.port in ports and c.status == psutil.CONN_ESTABLISHED}
+    return {
+        (c.laddr.ip, c.laddr.port)
+        for c in psutil.Process().net_connections(kind="tcp")
+        if c.raddr and c.raddr.port in ports and c.status == psutil.CONN_ESTABLISHED
+    }
 
 
 def test_closing_the_client_closes_the_slot_map_readers_connections(cluster, cluster_ns):  # noqa: F811
@@ -75,6 +83,7 @@ def test_the_async_client_follows_its_slot_to_another_master(cluster, cluster_co
     """One event loop's client, its pooled connection open on the old master across the
     move: the next enqueue gets MOVED, and is sent once more to the new master."""
     from cogworker.client import aio
+
     key = cluster_config.keys.queue("default")
 
     async def scenario():

@@ -1,5 +1,5 @@
 """What a Redis Cluster failover may lose, scaled down (``python -m bench.failover --target
-cluster [--layout queue]`` is the 10-kill measurement; README "What a failover loses"): a
+cluster [--layout queue]`` is the 10-kill measurement; docs/operations/failover.md, "What a failover loses"): a
 cluster of our own (3 masters, 3 replicas, cluster-node-timeout 1000 ms), a
 ``cogworker-prefork`` worker and a producer thread under load, both with
 ``wait_replicas=1``, every acknowledged enqueue and every job's start and end logged

@@ -4,6 +4,7 @@ replaced by its replica."""
 
 from __future__ import annotations
 
+import pytest
 from cluster_util import cluster  # noqa: F401 (fixture)
 
 from cogworker.testing.cluster import key_slot
@@ -28,6 +29,18 @@ def test_a_slot_moves_with_its_keys(cluster):  # noqa: F811
     owner.server.client().set(key, "v")
     target = next(node for node in cluster.masters() if node.node_id != owner.node_id)
     cluster.move_slot(key_slot(key), target)
+    assert cluster.owner(key).node_id == target.node_id
+    assert target.server.client().get(key) == b"v"
+
+
+def test_move_slot_takes_its_old_batch_keyword_with_a_deprecation_warning(cluster):  # noqa: F811
+    # move_slot(batch=) is move_slot(chunk=) now ("batch" names batches with callbacks only).
+    key = "{fixture-chunk}:k"
+    owner = cluster.owner(key)
+    owner.server.client().set(key, "v")
+    target = next(node for node in cluster.masters() if node.node_id != owner.node_id)
+    with pytest.warns(DeprecationWarning, match=r"move_slot\(batch=\) is now move_slot\(chunk=\)"):
+        cluster.move_slot(key_slot(key), target, batch=1)
     assert cluster.owner(key).node_id == target.node_id
     assert target.server.client().get(key) == b"v"
 

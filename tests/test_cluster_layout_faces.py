@@ -54,8 +54,9 @@ class Sharded:
 def sharded(cluster: Cluster, cluster_ns: str) -> Iterator[Sharded]:  # noqa: F811
     cluster.wait_ok()
     cogworker.config._config = None
-    config = cogworker.configure(redis_url=cluster.url, namespace=cluster_ns, cluster_layout="queue",
-                                 socket_timeout=2.0)
+    config = cogworker.configure(
+        redis_url=cluster.url, namespace=cluster_ns, cluster_layout="queue", socket_timeout=2.0
+    )
     assert config.sharded
     by_master: dict[str, list[str]] = {}
     for i in range(200):  # names whose shards land two on each master
@@ -129,8 +130,9 @@ def test_locate_status_cancel_result_in_a_later_shard(sharded: Sharded) -> None:
     part = sharded.shard(queue)
     assert [p.shard_name for p in sharded.config.shards()] == sorted(sharded.queues)
     assert part.shard_name == sharded.config.shards()[-1].shard_name
-    part.redis().hset(part.keys.status(jid), mapping={"state": "queued", "updated_at": time.time(), "attempt": 1,
-                                                      "queue": queue})
+    part.redis().hset(
+        part.keys.status(jid), mapping={"state": "queued", "updated_at": time.time(), "attempt": 1, "queue": queue}
+    )
     part.redis().set(part.keys.progress(jid), json.dumps({"fraction": 0.5, "message": "half", "at": time.time()}))
     found = api.locate(jid)
     assert found.source == f"queue:{queue}" and found.shard == part.shard_name
@@ -143,21 +145,28 @@ def test_locate_status_cancel_result_in_a_later_shard(sharded: Sharded) -> None:
     retrying = failed("apps.jobs.add", [2], queue=queue)
     sharded.file(queue, "retry", retrying, time.time() + 60)
     assert api.cancel(json.loads(retrying)["jid"]) and api.RetrySet().size() == 0
-    part.redis().hset(part.keys.result(jid), mapping={"status": "succeeded", "value": "42",
-                                                      "expires_at": time.time() + 60})
+    part.redis().hset(
+        part.keys.result(jid), mapping={"status": "succeeded", "value": "42", "expires_at": time.time() + 60}
+    )
     assert api.result(jid).value == 42
 
 
-def _records(sharded: Sharded) -> tuple[heartbeat.ProcessRecord, ...]:
+def _records(sharded: Sharded) -> tuple[heartbeat.BeatRecord, ...]:
     """A master beating in the fleet, its two children in their shards (one in two shards,
     running a job in the second), as the prefork master and its children write them."""
     pid = os.getpid()
-    master = heartbeat.ProcessRecord("m-1", "master", pid, sharded.queues[:3], extra={"procs": 2, "children": 2})
-    one = heartbeat.ProcessRecord("c-1", "child", pid + 1, sharded.queues[:2], extra={"ppid": pid})
-    busy = heartbeat.ProcessRecord("c-1", "child", pid + 1, sharded.queues[:2], busy=1, extra={"ppid": pid},
-                                   running={"jid": "j-running", "class": "apps.jobs.add", "queue": sharded.queues[1],
-                                            "run_at": time.time()})
-    two = heartbeat.ProcessRecord("c-2", "child", pid + 2, sharded.queues[2:3], extra={"ppid": pid})
+    master = heartbeat.BeatRecord("m-1", "master", pid, sharded.queues[:3], extra={"procs": 2, "children": 2})
+    one = heartbeat.BeatRecord("c-1", "child", pid + 1, sharded.queues[:2], extra={"ppid": pid})
+    busy = heartbeat.BeatRecord(
+        "c-1",
+        "child",
+        pid + 1,
+        sharded.queues[:2],
+        busy=1,
+        extra={"ppid": pid},
+        running={"jid": "j-running", "class": "apps.jobs.add", "queue": sharded.queues[1], "run_at": time.time()},
+    )
+    two = heartbeat.BeatRecord("c-2", "child", pid + 2, sharded.queues[2:3], extra={"ppid": pid})
     heartbeat.beat(sharded.config.fleet, [master])
     heartbeat.beat(sharded.shard(sharded.queues[0]), [one])
     heartbeat.beat(sharded.shard(sharded.queues[1]), [busy])
@@ -180,9 +189,14 @@ def _cli(sharded: Sharded, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(TESTS), "COGWORKER_CLUSTER_LAYOUT": "queue"}
     env.pop("COGWORKER_REDIS_URL", None)
     env.pop("REDIS_URL", None)
-    return subprocess.run([sys.executable, "-m", "cogworker", *args, "--redis-url", sharded.url,
-                           "--namespace", sharded.namespace], capture_output=True, text=True, env=env, timeout=60,
-                          cwd=str(TESTS))
+    return subprocess.run(
+        [sys.executable, "-m", "cogworker", *args, "--redis-url", sharded.url, "--namespace", sharded.namespace],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=str(TESTS),
+    )
 
 
 def _json(result: subprocess.CompletedProcess[str]) -> dict:

@@ -74,8 +74,9 @@ def test_sigkill_with_fifty_in_flight_requeues_each_counted_once(own_config, mas
     # orphaning counted; the ten never fetched ran once, with none.
     rerun = {tag: count for tag, _, _, count in again if tag in killed}
     assert rerun == {tag: 1 for tag in killed}
-    assert sorted(tag for tag, *_ in again if tag not in killed) == sorted(f"t{i}" for i in range(60)
-                                                                          if f"t{i}" not in killed)
+    assert sorted(tag for tag, *_ in again if tag not in killed) == sorted(
+        f"t{i}" for i in range(60) if f"t{i}" not in killed
+    )
     assert all(count == 0 for tag, _, _, count in again if tag not in killed)
     assert Counter(dones(own_config)) == Counter(f"t{i}" for i in range(60))  # each finished once
     never_twice_at_once(own_config)
@@ -120,8 +121,10 @@ def test_a_stuck_sync_job_gets_its_child_killed_and_the_others_requeued(own_conf
     assert dead["error_class"] == "cogworker.JobTimeout" and dead["args"] == ["stuck"]
     assert pid not in m.wait_children()
     # The async jobs were killed with it (by the master: not counted) and run again.
-    wait_for(lambda: sorted(tag for tag, *_ in starts(own_config) if tag != "stuck") == ["t0", "t0", "t1", "t1"],
-             what="the other jobs started again")
+    wait_for(
+        lambda: sorted(tag for tag, *_ in starts(own_config) if tag != "stuck") == ["t0", "t0", "t1", "t1"],
+        what="the other jobs started again",
+    )
     assert all(count == 0 for tag, _, _, count in starts(own_config) if tag != "stuck")
 
 
@@ -149,8 +152,12 @@ def test_master_sigkill_children_finish_their_jobs_in_flight(own_config, masters
     os.kill(m.pid, signal.SIGKILL)
     wait_for(lambda: len(dones(own_config)) == 20, timeout=15, what="the 20 finished")
     import psutil
-    wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
-             timeout=15, what="the orphaned child left")
+
+    wait_for(
+        lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
+        timeout=15,
+        what="the orphaned child left",
+    )
     assert queue_len(own_config) == 10 and in_progress_total(own_config) == 0
     assert Counter(dones(own_config)) == Counter(tag for tag, *_ in starts(own_config))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis
@@ -149,17 +149,21 @@ def test_job_with_arguments():
     assert empty_parens.name.endswith("test_job_with_arguments.<locals>.empty_parens")
 
 
-@pytest.mark.parametrize("options, match", [
-    ({"queeu": "x"}, "queeu"),
-    ({"retries": 3}, "retries"),
-    ({"retry": -1}, "retry"),
-    ({"retry": "3"}, "retry"),
-    ({"queue": ""}, "queue"),
-    ({"timeout": 0}, "timeout"),
-    ({"unique_until": "never"}, "unique_until"),
-])
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ({"queeu": "x"}, "queeu"),
+        ({"retries": 3}, "retries"),
+        ({"retry": -1}, "retry"),
+        ({"retry": "3"}, "retry"),
+        ({"queue": ""}, "queue"),
+        ({"timeout": 0}, "timeout"),
+        ({"unique_until": "never"}, "unique_until"),
+    ],
+)
 def test_bad_option_fails_at_decoration(options, match):
     with pytest.raises(cogworker.ConfigurationError, match=match):
+
         @cogworker.job(**options)
         def never_defined():
             pass
@@ -226,7 +230,7 @@ def test_enqueue_in_and_enqueue_at(config):
     now = time.time()
     a = core_jobs.record.enqueue_in(30, "in")
     b = core_jobs.record.enqueue_at(now + 100, "at-epoch")
-    c = core_jobs.record.enqueue_at(datetime.now(timezone.utc) + timedelta(seconds=200), "at-dt")
+    c = core_jobs.record.enqueue_at(datetime.now(UTC) + timedelta(seconds=200), "at-dt")
     scores = {json.loads(raw)["jid"]: score for raw, score in r.zrange(k.schedule, 0, -1, withscores=True)}
     assert set(scores) == {a, b, c}
     assert now + 30 <= scores[a] <= time.time() + 30
@@ -306,8 +310,7 @@ class Opaque:
     pass
 
 
-@pytest.mark.parametrize("bad", [Opaque(), {1, 2}, b"bytes", math.nan, datetime.now(timezone.utc),
-                                 {"nested": [object()]}])
+@pytest.mark.parametrize("bad", [Opaque(), {1, 2}, b"bytes", math.nan, datetime.now(UTC), {"nested": [object()]}])
 def test_non_json_arguments_raise_and_write_nothing(config, bad):
     r = config.redis()
     calls = [

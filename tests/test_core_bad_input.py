@@ -18,18 +18,21 @@ from cogworker.fleet.poller import Poller
 from cogworker.worker.runner import Housekeeper
 
 
-@pytest.mark.parametrize("raw, why", [
-    (b"not json{", "not JSON"),
-    (b"", "not JSON"),
-    (b"\xff\xfe\x00garbage", "not JSON"),
-    (b"[1, 2, 3]", "not an object"),
-    (b"42", "not an object"),
-    (b'"a string"', "not an object"),
-    (b"null", "not an object"),
-    (b'{"args": [1], "jid": "abc"}', "no 'class'"),
-    (b'{"class": 12, "jid": "abc"}', "no 'class'"),
-    (b'{"class": "", "jid": "abc"}', "no 'class'"),
-])
+@pytest.mark.parametrize(
+    "raw, why",
+    [
+        (b"not json{", "not JSON"),
+        (b"", "not JSON"),
+        (b"\xff\xfe\x00garbage", "not JSON"),
+        (b"[1, 2, 3]", "not an object"),
+        (b"42", "not an object"),
+        (b'"a string"', "not an object"),
+        (b"null", "not an object"),
+        (b'{"args": [1], "jid": "abc"}', "no 'class'"),
+        (b'{"class": 12, "jid": "abc"}', "no 'class'"),
+        (b'{"class": "", "jid": "abc"}', "no 'class'"),
+    ],
+)
 def test_garbage_on_a_queue_goes_to_dead_with_why(config, raw, why):
     r = config.redis()
     k = config.keys
@@ -63,8 +66,16 @@ def test_unknown_job_fails_through_the_chain_retry_then_dead(config):
             seen.append((job, payload["class"], type(exc).__name__))
             raise
 
-    payload = {"class": "apps.core_jobs.no_such_job", "args": [], "kwargs": {}, "jid": "u" * 24,
-               "queue": "default", "retry": 1, "created_at": time.time(), "enqueued_at": time.time()}
+    payload = {
+        "class": "apps.core_jobs.no_such_job",
+        "args": [],
+        "kwargs": {},
+        "jid": "u" * 24,
+        "queue": "default",
+        "retry": 1,
+        "created_at": time.time(),
+        "enqueued_at": time.time(),
+    }
     r.lpush(k.queue("default"), json.dumps(payload))
     cogworker.enqueue("no_such_module_anywhere.job", 1)
     with RunningWorker() as w:
@@ -206,8 +217,21 @@ def test_known_queues_set_of_the_wrong_type_does_not_fail_an_enqueue(config):
     jids = core_jobs.record.enqueue_many([("two",), ("three",)])
     assert isinstance(jid, str) and all(jids)
     assert r.llen(k.queue("default")) == 3
-    r.zadd(k.schedule, {json.dumps({"class": "apps.core_jobs.record", "args": ["four"], "kwargs": {},
-                                    "jid": "f" * 24, "queue": "default", "retry": 0}): 1})
+    r.zadd(
+        k.schedule,
+        {
+            json.dumps(
+                {
+                    "class": "apps.core_jobs.record",
+                    "args": ["four"],
+                    "kwargs": {},
+                    "jid": "f" * 24,
+                    "queue": "default",
+                    "retry": 0,
+                }
+            ): 1
+        },
+    )
     assert Poller(config).poll() == 1
     with RunningWorker():
         assert wait_for(lambda: len(ran(r)) == 4)

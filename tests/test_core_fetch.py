@@ -247,6 +247,7 @@ def test_a_move_whose_destination_fails_loses_nothing(config):
     on_list()
     r.set(k.queue("default"), "x")
     from cogworker.fleet.recovery import requeue_in_progress
+
     requeue_in_progress(config, "mv")
     assert r.lrange(k.in_progress("mv"), 0, -1) == [raw]
     r.delete(k.queue("default"))

@@ -47,6 +47,8 @@ def test_client_chain_wraps_push_in_order_and_may_change_the_payload(config):
 
 
 def test_client_middleware_can_drop_a_push(config):
+    """A dropped push of a job that isn't unique raises: its enqueue never returns None
+    (as its type says); a unique job's returns None, as for a duplicate."""
     r = config.redis()
 
     @cogworker.client_middleware.add
@@ -55,10 +57,14 @@ def test_client_middleware_can_drop_a_push(config):
             return None
         return call_next()
 
-    assert core_jobs.record.enqueue(1) is None
+    with pytest.raises(cogworker.EnqueueDropped, match=r"core_jobs\.record: a client middleware dropped the push"):
+        core_jobs.record.enqueue(1)
+    with pytest.raises(cogworker.EnqueueDropped):
+        cogworker.by_name(core_jobs.record.name).enqueue_in(30, 3)
     assert isinstance(core_jobs.record.enqueue(2), str)
     jids = core_jobs.record.enqueue_many([(3,), (4,)])
     assert jids[0] is None and isinstance(jids[1], str)
+    assert core_jobs.charge.enqueue(5) is None  # unique: None
     assert [p["args"] for p in queued(r, config)] == [[4], [2]]
 
 
@@ -93,8 +99,7 @@ def test_server_chain_wraps_perform(config):
     core_jobs.record.options(queue="low").enqueue("s")
     with RunningWorker(queues=[("low", None)]):
         assert wait_for(lambda: len(calls) == 3)
-    assert calls == [("outer", "apps.core_jobs.record", ["s"], "low"), ("inner", []),
-                     ("outer done", ["record:s"])]
+    assert calls == [("outer", "apps.core_jobs.record", ["s"], "low"), ("inner", []), ("outer done", ["record:s"])]
 
 
 def test_server_middleware_sees_and_may_swallow_errors(config):
@@ -149,8 +154,10 @@ def test_resolution_failure_reaches_the_server_chain(config):
     cogworker.enqueue("apps.no_such_module.job")
     with RunningWorker():
         assert wait_for(lambda: r.zcard(config.keys.retry) == 2)
-    assert sorted(seen) == [(None, "apps.core_jobs.not_defined_anywhere", "UnknownJob"),
-                            (None, "apps.no_such_module.job", "UnknownJob")]
+    assert sorted(seen) == [
+        (None, "apps.core_jobs.not_defined_anywhere", "UnknownJob"),
+        (None, "apps.no_such_module.job", "UnknownJob"),
+    ]
 
 
 def test_a_middleware_that_raises_fails_the_job_like_any_error(config):

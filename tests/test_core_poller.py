@@ -18,8 +18,16 @@ from cogworker.store import lua
 
 
 def _due_payload(i, queue="default", **extra):
-    payload = {"class": "apps.core_jobs.record", "args": [i], "kwargs": {}, "jid": f"{i:024d}", "queue": queue,
-               "retry": 25, "created_at": 1.0, "enqueued_at": 1.0}
+    payload = {
+        "class": "apps.core_jobs.record",
+        "args": [i],
+        "kwargs": {},
+        "jid": f"{i:024d}",
+        "queue": queue,
+        "retry": 25,
+        "created_at": 1.0,
+        "enqueued_at": 1.0,
+    }
     payload.update(extra)
     return json.dumps(payload)
 
@@ -44,7 +52,7 @@ def test_big_backlog_moves_in_batches(config, monkeypatch):
     r = config.redis()
     k = config.keys
     now = time.time()
-    r.zadd(k.schedule, {_due_payload(i): now - 100 + i / 1000 for i in range(scheduler.BATCH * 2 + 37)})
+    r.zadd(k.schedule, {_due_payload(i): now - 100 + i / 1000 for i in range(scheduler.CHUNK * 2 + 37)})
     calls = []
     real_run = lua.run
 
@@ -55,9 +63,9 @@ def test_big_backlog_moves_in_batches(config, monkeypatch):
         return reply
 
     monkeypatch.setattr(lua, "run", spy)
-    assert Poller(config).poll() == scheduler.BATCH * 2 + 37
-    assert max(calls) <= scheduler.BATCH and len([c for c in calls if c]) >= 3
-    assert r.llen(k.queue("default")) == scheduler.BATCH * 2 + 37
+    assert Poller(config).poll() == scheduler.CHUNK * 2 + 37
+    assert max(calls) <= scheduler.CHUNK and len([c for c in calls if c]) >= 3
+    assert r.llen(k.queue("default")) == scheduler.CHUNK * 2 + 37
     assert r.zcard(k.schedule) == 0
     # Oldest first: the first due lands at the fetch end.
     assert json.loads(r.lindex(k.queue("default"), -1))["args"] == [0]
@@ -157,11 +165,11 @@ def test_a_queue_of_the_wrong_type_does_not_hold_up_other_entries(config):
     r.set(k.queue("broken"), "a string")
     stuck = _due_payload(0, "broken")
     r.zadd(k.retry, {stuck: 1})
-    r.zadd(k.retry, {_due_payload(i): 2 + i for i in range(1, scheduler.BATCH + 20)})
+    r.zadd(k.retry, {_due_payload(i): 2 + i for i in range(1, scheduler.CHUNK + 20)})
     poller = Poller(config)
     poller.poll()
     assert r.zrange(k.retry, 0, -1) == [stuck.encode()]
-    assert r.llen(k.queue("default")) == scheduler.BATCH + 19
+    assert r.llen(k.queue("default")) == scheduler.CHUNK + 19
     r.delete(k.queue("broken"))
     assert poller.poll() == 1
     assert r.zcard(k.retry) == 0

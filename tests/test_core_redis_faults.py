@@ -23,8 +23,7 @@ def _fresh(fresh_core_jobs):
 def _settled(config, worker):
     r = config.redis()
     k = config.keys
-    return (r.llen(k.queue("default")) == 0 and r.llen(k.in_progress(worker.identity)) == 0
-            and not worker.pending.items)
+    return r.llen(k.queue("default")) == 0 and r.llen(k.in_progress(worker.identity)) == 0 and not worker.pending.items
 
 
 def test_every_script_survives_script_flush(config):

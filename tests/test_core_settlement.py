@@ -73,6 +73,7 @@ def test_error_class_is_qualified(config):
     [(entry, _)] = zentries(r, config.keys.dead)
     assert entry["error_class"] == "apps.core_jobs.Custom"
     from cogworker.client.jobs import error_class_name
+
     assert error_class_name(cogworker.ProcessDied()) == "cogworker.ProcessDied"
     assert error_class_name(KeyError()) == "KeyError"
 
@@ -228,6 +229,7 @@ def test_unfileable_failure_is_parked_in_unsettled_at_shutdown(config):
     assert r.llen(config.keys.queue("default")) == 0
     # Any live process files it later.
     from cogworker.fleet.recovery import file_unsettled
+
     r.delete(config.keys.dead)
     assert file_unsettled(config) == 1
     assert [e["jid"] for e, _ in zentries(r, config.keys.dead)] == [jid]

@@ -1,7 +1,8 @@
-"""``--procs``'s default (issue #31, point 5): the CPUs this process may use (its affinity,
-as ``taskset`` sets it), within its container's CPU quota (cgroup v2 ``cpu.max``, v1
-``cpu.cfs_quota_us``); ``$WEB_CONCURRENCY`` still decides when set. Real masters, and
-cgroup files laid out as the kernel shows them."""
+"""``--procs``'s default: the CPUs this process may use (its affinity, as ``taskset`` sets
+it), within its container's CPU quota (cgroup v2 ``cpu.max``, v1 ``cpu.cfs_quota_us``);
+``$COGWORKER_PROCS`` decides when set, never ``$WEB_CONCURRENCY`` (the web server's setting,
+which Heroku sets app-wide). On a Heroku dyno a ``--timeout`` past its 30 s is warned of.
+Real masters, and cgroup files laid out as the kernel shows them."""
 
 from __future__ import annotations
 
@@ -17,15 +18,47 @@ needs_two = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2
 
 
 @needs_two
-@pytest.mark.parametrize("env, children", [({}, 1), ({"WEB_CONCURRENCY": "3"}, 3)])
+@pytest.mark.parametrize(
+    "env, children",
+    [({}, 1), ({"COGWORKER_PROCS": "3"}, 3), ({"WEB_CONCURRENCY": "3"}, 1)],  # the last: 3 before
+)
 def test_a_pinned_master_starts_one_child_per_cpu_it_may_use(own_redis, env, children):
-    m = Master(own_redis.url, procs=None, env={"WEB_CONCURRENCY": "", **env}, wrap=["taskset", "-c", "0"])
+    clean = {"WEB_CONCURRENCY": "", "COGWORKER_PROCS": ""}
+    m = Master(own_redis.url, procs=None, env={**clean, **env}, wrap=["taskset", "-c", "0"])
     try:
         m.procs = children
         m.wait_children()
         m.signal(signal.SIGTERM)
         assert m.wait_exit(20) == 0
         assert f"{children} children on queues" in m.output(), m.output()
+    finally:
+        m.stop()
+
+
+def test_a_bad_cogworker_procs_is_one_line(own_redis):
+    m = Master(own_redis.url, procs=None, env={"COGWORKER_PROCS": "0"})
+    try:
+        assert m.wait_exit(30) == 1
+        assert m.output().strip() == "cogworker-prefork: COGWORKER_PROCS: must be at least 1, got 0", m.output()
+    finally:
+        m.stop()
+
+
+@pytest.mark.parametrize(
+    "timeout, dyno, warned", [("40", "worker.1", True), ("25", "worker.1", False), ("40", "", False)]
+)
+def test_on_heroku_a_timeout_past_its_30_seconds_is_warned_of(own_redis, timeout, dyno, warned):
+    m = Master(own_redis.url, procs=1, args=("--timeout", timeout), env={"DYNO": dyno})
+    try:
+        m.wait_children()
+        m.signal(signal.SIGTERM)
+        assert m.wait_exit(30) == 0
+        lines = [line for line in m.output().splitlines() if "exceeds Heroku's" in line]
+        if warned:
+            assert len(lines) == 1 and "WARNING --timeout 40s exceeds Heroku's 30s between TERM and SIGKILL" in lines[0]
+            assert "DYNO=worker.1" in lines[0] and "use --timeout 25 or less" in lines[0], lines
+        else:
+            assert lines == [], lines
     finally:
         m.stop()
 
@@ -39,8 +72,9 @@ def write(path, text):
     path.write_text(text)
 
 
-@pytest.mark.parametrize("cpu_max, quota", [("200000 100000\n", 2.0), ("150000 100000\n", 1.5), ("max 100000\n", None),
-                                            ("garbage\n", None)])
+@pytest.mark.parametrize(
+    "cpu_max, quota", [("200000 100000\n", 2.0), ("150000 100000\n", 1.5), ("max 100000\n", None), ("garbage\n", None)]
+)
 def test_cgroup_v2_cpu_max(tmp_path, cpu_max, quota):
     write(tmp_path / "proc", "0::/system.slice/app.service\n")
     write(tmp_path / "cg" / "system.slice" / "app.service" / "cpu.max", cpu_max)

@@ -9,7 +9,7 @@ import json
 import re
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from apps import basic, cron_jobs
@@ -22,6 +22,7 @@ from cogworker.errors import ConfigurationError
 from cogworker.fleet import recovery
 
 # -- registration ------------------------------------------------------------------------------
+
 
 def test_registration_defaults_and_errors():
     entry = cogworker.periodic("*/5 * * * *", basic.add, args=(1, 2))
@@ -68,6 +69,7 @@ def test_slot_is_previous_fire_time_including_now(config):
 
 # -- ticking: one claim per slot -----------------------------------------------------------------
 
+
 def test_each_slot_fires_once_across_tickers(config):
     cogworker.periodic("* * * * *", cron_jobs.tick, args=("m",), name="m", queue="cronq")
     clock = Clock(T0 + 0.01)
@@ -81,8 +83,12 @@ def test_each_slot_fires_once_across_tickers(config):
     jobs = queued(config, "cronq")
     assert sorted(j["periodic_slot"] for j in jobs) == [T0, T0 + 60]
     job = jobs[0]  # the newest
-    assert (job["class"], job["args"], job["periodic_pjid"], job["queue"]) == ("apps.cron_jobs.tick", ["m"], "m",
-                                                                               "cronq")
+    assert (job["class"], job["args"], job["periodic_pjid"], job["queue"]) == (
+        "apps.cron_jobs.tick",
+        ["m"],
+        "m",
+        "cronq",
+    )
     assert last_slot(config, "m") == T0 + 60
     record = cron.schedule(config)["m"]
     assert (record["last_slot"], record["last_jid"], record["next_fire"]) == (T0 + 60, job["jid"], T0 + 120)
@@ -97,15 +103,18 @@ def test_catch_up_fires_one_missed_slot_not_one_per_slot(config, caplog):
 
 
 @pytest.mark.parametrize("catch_up", [True, False])
-@pytest.mark.parametrize("expr, now, slot, following", [
-    # Registered on 15 January: New Year's slot (1 January) is before it existed.
-    ("0 0 1 1 *", "2027-01-15T08:00:00", "2027-01-01T00:00:00", "2028-01-01T00:00:00"),
-    # A nightly job deployed at 05:02: 03:00 today is not its slot.
-    ("0 3 * * *", "2027-01-15T05:02:00", "2027-01-15T03:00:00", "2027-01-16T03:00:00"),
-])
+@pytest.mark.parametrize(
+    "expr, now, slot, following",
+    [
+        # Registered on 15 January: New Year's slot (1 January) is before it existed.
+        ("0 0 1 1 *", "2027-01-15T08:00:00", "2027-01-01T00:00:00", "2028-01-01T00:00:00"),
+        # A nightly job deployed at 05:02: 03:00 today is not its slot.
+        ("0 3 * * *", "2027-01-15T05:02:00", "2027-01-15T03:00:00", "2027-01-16T03:00:00"),
+    ],
+)
 def test_a_new_entry_records_its_first_slot_without_firing(config, caplog, catch_up, expr, now, slot, following):
     def at(text):
-        return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+        return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
 
     cogworker.periodic(expr, "x.y", name="fresh", queue="q")
     clock = Clock(at(now))
@@ -142,7 +151,9 @@ def test_catch_up_off_skips_the_missed_slot_and_primes_a_new_entry(config):
     clock.t = T0 + 60.01
     t.tick()
     assert sorted((j["periodic_pjid"], j["periodic_slot"]) for j in queued(config, "q")) == [
-        ("new", T0 + 60), ("old", T0 + 60)]
+        ("new", T0 + 60),
+        ("old", T0 + 60),
+    ]
 
 
 def test_entry_catch_up_overrides_the_masters(config):
@@ -161,6 +172,7 @@ def test_entry_catch_up_overrides_the_masters(config):
 
 
 # -- disabling ----------------------------------------------------------------------------------
+
 
 def test_disabled_set_of_the_wrong_type_counts_as_enabled(config, caplog):
     cogworker.periodic("* * * * *", "x.y", name="a", queue="q")
@@ -195,14 +207,25 @@ def test_disable_and_enable(config):
 
 # -- published schedule, readiness, waking ----------------------------------------------------------
 
+
 def test_published_schedule(config):
     cogworker.periodic("*/5 * * * *", cron_jobs.tick, args=("p",), name="p", queue="cronq", unique=True)
     config.redis().set(config.keys.periodic_last_slot("p"), T0 - 300)
     t = ticker(config, "p", clock=Clock(T0 + 1))
     t.publish()
     record = cron.schedule(config)["p"]
-    assert record == {**record, "pjid": "p", "cron": "*/5 * * * *", "job": "apps.cron_jobs.tick", "queue": "cronq",
-                      "args": ["p"], "unique": True, "next_fire": T0 + 300, "last_slot": T0 - 300, "last_jid": None}
+    assert record == {
+        **record,
+        "pjid": "p",
+        "cron": "*/5 * * * *",
+        "job": "apps.cron_jobs.tick",
+        "queue": "cronq",
+        "args": ["p"],
+        "unique": True,
+        "next_fire": T0 + 300,
+        "last_slot": T0 - 300,
+        "last_jid": None,
+    }
     t.tick()
     record = cron.schedule(config)["p"]
     assert (record["last_slot"], record["last_jid"]) == (T0, queued(config, "cronq")[0]["jid"])
@@ -249,6 +272,7 @@ def test_wakes_for_the_earliest_next_fire_time_and_at_least_every_5s(config):
 
 # -- unique entries and the running lock --------------------------------------------------------------
 
+
 def test_unique_entry_skips_slots_while_the_previous_run_holds_the_lock(config):
     cogworker.periodic("* * * * *", "x.y", name="u", queue="q", unique=True)
     r = config.redis()
@@ -269,19 +293,27 @@ def test_unique_entry_skips_slots_while_the_previous_run_holds_the_lock(config):
     assert [j["periodic_slot"] for j in queued(config, "q")] == [T0 + 120, T0]
 
 
-@pytest.mark.parametrize("job,args,expect", [
-    (cron_jobs.probe, ("u",), "released"),
-    (cron_jobs.fail_dead, ("x",), "released"),
-    (cron_jobs.fail_retry, ("x",), "extended"),
-])
+@pytest.mark.parametrize(
+    "job,args,expect",
+    [
+        (cron_jobs.probe, ("u",), "released"),
+        (cron_jobs.fail_dead, ("x",), "released"),
+        (cron_jobs.fail_retry, ("x",), "extended"),
+    ],
+)
 def test_running_lock_follows_the_job(config, job, args, expect):
     cogworker.periodic("* * * * *", job, args=args, name="u", unique=True)
     r = config.redis()
     key = config.keys.periodic_running("u")
     ticker(config, "u", clock=Clock(time.time())).tick()
     jid = r.get(key).decode()
-    run_worker_until(lambda: r.llen(config.keys.queue("default")) == 0 and not r.exists("test:busy")
-                     and (r.exists("test:probe") or r.zcard(config.keys.retry) or r.zcard(config.keys.dead)))
+    run_worker_until(
+        lambda: (
+            r.llen(config.keys.queue("default")) == 0
+            and not r.exists("test:busy")
+            and (r.exists("test:probe") or r.zcard(config.keys.retry) or r.zcard(config.keys.dead))
+        )
+    )
     time.sleep(0.2)
     if job is cron_jobs.probe:
         holder, ttl = json.loads(r.lindex("test:probe", 0))

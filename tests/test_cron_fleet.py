@@ -29,10 +29,21 @@ class Master:
         self.log = open(self.log_path, "wb")
         env = {**os.environ, "PYTHONPATH": str(TESTS)}
         env.pop("COGWORKER_REDIS_URL", None)
-        cmd = [sys.executable, "-m", "cogworker.prefork.cli", "--procs", str(procs), "--redis-url", url,
-               *(a for q in queues for a in ("-q", q)), *args, module]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=str(TESTS),
-                                     start_new_session=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "cogworker.prefork.cli",
+            "--procs",
+            str(procs),
+            "--redis-url",
+            url,
+            *(a for q in queues for a in ("-q", q)),
+            *args,
+            module,
+        ]
+        self.proc = subprocess.Popen(
+            cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=str(TESTS), start_new_session=True
+        )
 
     def output(self) -> str:
         self.log.flush()
@@ -110,8 +121,9 @@ def test_three_masters_fire_every_second_exactly_once(config, masters):
     delays = sorted(j["enqueued_at"] - j["periodic_slot"] for j in healthy[1:])
     assert delays[len(delays) // 2] < 0.1 and delays[-1] < 1.0, delays
     winners = {line.split()[2] for m in fleet for line in m.output().splitlines() if "periodic healthy: fired" in line}
-    sys.stderr.write(f"slots won by {len(winners)} masters; delay p50={delays[len(delays) // 2]:.3f}s "
-                     f"max={delays[-1]:.3f}s\n")
+    sys.stderr.write(
+        f"slots won by {len(winners)} masters; delay p50={delays[len(delays) // 2]:.3f}s max={delays[-1]:.3f}s\n"
+    )
 
 
 def test_slot_passing_while_redis_is_paused_fires_once_after_resume(config, masters, redis_server):
@@ -137,8 +149,11 @@ def test_catch_up_fires_one_missed_slot_per_entry_setting(config, masters):
     # The master's own setting is off; cu-on overrides it, cu-default follows it.
     args = ("--no-catch-up",)
     first = masters(config.redis_url, "apps.cron_catchup", *args)
-    wait_for(lambda: {j["periodic_pjid"] for j in fired(config, "cronq")} >= {"cu-on", "cu-off", "cu-default"},
-             15, "every entry firing")
+    wait_for(
+        lambda: {j["periodic_pjid"] for j in fired(config, "cronq")} >= {"cu-on", "cu-off", "cu-default"},
+        15,
+        "every entry firing",
+    )
     first.stop()
     last = max(slots(fired(config, "cronq")))
     # Down over two slots; back 0.3 s after the third, so a catch-up can't be a regular firing.
@@ -147,14 +162,20 @@ def test_catch_up_fires_one_missed_slot_per_entry_setting(config, masters):
         restart_slot += 3
     sleep_until(restart_slot + 0.3)
     masters(config.redis_url, "apps.cron_catchup", *args)
-    sleep_until(restart_slot + 3.6)
-    after = {pjid: [s for s in slots(fired(config, "cronq", pjid)) if s > last]
-             for pjid in ("cu-on", "cu-off", "cu-default")}
-    assert after["cu-on"] == [restart_slot, restart_slot + 3]  # exactly one catch-up firing
-    assert after["cu-off"] == [restart_slot + 3]
-    assert after["cu-default"] == [restart_slot + 3]
-    (catch_up,) = [j for j in fired(config, "cronq", "cu-on") if j["periodic_slot"] == restart_slot]
-    assert catch_up["enqueued_at"] - restart_slot > 0.3  # fired at boot, not on time
+
+    def after(pjid: str) -> list[int]:
+        return [s for s in slots(fired(config, "cronq", pjid)) if s > last]
+
+    # Until each entry fired a regular slot. A loaded machine may boot the master a slot or
+    # two late: the catch-up is then a later slot, still the latest one missed.
+    wait_for(lambda: len(after("cu-on")) >= 2 and after("cu-off") and after("cu-default"), 20, "regular firings")
+    caught = after("cu-on")[0]
+    (catch_up,) = [j for j in fired(config, "cronq", "cu-on") if j["periodic_slot"] == caught]
+    assert caught >= restart_slot and catch_up["enqueued_at"] >= restart_slot + 0.3  # fired at boot, not by the first
+    assert catch_up["enqueued_at"] - caught < 3  # the latest slot missed, not an older one
+    assert after("cu-on")[:2] == [caught, caught + 3]  # exactly one catch-up firing, then on time
+    assert after("cu-off")[0] == caught + 3  # no catch-up
+    assert after("cu-default")[0] == caught + 3  # the master's own setting: off
 
 
 def test_unique_entry_never_overlaps_a_long_run(config, masters):
@@ -218,9 +239,13 @@ def test_failed_push_is_rolled_back_and_fires_once_fixed_while_others_keep_firin
 def test_single_process_runner_ticks_too(config):
     """``python -m cogworker.worker`` runs the same ticker in its housekeeping thread."""
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
-    proc = subprocess.Popen([sys.executable, "-m", "cogworker.worker", "apps.cron_mixed", "-q", "idle",
-                             "--redis-url", config.redis_url], cwd=str(TESTS), env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cogworker.worker", "apps.cron_mixed", "-q", "idle", "--redis-url", config.redis_url],
+        cwd=str(TESTS),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for(lambda: len(fired(config, "cronq")) >= 3, 15, "three firings")
     finally:

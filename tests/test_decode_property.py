@@ -30,8 +30,9 @@ from cogworker.metrics import exporter as metrics
 api_status = importlib.import_module("cogworker.api.status")  # the module (api.status is its function)
 
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
-JSON = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=6) | st.dictionaries(st.text(), inner, max_size=6),
-                    max_leaves=40)
+JSON = st.recursive(
+    SCALARS, lambda inner: st.lists(inner, max_size=6) | st.dictionaries(st.text(), inner, max_size=6), max_leaves=40
+)
 
 
 @st.composite
@@ -42,7 +43,7 @@ def deep(draw: Any) -> bytes:
     leaf = json.dumps(draw(SCALARS))
     closes = "".join("]" if o == "[" else "}" for o in reversed(opens))
     text = "".join(opens) + leaf + closes
-    return text[:draw(st.integers(0, len(text)))].encode() if draw(st.booleans()) else text.encode()
+    return text[: draw(st.integers(0, len(text)))].encode() if draw(st.booleans()) else text.encode()
 
 
 @st.composite
@@ -57,8 +58,14 @@ def job_like(draw: Any) -> bytes:
     """A job object whose args are anything above, or one with fields of the wrong types."""
     args = draw(deep() | wide() | st.builds(lambda v: json.dumps(v).encode(), JSON))
     jid = draw(st.text(max_size=30) | st.integers() | st.none())
-    head = json.dumps({"class": draw(st.sampled_from(["apps.core_jobs.record", "", 12, None])), "jid": jid,
-                       "queue": draw(st.sampled_from(["default", "", None, ["x"]])), "kwargs": {}})
+    head = json.dumps(
+        {
+            "class": draw(st.sampled_from(["apps.core_jobs.record", "", 12, None])),
+            "jid": jid,
+            "queue": draw(st.sampled_from(["default", "", None, ["x"]])),
+            "kwargs": {},
+        }
+    )
     return head[:-1].encode() + b', "args": ' + args + b"}"
 
 
@@ -96,8 +103,14 @@ def rendered(record: JobRecord) -> None:
     from cogworker.web.views import raw_text as web_raw
 
     json.dumps(jsonable(record_json(record)))
-    row = [record.jid or "-", job_class(record), record.queue or "-", "1m ago", "-",
-           error_of(record) if record.readable else raw_text(record)]
+    row = [
+        record.jid or "-",
+        job_class(record),
+        record.queue or "-",
+        "1m ago",
+        "-",
+        error_of(record) if record.readable else raw_text(record),
+    ]
     lines = table(["JID", "CLASS", "QUEUE", "DUE", "RETRIES", "ERROR"], [row]).splitlines()
     assert max(len(line) for line in lines) <= 100
     web_raw(record.raw)
@@ -120,12 +133,15 @@ def _decoded(text: str) -> tuple[Any, ...]:
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.dictionaries(st.text(), JSON, max_size=4).map(json.dumps), st.text(max_size=8),
-       st.sampled_from(["", " ", "\n", "x", "{}", "\"", "]"]))
+@given(
+    st.dictionaries(st.text(), JSON, max_size=4).map(json.dumps),
+    st.text(max_size=8),
+    st.sampled_from(["", " ", "\n", "x", "{}", '"', "]"]),
+)
 def test_the_payload_scanner_answers_as_the_decoder_does(text, cut, tail):
     """``payload._object`` (the scanner alone when it reads the whole text): what
     ``JSONDecoder.decode`` returns or raises, for objects, cut short or followed by more."""
-    for candidate in (text + tail, text[:len(text) // 2] + cut, "{" + cut):
+    for candidate in (text + tail, text[: len(text) // 2] + cut, "{" + cut):
         if candidate.startswith("{"):
             try:
                 got: tuple[Any, ...] = ("value", payload._object(candidate))
@@ -157,8 +173,9 @@ FIXTURE = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthChec
 
 
 def good(jid: str, tag: str) -> bytes:
-    return json.dumps({"class": "apps.core_jobs.record", "args": [tag], "kwargs": {}, "jid": jid,
-                       "queue": "default", "retry": 25}).encode()
+    return json.dumps(
+        {"class": "apps.core_jobs.record", "args": [tag], "kwargs": {}, "jid": jid, "queue": "default", "retry": 25}
+    ).encode()
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=FIXTURE)
@@ -220,3 +237,62 @@ def test_a_rendered_page_of_the_web_ui_shows_a_deep_entry_raw(config, raw):
     with TestClient(create_app(), base_url="http://localhost") as client:
         page = client.get("/dead")
     assert page.status_code == 200 and "g1" in page.text
+
+
+# Every field a worker reads after the fetch, with values of every kind, the non-finite
+# numbers among them (Python's decoder reads Infinity, NaN and 1e400 as floats).
+ODD = (
+    SCALARS
+    | st.sampled_from([float("inf"), float("-inf"), float("nan"), 10**400, -1, 0, 2**53 + 1, "", "x"])
+    | st.lists(SCALARS, max_size=3)
+    | st.dictionaries(st.sampled_from(["class", "jid", "args", "x"]), SCALARS, max_size=3)
+)
+JOB_FIELDS = [
+    "args", "kwargs", "queue", "retry", "retry_count", "interrupted_count", "timeout", "unique_for",
+    "unique_until", "unique_digest", "periodic_pjid", "periodic_slot", "created_at", "enqueued_at", "at",
+    "iter_done",
+]  # fmt: skip
+WF_FIELDS = ["ttl", "lttl", "g", "i", "b", "last", "chain"]
+STEP = st.dictionaries(
+    st.sampled_from(["class", "jid", "args", "kwargs", "queue", "retry", "timeout", "imm", "ttl"]), ODD, max_size=9
+) | st.fixed_dictionaries({"class": st.just("a.b"), "jid": st.just("j2")}, optional={"queue": ODD, "ttl": ODD})
+
+
+@st.composite
+def odd_job(draw: Any) -> bytes:
+    job: dict[str, Any] = {"class": "apps.core_jobs.record", "jid": "j1"}
+    job.update(draw(st.dictionaries(st.sampled_from(JOB_FIELDS), ODD, max_size=5)))
+    if draw(st.booleans()):
+        wf = draw(st.dictionaries(st.sampled_from(WF_FIELDS), ODD, max_size=4))
+        if draw(st.booleans()):
+            wf["chain"] = draw(st.lists(STEP, max_size=3))
+        job["wf"] = wf if draw(st.integers(0, 9)) else draw(ODD)
+    return json.dumps(job, allow_nan=True).encode()
+
+
+@settings(max_examples=600, deadline=None)
+@given(odd_job())
+def test_a_payload_the_worker_admits_is_one_every_later_reader_can_settle(raw):
+    """parse_payload refuses a job with one line, or every step after the body can read it:
+    the success's settlement (a workflow's completion, its chain's next step), a failure's
+    filing (retry count, backoff, retry or dead), an interruption, the soft timeout's
+    deadline, the status bucket, the unique lock's TTL, the trace's attempt."""
+    from cogworker.config import Config
+    from cogworker.core import fate
+    from cogworker.engine.execute import deadline_of
+    from cogworker.lifecycle import donering, unique
+
+    got, why = payload.parse_payload(raw)
+    if got is None:
+        assert why.startswith("bad payload: ") and "\n" not in why
+        return
+    config = Config()
+    fate.decide(config, json.loads(raw), fate.Succeeded(0.0, [1, "x"]))
+    filed = fate.decide(config, json.loads(raw), fate.Raised(ValueError("x"), fate.default_backoff))
+    assert isinstance(filed, fate.File) and json.loads(filed.entry)["retry_count"] >= 1
+    fate.decide(config, raw, fate.FilingFailed(ValueError("x")))
+    deadline_of(got)
+    donering.enq_buckets(donering.enq_spec(got.get("enqueued_at")))
+    if unique.holds(got):
+        unique.lock_ttl(got, 10.0)
+    int(got.get("retry_count") or 0) + 1

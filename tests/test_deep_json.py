@@ -32,8 +32,17 @@ def raw_job(config, depth: int, jid: str, name: str = "apps.core_jobs.record") -
     """A job entry whose ``args`` nest to ``depth`` levels in all (written as old code or
     another client would: never through enqueue)."""
     now = time.time()
-    head = json.dumps({"class": name, "kwargs": {}, "jid": jid, "queue": "default", "retry": 25,
-                       "created_at": now, "enqueued_at": now})[:-1]
+    head = json.dumps(
+        {
+            "class": name,
+            "kwargs": {},
+            "jid": jid,
+            "queue": "default",
+            "retry": 25,
+            "created_at": now,
+            "enqueued_at": now,
+        }
+    )[:-1]
     return (head + ', "args": ' + "[" * (depth - 1) + "]" * (depth - 1) + "}").encode()
 
 
@@ -77,8 +86,21 @@ def test_a_deep_entry_in_schedule_and_retry_never_stops_a_poller_pass(config, de
     for zset in (k.schedule, k.retry):
         r.zadd(zset, {raw_job(config, depth, f"deep-{zset}"): 0, b"[" * depth + b"]" * depth: 0})
     core_jobs.record.enqueue_in(-1, "due")
-    r.zadd(k.retry, {json.dumps({"class": "apps.core_jobs.record", "args": ["retried"], "kwargs": {},
-                                 "jid": "ok", "queue": "default", "retry": 25}): 0})
+    r.zadd(
+        k.retry,
+        {
+            json.dumps(
+                {
+                    "class": "apps.core_jobs.record",
+                    "args": ["retried"],
+                    "kwargs": {},
+                    "jid": "ok",
+                    "queue": "default",
+                    "retry": 25,
+                }
+            ): 0
+        },
+    )
     Poller(config).poll()
     Poller(config).poll()
     assert r.zcard(k.schedule) == 0 and r.zcard(k.retry) == 0
@@ -92,8 +114,16 @@ def test_a_deep_entry_on_a_dead_process_list_is_requeued_with_the_rest(config):
     r = config.redis()
     k = config.keys
     deep = raw_job(config, 985, "deep")
-    good = json.dumps({"class": "apps.core_jobs.record", "args": ["good"], "kwargs": {}, "jid": "good",
-                       "queue": "default", "retry": 25}).encode()
+    good = json.dumps(
+        {
+            "class": "apps.core_jobs.record",
+            "args": ["good"],
+            "kwargs": {},
+            "jid": "good",
+            "queue": "default",
+            "retry": 25,
+        }
+    ).encode()
     r.rpush(k.in_progress("gone:1:x"), deep, good, b"[" * 1100 + b"]" * 1100)
     assert requeue_dead(config, "gone:1:x", "none") == (3, True)
     assert r.llen(k.in_progress("gone:1:x")) == 0 and r.llen(k.queue("default")) == 3

@@ -36,16 +36,19 @@ def test_a_prefork_child_hands_its_stats_over_when_its_queues_run_dry(config, mo
     assert len(ran(config.redis())) == 3
 
 
-DEMO_LINE = re.compile(r"processed=\s*(\d+) failed=\s*(\d+) queued=\s*(\d+) running=(\d+) scheduled=(\d+) "
-                       r"retry=(\d+) dead=(\d+)")
+DEMO_LINE = re.compile(
+    r"processed=\s*(\d+) failed=\s*(\d+) queued=\s*(\d+) running=(\d+) scheduled=(\d+) "
+    r"retry=(\d+) dead=(\d+)"
+)
 DEMO_JOBS = 2000 + 200 + 50 + 1  # what examples/demo.py enqueues (the periodic entry adds more)
 
 
 def test_the_demos_counters_account_for_every_job_once_the_queues_are_empty(own_redis):
     env = {**os.environ, "COGWORKER_REDIS_URL": own_redis.url, "DEMO_SECONDS": "10", "PYTHONUNBUFFERED": "1"}
     env.pop("REDIS_URL", None)
-    result = subprocess.run([sys.executable, "-m", "examples.demo"], capture_output=True, text=True, timeout=90,
-                            env=env, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "examples.demo"], capture_output=True, text=True, timeout=90, env=env, cwd=ROOT
+    )
     assert result.returncode == 0 and "worker stopped (exit 0)" in result.stdout, result.stdout + result.stderr
     lines = [tuple(map(int, m.groups())) for m in DEMO_LINE.finditer(result.stdout)]
     idle = [line for line in lines if line[2:6] == (0, 0, 0, 0)]  # nothing queued, running, scheduled, retrying
@@ -64,8 +67,15 @@ def test_ctrl_c_stops_the_demos_worker_gracefully():
     env = {**os.environ, "DEMO_SECONDS": "30", "PYTHONUNBUFFERED": "1"}
     env.pop("REDIS_URL", None)
     env.pop("COGWORKER_REDIS_URL", None)  # the demo's own private redis-server
-    demo = subprocess.Popen([sys.executable, "-m", "examples.demo"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=env, cwd=ROOT, start_new_session=True)
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "examples.demo"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        start_new_session=True,
+    )
     try:
         out = []
         for line in demo.stdout:

@@ -1,7 +1,7 @@
-"""The deploy recipes (deploy/) and the README's commands: every flag they pass to
-cogworker-prefork or python -m cogworker.worker exists, each complete command line parses,
-each platform waits longer than --timeout + 2 s between TERM and SIGKILL, the README shows
-each recipe verbatim, and the README documents what a new user looks for."""
+"""The deploy recipes (deploy/) and the docs' commands (the README and the site's pages):
+every flag they pass to cogworker-prefork or python -m cogworker.worker exists, each complete
+command line parses, each platform waits longer than --timeout + 2 s between TERM and SIGKILL,
+the Deploying page shows each recipe verbatim, and the docs document what a new user looks for."""
 
 from __future__ import annotations
 
@@ -21,6 +21,10 @@ from cogworker.worker.runner import build_parser as build_runner_parser
 ROOT = Path(__file__).parent.parent
 DEPLOY = ROOT / "deploy"
 README = (ROOT / "README.md").read_text()
+DEPLOYING = (ROOT / "docs" / "operations" / "deploying.md").read_text()
+INSTALLING = (ROOT / "docs" / "getting-started.md").read_text()
+# Every page of the docs: the README and the site's.
+DOCS = "\n".join([README, *(page.read_text() for page in sorted((ROOT / "docs").rglob("*.md")))])
 RECIPES = ["Procfile", "cogworker.service", "Dockerfile", "kubernetes.yaml"]
 MASTER_WORK = 2.0  # the master's own work after --timeout, before it exits
 
@@ -60,7 +64,7 @@ def commands_in(text: str, program: str) -> list[list[str]]:
         if array:
             found.append(json.loads("[" + array.group(2).lstrip(",") + "]"))
             continue
-        rest = line[match.end():].split("#", 1)[0]
+        rest = line[match.end() :].split("#", 1)[0]
         rest = rest.split("`", 1)[0]  # inline code in prose ends at the backquote
         try:
             found.append(shlex.split(rest))
@@ -88,7 +92,7 @@ def test_every_recipe_command_parses_with_the_real_parser():
 
 
 def test_every_flag_in_the_readme_and_recipes_exists():
-    texts = [README] + [(DEPLOY / name).read_text() for name in RECIPES]
+    texts = [DOCS] + [(DEPLOY / name).read_text() for name in RECIPES]
     known = {PREFORK: prefork_flags(), RUNNER: runner_flags(), CLI: cli_flags()}
     assert {"--no-cron", "--version", "-q"} <= known[RUNNER]
     used = 0
@@ -97,7 +101,7 @@ def test_every_flag_in_the_readme_and_recipes_exists():
             for tokens in commands_in(text, program):
                 for flag in flags(tokens):
                     used += 1
-                    assert flag.split("=")[0] in options, f"{program} has no {flag} (README/deploy)"
+                    assert flag.split("=")[0] in options, f"{program} has no {flag} (docs/deploy)"
     assert used > 10
 
 
@@ -120,7 +124,7 @@ def test_each_platform_waits_longer_than_the_timeout_plus_the_masters_work():
     assert re.search(r"^STOPSIGNAL SIGTERM$", dockerfile, re.M)
     assert re.search(r'^ENTRYPOINT \["/usr/bin/tini", "--"\]$', dockerfile, re.M)
     assert "tini" in re.search(r"^RUN apt-get.*?$\n(.*\n)*?.*lists", dockerfile, re.M).group(0)
-    stop = re.search(r"docker run --stop-timeout (\d+)", README)
+    stop = re.search(r"docker run --stop-timeout (\d+)", DEPLOYING)
     assert stop and float(stop.group(1)) > _timeout(dockerfile) + MASTER_WORK
 
     manifest = (DEPLOY / "kubernetes.yaml").read_text()
@@ -129,10 +133,10 @@ def test_each_platform_waits_longer_than_the_timeout_plus_the_masters_work():
     assert "lifecycle:" not in manifest  # no preStop hook: TERM itself stops fetching
 
 
-def test_the_readme_shows_each_recipe_verbatim():
+def test_the_deploying_page_shows_each_recipe_verbatim():
     for name in RECIPES:
-        assert (DEPLOY / name).read_text().rstrip("\n") in README, f"README's copy of deploy/{name} is stale"
-    assert "## Deploying" in README
+        assert (DEPLOY / name).read_text().rstrip("\n") in DEPLOYING, f"the Deploying page's deploy/{name} is stale"
+    assert DEPLOYING.startswith("# Deploying")
 
 
 def test_the_systemd_unit_verifies():
@@ -153,22 +157,28 @@ def test_the_systemd_unit_verifies():
     assert (result.returncode, result.stdout + result.stderr) == (0, "")
 
 
-# -- the README documents what a new user looks for ---------------------------------------------
+# -- the docs document what a new user looks for -----------------------------------------------
 
 
 def test_the_layout_lists_every_module():
-    layout = README.split("## Layout", 1)[1]
+    layout = (ROOT / "docs" / "internals" / "layout.md").read_text()
     for path in sorted((ROOT / "cogworker").rglob("*.py")):
         if path.name == "__init__.py" and path.parent.name != "cogworker":
             continue
-        assert path.name in layout, f"README's Layout omits {path.relative_to(ROOT)}"
+        assert path.name in layout, f"docs/internals/layout.md omits {path.relative_to(ROOT)}"
 
 
-def test_the_readme_documents_the_commands_and_calls():
-    for text in ("`cogworker` command", "--no-cron", "cogworker.enqueue_at(", "cogworker.by_name(", "--version",
-                 "seconds first"):
-        assert text in README, text
-    assert "the last** one is seconds" not in README
+def test_the_docs_document_the_commands_and_calls():
+    for text in (
+        "`cogworker` command",
+        "--no-cron",
+        "cogworker.enqueue_at(",
+        "cogworker.by_name(",
+        "--version",
+        "seconds first",
+    ):
+        assert text in DOCS, text
+    assert "the last** one is seconds" not in DOCS
 
 
 def test_license_is_mit_as_pyproject_says():
@@ -178,35 +188,50 @@ def test_license_is_mit_as_pyproject_says():
     assert 'license = { text = "MIT" }' in (ROOT / "pyproject.toml").read_text()
 
 
-def test_the_readme_installs_from_a_checkout_or_a_wheel_never_from_an_index():
+def test_the_docs_install_from_a_checkout_or_a_wheel_never_from_an_index():
     """cogworker is on no public index: `pip install 'cogworker[web]'` finds nothing."""
-    assert not re.search(r"pip install '?cogworker\[", README)
-    assert "pip install '/path/to/cogworker[web,metrics]'" in README
-    assert "pip wheel --no-deps -w dist /path/to/cogworker" in README
+    assert not re.search(r"pip install '?cogworker\[", DOCS)
+    assert "pip install '/path/to/cogworker[web,metrics]'" in INSTALLING
+    assert "pip wheel --no-deps -w dist /path/to/cogworker" in INSTALLING
     version = re.search(r'^__version__ = "([^"]+)"', (ROOT / "cogworker" / "version.py").read_text(), re.M).group(1)
-    assert f"pip install 'dist/cogworker-{version}-py3-none-any.whl[web]'" in README
-    assert "A job's return value is discarded" in README
+    assert f"pip install 'dist/cogworker-{version}-py3-none-any.whl[web]'" in INSTALLING
+    assert "A job's return value is discarded" in DOCS
 
 
 def test_the_wheel_the_readme_builds_installs_a_working_package(tmp_path):
-    """The README's wheel, built from this checkout and installed on its own: the package,
+    """The Getting started page's wheel, built from this checkout and installed on its own: the package,
     its scripts and templates (package data), and its console scripts."""
     import zipfile
 
     version = re.search(r'^__version__ = "([^"]+)"', (ROOT / "cogworker" / "version.py").read_text(), re.M).group(1)
-    assert f"cogworker-{version}-py3-none-any.whl" in README  # the name the README shows is the one built
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"), str(ROOT)],
-                   check=True, capture_output=True, timeout=300)
+    assert f"cogworker-{version}-py3-none-any.whl" in INSTALLING  # the name the page shows is the one built
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     wheel = tmp_path / "dist" / f"cogworker-{version}-py3-none-any.whl"
     names = zipfile.ZipFile(wheel).namelist()
-    assert "cogworker/store/lua/fetch.lua" in names and "cogworker/web/templates/dashboard.html" in names
+    assert "cogworker/transitions/fetch.lua" in names and "cogworker/web/templates/dashboard.html" in names
     entry_points = zipfile.ZipFile(wheel).read(f"cogworker-{version}.dist-info/entry_points.txt").decode()
     assert "cogworker-prefork = cogworker.prefork.cli:main" in entry_points
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(tmp_path / "site"),
-                    str(wheel)], check=True, capture_output=True, timeout=300)
-    code = ("import cogworker, cogworker.store.lua as lua; print(cogworker.__file__); "
-            "assert 'KEYS' in lua.source('fetch')")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path,
-                         env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"})
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(tmp_path / "site"), str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    code = (
+        "import cogworker, cogworker.store.lua as lua; print(cogworker.__file__); assert 'KEYS' in lua.source('fetch')"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(str(tmp_path / "site")), out.stdout

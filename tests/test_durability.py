@@ -27,15 +27,18 @@ def configured(client, **settings: str) -> None:
         wait_for(lambda: client.info("persistence")["aof_rewrite_in_progress"] == 0, what="the AOF rewrite")
 
 
-@pytest.mark.parametrize("settings, expected", [
-    ({}, [NOTHING]),  # the test servers' own: save "", appendonly no, noeviction
-    ({"maxmemory_policy": "allkeys-lru"}, [EVICTS, NOTHING]),
-    ({"maxmemory_policy": "volatile-ttl"}, ["maxmemory-policy is 'volatile-ttl'", NOTHING]),
-    ({"save": "3600 1"}, ["persists only RDB snapshots (save '3600 1', appendonly no)"]),
-    ({"appendonly": "yes", "appendfsync": "no"}, ["appendfsync is 'no'"]),
-    ({"appendonly": "yes", "appendfsync": "everysec"}, []),
-    ({"appendonly": "yes", "appendfsync": "always", "save": ""}, []),
-])
+@pytest.mark.parametrize(
+    "settings, expected",
+    [
+        ({}, [NOTHING]),  # the test servers' own: save "", appendonly no, noeviction
+        ({"maxmemory_policy": "allkeys-lru"}, [EVICTS, NOTHING]),
+        ({"maxmemory_policy": "volatile-ttl"}, ["maxmemory-policy is 'volatile-ttl'", NOTHING]),
+        ({"save": "3600 1"}, ["persists only RDB snapshots (save '3600 1', appendonly no)"]),
+        ({"appendonly": "yes", "appendfsync": "no"}, ["appendfsync is 'no'"]),
+        ({"appendonly": "yes", "appendfsync": "everysec"}, []),
+        ({"appendonly": "yes", "appendfsync": "always", "save": ""}, []),
+    ],
+)
 def test_each_setting_that_can_lose_jobs_is_named(own_redis, settings, expected):
     client = own_redis.client()
     configured(client, **settings)
@@ -78,8 +81,10 @@ def test_the_runner_logs_them_and_a_safe_redis_gets_no_warning(own_config, own_r
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
     env.pop("COGWORKER_REDIS_URL", None)
     command = [sys.executable, "-m", "cogworker.worker", "apps.obs_app", "--redis-url", own_config.redis_url]
-    for settings, count in (({"maxmemory_policy": "allkeys-lru"}, 2),
-                            ({"maxmemory_policy": "noeviction", "appendonly": "yes"}, 0)):
+    for settings, count in (
+        ({"maxmemory_policy": "allkeys-lru"}, 2),
+        ({"maxmemory_policy": "noeviction", "appendonly": "yes"}, 0),
+    ):
         configured(own_redis.client(), **settings)
         log = tmp_path / f"runner-{count}.log"
         with open(log, "w") as out:
@@ -102,6 +107,7 @@ def test_health_reports_them_without_failing(own_config, own_redis):
     lines = text.stderr.splitlines()
     assert lines[0].startswith("cogworker: unhealthy: no master") and len(lines) == 3, lines
     assert EVICTS in lines[1] and NOTHING in lines[2] and all(x.startswith("cogworker: warning: ") for x in lines[1:])
-    data = json.loads(subprocess.run([*base, "--json"], capture_output=True, text=True, timeout=60, env=env,
-                                     cwd=str(TESTS)).stdout)
+    data = json.loads(
+        subprocess.run([*base, "--json"], capture_output=True, text=True, timeout=60, env=env, cwd=str(TESTS)).stdout
+    )
     assert data["healthy"] is False and len(data["redis_warnings"]) == 2 and EVICTS in data["redis_warnings"][0]

@@ -28,8 +28,18 @@ def fast_for_every_size(monkeypatch, request):
 
 
 def job(tag: str, queue: str = "a") -> bytes:
-    return json.dumps({"class": "apps.core_jobs.record", "args": [tag], "kwargs": {}, "jid": tag * 24,
-                       "queue": queue, "retry": 3, "created_at": 1.0, "enqueued_at": 1.0}).encode()
+    return json.dumps(
+        {
+            "class": "apps.core_jobs.record",
+            "args": [tag],
+            "kwargs": {},
+            "jid": tag * 24,
+            "queue": queue,
+            "retry": 3,
+            "created_at": 1.0,
+            "enqueued_at": 1.0,
+        }
+    ).encode()
 
 
 def fetcher(config, queues=("a", "b")) -> Fetcher:
@@ -113,6 +123,7 @@ def test_the_look_ahead_fetch_records_its_job_only_when_it_took_one(config):
 
 def test_a_reconcile_drops_a_stray_mark(config):
     from cogworker.engine.loop import Worker
+
     r, k = config.redis(), config.keys
     w = Worker([("default", None)], config=config, block_timeout=0)
     r.lpush(k.in_progress(w.identity), MARK)
@@ -152,6 +163,7 @@ def test_an_idle_worker_of_several_queues_picks_up_a_push_at_once(config):
     client._backlogged.clear()
     started = time.monotonic()
     import threading
+
     threading.Timer(0.3, lambda: core_jobs.record.enqueue("late")).start()
     work = None
     while work is None and time.monotonic() - started < 4:

@@ -47,8 +47,9 @@ def test_signup_enqueues_on_the_async_client(client: TestClient, config: cogwork
     assert client.get("/jobs/nope").status_code == 404
 
 
-def test_the_lifespan_checks_redis_and_closes_the_client(example: Any, config: cogworker.Config,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_lifespan_checks_redis_and_closes_the_client(
+    example: Any, config: cogworker.Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from cogworker.client import aio as client_async
 
     before = len(client_async._clients)  # loops of earlier tests may still be alive
@@ -73,8 +74,9 @@ def test_the_web_ui_is_behind_the_auth_dependency(client: TestClient, config: co
     token = re.search(r'name="csrf" value="([^"]+)"', queue_page)
     assert token
     assert client.post("/cogworker/queues/mail/pause", data={"csrf": "forged"}, auth=ADMIN).status_code == 403
-    done = client.post("/cogworker/queues/mail/pause", data={"csrf": token.group(1)}, auth=ADMIN,
-                       follow_redirects=False)
+    done = client.post(
+        "/cogworker/queues/mail/pause", data={"csrf": token.group(1)}, auth=ADMIN, follow_redirects=False
+    )
     assert done.status_code == 303
     from cogworker import api
 
@@ -82,8 +84,7 @@ def test_the_web_ui_is_behind_the_auth_dependency(client: TestClient, config: co
 
 
 def test_a_real_worker_runs_what_the_app_enqueued(example: Any, masters: Any, own_config: cogworker.Config) -> None:
-    master = masters(module="examples.fastapi_app.jobs", procs=1,
-                     env={"PYTHONPATH": f"{ROOT / 'tests'}:{ROOT}"})
+    master = masters(module="examples.fastapi_app.jobs", procs=1, env={"PYTHONPATH": f"{ROOT / 'tests'}:{ROOT}"})
     master.wait_children()
     with TestClient(example.app, base_url="http://localhost") as found:
         jid = found.post("/signup", params={"email": "d@example.com"}).json()["jid"]

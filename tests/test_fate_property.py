@@ -48,15 +48,15 @@ def _die(config, w, jid, seen, before, orphanings):
     owed = reaped.reap({"jid": jid}, set(), {}, False, None, crashed=True)
     assert owed.count_orphanings == jid
     drop, keep = reaped.apply(config, w.identity, owed, w.fetcher.listed())
-    recovery.requeue_in_progress(config, w.identity, drop=drop, keep=keep,
-                                 count_orphanings=owed.count_orphanings, fence=True)
+    recovery.requeue_in_progress(
+        config, w.identity, drop=drop, keep=keep, count_orphanings=owed.count_orphanings, fence=True
+    )
     orphanings += 1
     if orphanings > config.max_orphanings:  # orphaned too often: dead, never requeued
         assert r.llen(keys.queue("default")) == 0
         recovery.bury_repeat_orphans(config)
         # docs/architecture.md#hooks: orphaned when parked (its reason its fate), dead when filed
-        assert [(e.name, e.reason) for e in seen[before:]] == [("orphaned", "process_died"),
-                                                              ("dead", "process_died")]
+        assert [(e.name, e.reason) for e in seen[before:]] == [("orphaned", "process_died"), ("dead", "process_died")]
         assert seen[before].counted
         return "dead", orphanings
     assert int(r.get(keys.orphanings(jid)) or 0) == orphanings

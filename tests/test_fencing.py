@@ -109,8 +109,11 @@ def test_frozen_host_its_jobs_recovered_once_and_it_settles_nothing_after(own_co
     report = check(log, tags)
     runs = [run for rs in report.runs.values() for run in rs]
     assert not [run for run in runs if run.pid in frozen and run.start > frozen_at], "started after the freeze"
-    running = {run.tag for run in runs if run.pid in frozen and run.start < frozen_at
-               and (run.end is None or run.end > frozen_at - 0.25)}
+    running = {
+        run.tag
+        for run in runs
+        if run.pid in frozen and run.start < frozen_at and (run.end is None or run.end > frozen_at - 0.25)
+    }
     assert set(report.duplicates) <= running, report.summary()
     assert all(len(rs) == 2 for rs in report.duplicates.values())  # recovered once
     assert "(fenced)" in m2.output() + m3.output()
@@ -151,8 +154,13 @@ def test_single_process_runner_declared_dead_exits_nonzero_with_one_error_line(o
     r = own_config.redis()
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
     env.pop("COGWORKER_REDIS_URL", None)
-    proc = subprocess.Popen([sys.executable, "-m", "cogworker.worker", "apps.fence_app", "--redis-url",
-                             own_redis.url], cwd=str(TESTS), env=env, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cogworker.worker", "apps.fence_app", "--redis-url", own_redis.url],
+        cwd=str(TESTS),
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         fence_app.work.enqueue("busy", 30)
         wait_for(lambda: r.smembers(own_config.keys.in_progress_identities), 15, what="registered")

@@ -23,8 +23,16 @@ ME = "host:1:me"
 
 
 def job(tag: str) -> bytes:
-    return json.dumps({"class": "apps.core_jobs.record", "args": [tag], "kwargs": {}, "jid": f"jid-{tag}",
-                       "queue": "default", "retry": 25}).encode()
+    return json.dumps(
+        {
+            "class": "apps.core_jobs.record",
+            "args": [tag],
+            "kwargs": {},
+            "jid": f"jid-{tag}",
+            "queue": "default",
+            "retry": 25,
+        }
+    ).encode()
 
 
 def short(**extra: float) -> cogworker.Config:
@@ -73,8 +81,8 @@ def test_every_script_of_a_fenced_identity_is_refused(config):
     assert other.take_ahead("host:1:sib", 3) is None
     assert r.llen(k.in_progress("host:1:sib")) == 1
     # the beat: skipped and named
-    record = heartbeat.ProcessRecord(ME, "child", 1, ["default"])
-    live = heartbeat.ProcessRecord("host:1:live", "child", 2, ["default"])
+    record = heartbeat.BeatRecord(ME, "child", 1, ["default"])
+    live = heartbeat.BeatRecord("host:1:live", "child", 2, ["default"])
     assert heartbeat.beat(config, [record, live]).refused == [ME]
     assert r.exists(k.process("host:1:live")) and not r.exists(k.process(ME))
     # nothing moved, nothing beat

@@ -46,8 +46,10 @@ def push(queue, arg):
 
 def raw_push(config, queue, arg):
     """As a client outside cogworker: a bare LPUSH, no wake."""
-    config.redis().lpush(config.keys.queue(queue), json.dumps(
-        {"class": "apps.core_jobs.record", "args": [arg], "kwargs": {}, "jid": arg[0] * 24, "queue": queue}))
+    config.redis().lpush(
+        config.keys.queue(queue),
+        json.dumps({"class": "apps.core_jobs.record", "args": [arg], "kwargs": {}, "jid": arg[0] * 24, "queue": queue}),
+    )
 
 
 def arg_of(work):
@@ -103,7 +105,7 @@ def test_queues_after_a_busy_first_one_are_not_named(config):
     assert r.llen(config.keys.in_progress(ME)) == 0
 
 
-def test_a_batch_cut_short_leaves_the_lower_queues_to_the_next_fetch(config):
+def test_a_lookahead_cut_short_leaves_the_lower_queues_to_the_next_fetch(config):
     for i in range(5):
         push("q1", f"first{i}")
     for i in range(5):
@@ -154,14 +156,23 @@ def _given_back(config):
 
 def _dead_retried(config):
     yield
-    raw = json.dumps({"class": "apps.core_jobs.record", "args": ["high"], "kwargs": {}, "jid": "d" * 24,
-                      "queue": "q50", "retry": 0, "created_at": 1.0, "enqueued_at": 1.0})
+    raw = json.dumps(
+        {
+            "class": "apps.core_jobs.record",
+            "args": ["high"],
+            "kwargs": {},
+            "jid": "d" * 24,
+            "queue": "q50",
+            "retry": 0,
+            "created_at": 1.0,
+            "enqueued_at": 1.0,
+        }
+    )
     config.redis().zadd(config.keys.dead, {raw: time.time()})
     assert api.DeadSet(config).retry_all() == 1
 
 
-@pytest.mark.parametrize("fill", [_enqueue, _enqueue_backlogged, _enqueue_many, _scheduled, _given_back,
-                                  _dead_retried])
+@pytest.mark.parametrize("fill", [_enqueue, _enqueue_backlogged, _enqueue_many, _scheduled, _given_back, _dead_retried])
 def test_a_job_put_on_a_left_out_queue_by_cogworker_runs_first(config, fill):
     steps = fill(config)
     next(steps)
@@ -191,8 +202,10 @@ def test_the_fast_fetch_gone_stale_puts_its_guessed_job_back(config, monkeypatch
     push("q50", "high")
     got = f.fetch(ack=work.raw)  # the guess, q100's next job, was moved and moved back
     assert arg_of(got) == "high"
-    assert [arg_of(fetch.Work(raw, "")) for raw in reversed(r.lrange(config.keys.queue("q100"), 0, -1))] == \
-        ["low1", "low2"]
+    assert [arg_of(fetch.Work(raw, "")) for raw in reversed(r.lrange(config.keys.queue("q100"), 0, -1))] == [
+        "low1",
+        "low2",
+    ]
     assert r.lrange(config.keys.in_progress(ME), 0, -1) == [got.raw]
     assert MARK not in r.lrange(config.keys.in_progress(ME), 0, -1)
 
@@ -341,11 +354,12 @@ def test_strict_order_against_a_model(config, seed):
                 assert (work.queue, arg_of(work)) == (expected, model[expected].pop(0))
 
 
-def test_prefork_children_of_many_queues_run_every_job_once_and_a_new_high_one_soon(own_config, masters,
-                                                                                     tmp_path, monkeypatch):
+def test_prefork_children_of_many_queues_run_every_job_once_and_a_new_high_one_soon(
+    own_config, masters, tmp_path, monkeypatch
+):
     """Real children of 30 queues, busy on the last: every job runs exactly once (start and
     end in one process), a job pushed meanwhile to a queue they left out starts after at
-    most the jobs the children had fetched ahead (two children, K <= 8, docs/architecture.md#batch),
+    most the jobs the children had fetched ahead (two children, K <= 8, docs/architecture.md#lookahead-k),
     not the 50 ms of jobs until the rescan,
     and late pushes to every queue all run."""
     from apps import pf_faults
@@ -375,8 +389,8 @@ def test_prefork_children_of_many_queues_run_every_job_once_and_a_new_high_one_s
     for tag in tags:
         runs = [(e[0], e[2]) for e in events if e[1] == tag and e[0] in ("start", "end")]
         assert [k for k, _ in runs] == ["start", "end"] and runs[0][1] == runs[1][1], (tag, runs)
-    # Counted from the push's return: each child may run the rest of the batch it holds
-    # (K - 1), its running job, and the batch fetched before the push (K); the next fetch
+    # Counted from the push's return: each child may run the rest of the look-ahead it holds
+    # (K - 1), its running job, and the look-ahead fetched before the push (K); the next fetch
     # of each, stale, takes nothing, and the one after takes "high" (docs/architecture.md#idle-queues).
     kinds = [(e[0], e[1]) for e in events]
     pushed, started = kinds.index(("pushed", "high")), kinds.index(("start", "high"))

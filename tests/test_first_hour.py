@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import warnings
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 
 import pytest
@@ -43,8 +43,9 @@ def load_app(fresh: bool = True):
 
 def command(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "PYTHONPATH": TESTS_DIR, **(env or {})}
-    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=60,
-                          env=full_env, cwd=TESTS_DIR)
+    return subprocess.run(
+        [sys.executable, "-m", *args], capture_output=True, text=True, timeout=60, env=full_env, cwd=TESTS_DIR
+    )
 
 
 # -- 1. queues: without -q, every queue the app declares ----------------------------------------
@@ -130,7 +131,7 @@ def test_by_name_unregistered_takes_options(config):
     [low] = queued(r, config, "low")
     assert (low["retry"], low["timeout"], low["kwargs"]) == (3, 9, {"x": 1})
     handle.enqueue_in(60, 3)
-    handle.enqueue_at(datetime(2100, 1, 1, tzinfo=timezone.utc), 4)
+    handle.enqueue_at(datetime(2100, 1, 1, tzinfo=UTC), 4)
     scheduled = [json.loads(raw) for raw in r.zrange(config.keys.schedule, 0, -1)]
     assert [(p["queue"], p["args"]) for p in scheduled] == [("critical", [3]), ("critical", [4])]
     jids = handle.enqueue_many([(5,), ((6,), {"z": 1})])
@@ -194,11 +195,11 @@ def fires(expr: str, count: int = 4) -> list[str]:
     """The first fire times after 2026-01-01 00:00:00 UTC, as the master's ticker computes them."""
     entry = cron.Entry("probe", expr, "x.y")
     ticker = cron.Ticker(cogworker.get_config(), [entry])
-    t = datetime(2026, 1, 1, tzinfo=timezone.utc).timestamp()
+    t = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
     out = []
     for _ in range(count):
         t = ticker.slot_and_next(entry, t)[1]
-        out.append(datetime.fromtimestamp(t, timezone.utc).strftime("%H:%M:%S"))
+        out.append(datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S"))
     return out
 
 
@@ -222,13 +223,16 @@ def test_the_example_apps_every_5s_entry_fires_every_5_seconds():
     assert fires(entry.cron) == ["00:00:05", "00:00:10", "00:00:15", "00:00:20"]
 
 
-@pytest.mark.parametrize("expr,moved", [
-    ("* * * * * */10", "*/10 * * * * *"),   # the old README's every-10-seconds
-    ("0 3 * * * 30", "30 0 3 * * *"),       # 03:00:30 in the old order
-    ("* * * * * 0", "0 * * * * *"),         # every minute at :00 in the old order
-    ("*/5 * * * * 0,30", "0,30 */5 * * * *"),
-    ("0 9 * * * 1-5", "1-5 0 9 * * *"),     # a numbered weekday reads like seconds: names it is
-])
+@pytest.mark.parametrize(
+    "expr,moved",
+    [
+        ("* * * * * */10", "*/10 * * * * *"),  # the old README's every-10-seconds
+        ("0 3 * * * 30", "30 0 3 * * *"),  # 03:00:30 in the old order
+        ("* * * * * 0", "0 * * * * *"),  # every minute at :00 in the old order
+        ("*/5 * * * * 0,30", "0,30 */5 * * * *"),
+        ("0 9 * * * 1-5", "1-5 0 9 * * *"),  # a numbered weekday reads like seconds: names it is
+    ],
+)
 def test_a_six_field_expression_in_the_old_order_is_refused(expr, moved):
     with pytest.raises(cogworker.ConfigurationError) as raised:
         cogworker.periodic(expr, "x.y", name="migrated")
@@ -238,8 +242,18 @@ def test_a_six_field_expression_in_the_old_order_is_refused(expr, moved):
     assert "migrated" not in cron.entries
 
 
-@pytest.mark.parametrize("expr", ["*/10 * * * * *", "0 0 9 * * MON-FRI", "0 30 9 ? * sun,sat", "0 0 0 * * fri#2",
-                                  "* * * * * *", "0 0 12 * * ?", "0 */5 * * *"])
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "*/10 * * * * *",
+        "0 0 9 * * MON-FRI",
+        "0 30 9 ? * sun,sat",
+        "0 0 0 * * fri#2",
+        "* * * * * *",
+        "0 0 12 * * ?",
+        "0 */5 * * *",
+    ],
+)
 def test_seconds_first_expressions_are_accepted(expr):
     assert cogworker.periodic(expr, "x.y", name="ok").cron == expr
 
@@ -260,10 +274,13 @@ def test_the_ticker_fires_a_seconds_first_entry_every_5_seconds(config):
 # -- 5. --version ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("args,prog", [
-    (["cogworker.prefork.cli"], "cogworker-prefork"),
-    (["cogworker.worker"], "python -m cogworker.worker"),
-])
+@pytest.mark.parametrize(
+    "args,prog",
+    [
+        (["cogworker.prefork.cli"], "cogworker-prefork"),
+        (["cogworker.worker"], "python -m cogworker.worker"),
+    ],
+)
 def test_version(args, prog):
     installed = metadata.version("cogworker")
     assert cogworker.__version__ == installed
@@ -275,8 +292,7 @@ def test_console_scripts_print_their_version():
     installed = metadata.version("cogworker")
     bindir = os.path.dirname(sys.executable)
     for script in ("cogworker-prefork", "cogworker"):
-        result = subprocess.run([os.path.join(bindir, script), "--version"], capture_output=True, text=True,
-                                timeout=60)
+        result = subprocess.run([os.path.join(bindir, script), "--version"], capture_output=True, text=True, timeout=60)
         assert (result.returncode, result.stdout.strip()) == (0, f"{script} {installed}"), result.stderr
 
 
@@ -284,13 +300,16 @@ def test_console_scripts_print_their_version():
 
 
 @pytest.mark.parametrize("module", ["cogworker.prefork.cli", "cogworker.worker"])
-@pytest.mark.parametrize("args,message", [
-    (["--namespace", "a b"], "invalid namespace 'a b'"),
-    (["--namespace", ""], "invalid namespace ''"),
-    (["--redis-url", "redis://localhost:6379/abc"], "the database must be a number, got 'abc'"),
-    (["--redis-url", "redis://localhost:6379/0?db=x"], "the database must be a number, got 'x'"),
-    (["--redis-url", "redis://:s3cret@localhost:6379/abc"], "the database must be a number"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--namespace", "a b"], "invalid namespace 'a b'"),
+        (["--namespace", ""], "invalid namespace ''"),
+        (["--redis-url", "redis://localhost:6379/abc"], "the database must be a number, got 'abc'"),
+        (["--redis-url", "redis://localhost:6379/0?db=x"], "the database must be a number, got 'x'"),
+        (["--redis-url", "redis://:s3cret@localhost:6379/abc"], "the database must be a number"),
+    ],
+)
 def test_bad_namespace_or_url_is_one_line_and_exit_2(module, args, message):
     result = command(module, *args, "apps.basic")
     assert result.returncode == 2, result.stderr
@@ -299,11 +318,14 @@ def test_bad_namespace_or_url_is_one_line_and_exit_2(module, args, message):
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
-@pytest.mark.parametrize("settings,message", [
-    ({"namespace": "a b"}, "invalid namespace"),
-    ({"namespace": ""}, "invalid namespace"),
-    ({"redis_url": "redis://localhost:6379/abc"}, "the database must be a number"),
-])
+@pytest.mark.parametrize(
+    "settings,message",
+    [
+        ({"namespace": "a b"}, "invalid namespace"),
+        ({"namespace": ""}, "invalid namespace"),
+        ({"redis_url": "redis://localhost:6379/abc"}, "the database must be a number"),
+    ],
+)
 def test_configure_refuses_them_too(config, settings, message):
     with pytest.raises(cogworker.ConfigurationError, match=message):
         cogworker.configure(**settings)
@@ -320,6 +342,7 @@ def test_async_def_is_accepted_and_async_generators_refused_at_decoration():
 
     assert fetch_page.name in job_module.registry
     with pytest.raises(cogworker.ConfigurationError, match="is an async generator"):
+
         @cogworker.job(queue="io")
         async def stream(url):
             yield url

@@ -18,8 +18,14 @@ FAST = {"OBS_HEARTBEAT": "0.3"}
 def health(config, *args):
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
     env.pop("COGWORKER_REDIS_URL", None)
-    return subprocess.run([sys.executable, "-m", "cogworker", "health", "--redis-url", config.redis_url, *args],
-                          capture_output=True, text=True, timeout=30, env=env, cwd=str(TESTS))
+    return subprocess.run(
+        [sys.executable, "-m", "cogworker", "health", "--redis-url", config.redis_url, *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+        cwd=str(TESTS),
+    )
 
 
 def test_no_master_is_unhealthy(own_config):
@@ -43,8 +49,9 @@ def test_live_quiet_and_frozen_master(own_config, masters):
     try:
         stopped = time.time()
         assert health(own_config, "--max-age", "2").returncode == 0  # its last beat is still recent
-        result = wait_for(lambda: (r := health(own_config, "--max-age", "2")).returncode == 1 and r, 10, 0.2,
-                          what="unhealthy")
+        result = wait_for(
+            lambda: (r := health(own_config, "--max-age", "2")).returncode == 1 and r, 10, 0.2, what="unhealthy"
+        )
         assert time.time() - stopped >= 1.5
         assert "last beat" in result.stderr or "no master" in result.stderr
     finally:
@@ -54,8 +61,12 @@ def test_live_quiet_and_frozen_master(own_config, masters):
 
 def test_missing_children_is_unhealthy(own_config, masters):
     m = masters(procs=1, module="apps.pf_bootcrash", env=FAST)
-    result = wait_for(lambda: (r := health(own_config, "--max-age", "5")).returncode == 1
-                      and "children" in r.stderr and r, 15, 0.2, what="a master without its child")
+    result = wait_for(
+        lambda: (r := health(own_config, "--max-age", "5")).returncode == 1 and "children" in r.stderr and r,
+        15,
+        0.2,
+        what="a master without its child",
+    )
     assert "has 0 of its 1 children" in result.stderr or "has 1 of its 1" not in result.stderr
     assert m.alive()
 
@@ -64,10 +75,20 @@ def test_identity_and_json(own_config, masters):
     m = masters(procs=1, module="apps.obs_app", env=FAST)
     m.wait_children()
     r = own_config.redis()
-    ident = wait_for(lambda: [i.decode() for i in r.smembers(own_config.keys.processes)
-                              if r.hget(own_config.keys.process(i.decode()), "role") == b"master"], what="master")[0]
-    result = wait_for(lambda: (x := health(own_config, "--identity", ident, "--json")).returncode == 0 and x, 10, 0.2,
-                      what="its child booted")
+    ident = wait_for(
+        lambda: [
+            i.decode()
+            for i in r.smembers(own_config.keys.processes)
+            if r.hget(own_config.keys.process(i.decode()), "role") == b"master"
+        ],
+        what="master",
+    )[0]
+    result = wait_for(
+        lambda: (x := health(own_config, "--identity", ident, "--json")).returncode == 0 and x,
+        10,
+        0.2,
+        what="its child booted",
+    )
     assert '"healthy": true' in result.stdout
     result = health(own_config, "--identity", "nobody:1:x")
     assert result.returncode == 1 and "no process nobody:1:x" in result.stderr

@@ -125,8 +125,13 @@ def test_orphaned_fires_once_per_job_requeued_from_a_dead_process(config, seen):
 def test_orphaned_for_a_reaped_child_counted_for_its_running_job_only(config, seen):
     from cogworker.fleet.recovery import requeue_in_progress
 
-    finished, _, _ = _list(config, "child:2:b", {"class": "x.y", "jid": "done"},
-                           {"class": "x.y", "jid": "ran"}, {"class": "x.y", "jid": "ahead"})
+    finished, _, _ = _list(
+        config,
+        "child:2:b",
+        {"class": "x.y", "jid": "done"},
+        {"class": "x.y", "jid": "ran"},
+        {"class": "x.y", "jid": "ahead"},
+    )
     assert requeue_in_progress(config, "child:2:b", fence=True, count_orphanings="ran", drop=[finished]) == 2
     assert sorted(_orphaned(seen)) == [("ahead", False, "child:2:b"), ("ran", True, "child:2:b")]
 

@@ -24,9 +24,11 @@ def test_the_decorator_refuses_what_cannot_be_an_iterable_job():
     with pytest.raises(ConfigurationError, match="not a generator function"):
         cogworker.iterable_job(lambda cursor=None: None)
     with pytest.raises(ConfigurationError, match="takes no 'cursor' argument"):
+
         @cogworker.iterable_job
         def no_cursor(x):
             yield x
+
     for bad in (0, -1, 2.5, True, "10"):
         with pytest.raises(ConfigurationError, match="checkpoint_every"):
             cogworker.iterable_job(checkpoint_every=bad)

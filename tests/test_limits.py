@@ -17,8 +17,9 @@ from cogworker.errors import ConfigurationError, Fenced
 
 
 def job_raw(jid, queue="default", args=()):
-    return json.dumps({"class": "apps.limited.conc", "args": list(args), "kwargs": {}, "jid": jid,
-                       "queue": queue, "retry": 25}).encode()
+    return json.dumps(
+        {"class": "apps.limited.conc", "args": list(args), "kwargs": {}, "jid": jid, "queue": queue, "retry": 25}
+    ).encode()
 
 
 def holder(config, identity, clock=None):
@@ -157,10 +158,17 @@ def test_the_declared_api_and_its_bad_input():
     assert cogworker.Concurrency("stripe", 5).n == 5 and cogworker.Window("geo", 100, per=60).per == 60
     key = Concurrency(lambda user_id, **kw: f"user:{user_id}", 1)
     assert [x.name for x in resolve((key,), {"args": [7], "kwargs": {"full": True}})] == ["user:7"]
-    for bad in (lambda: Concurrency("", 1), lambda: Concurrency("a b", 1), lambda: Concurrency("k", 0),
-                lambda: Concurrency("k", True), lambda: Concurrency(3, 1), lambda: Window("k", 1, per=0),
-                lambda: Window("k", 1, per=float("nan")), lambda: cogworker.job(limits=["k"]),
-                lambda: cogworker.job(limits=3)):
+    for bad in (
+        lambda: Concurrency("", 1),
+        lambda: Concurrency("a b", 1),
+        lambda: Concurrency("k", 0),
+        lambda: Concurrency("k", True),
+        lambda: Concurrency(3, 1),
+        lambda: Window("k", 1, per=0),
+        lambda: Window("k", 1, per=float("nan")),
+        lambda: cogworker.job(limits=["k"]),
+        lambda: cogworker.job(limits=3),
+    ):
         with pytest.raises(ConfigurationError) as caught:
             bad()
         assert "\n" not in str(caught.value)

@@ -71,8 +71,9 @@ def test_concurrency_3_with_6_children_never_more_than_3_and_no_slower_than_the_
     over = int(r.hget(record, "over") or 0)
     assert over > 0  # some were parked: 6 children for 3 slots
     # /metrics counts the deferrals (sampled from Redis every 5 s).
-    wait_for(lambda: value(scrape(port), "cogworker_limit_deferrals_total") == over, 20, 0.5,
-             what="/metrics' deferral count")
+    wait_for(
+        lambda: value(scrape(port), "cogworker_limit_deferrals_total") == over, 20, 0.5, what="/metrics' deferral count"
+    )
     wait_for(lambda: in_progress_total(own_config) == 0, 10, what="lists drained")
 
 

@@ -60,6 +60,7 @@ class Pair:
         self.owner_slot.ahead(1, None)
         self.work = self.owner_fetcher.read_ahead(self.owner_fetcher.send_ahead(1))
         assert self.work is not None and self.work.jid() == self.jid
+
     def taker_fetcher(self, socket_timeout):
         fetcher = Fetcher(dataclasses.replace(self.config, socket_timeout=socket_timeout), TAKER, QUEUES)
         # Connected, and the take-over script loaded, beforehand: a stalled Redis must

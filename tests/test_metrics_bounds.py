@@ -75,9 +75,20 @@ def test_the_body_is_bounded():
 
 # -- a real master, 500 classes of 8,000 characters, two scrapers hammering ----------------------
 
+
 def _unknown(name: str) -> str:
-    return json.dumps({"class": name, "args": [], "kwargs": {}, "jid": secrets.token_hex(12), "queue": "default",
-                       "retry": 0, "created_at": time.time(), "enqueued_at": time.time()})
+    return json.dumps(
+        {
+            "class": name,
+            "args": [],
+            "kwargs": {},
+            "jid": secrets.token_hex(12),
+            "queue": "default",
+            "retry": 0,
+            "created_at": time.time(),
+            "enqueued_at": time.time(),
+        }
+    )
 
 
 class Hammer(threading.Thread):
@@ -103,8 +114,11 @@ def test_sigkilled_childs_job_reruns_at_once_while_two_scrapers_hammer(own_confi
     names = [f"apps.obs_app.unknown{i:03d}" + "L" * 8000 for i in range(500)]
     r.lpush(own_config.keys.queue("default"), *[_unknown(n) for n in names])  # each: dead, counted under its name
     wait_for(lambda: r.zcard(own_config.keys.dead) == 500, 60, what="500 unknown classes counted")
-    wait_for(lambda: len([k for k in scrape(port, timeout=30) if k[0] == "cogworker_jobs_total"]) >= 500, 30,
-             what="all of them exported")
+    wait_for(
+        lambda: len([k for k in scrape(port, timeout=30) if k[0] == "cogworker_jobs_total"]) >= 500,
+        30,
+        what="all of them exported",
+    )
     hammers = [Hammer(port), Hammer(port)]
     for h in hammers:
         h.start()
@@ -113,20 +127,26 @@ def test_sigkilled_childs_job_reruns_at_once_while_two_scrapers_hammer(own_confi
         from apps import obs_app
 
         obs_app.hang.enqueue("victim")
-        started = wait_for(lambda: [x for x in lrange(own_config, "test:started") if x.startswith("victim:")],
-                           what="the job's first run")
+        started = wait_for(
+            lambda: [x for x in lrange(own_config, "test:started") if x.startswith("victim:")],
+            what="the job's first run",
+        )
         victim = int(started[0].split(":")[1])
         killed_at = time.monotonic()
         os.kill(victim, signal.SIGKILL)
-        wait_for(lambda: len([x for x in lrange(own_config, "test:started") if x.startswith("victim:")]) == 2, 10,
-                 interval=0.005, what="the job running again")
+        wait_for(
+            lambda: len([x for x in lrange(own_config, "test:started") if x.startswith("victim:")]) == 2,
+            10,
+            interval=0.005,
+            what="the job running again",
+        )
         rerun = time.monotonic() - killed_at
     finally:
         for h in hammers:
             h.stop.set()
         for h in hammers:
             h.join(30)
-    # A correctness bound with a margin for a loaded machine (the README's "within a second" is
+    # A correctness bound with a margin for a loaded machine (the metrics guide's "within a second" is
     # measured by bench/metrics_rerun.py): before, every scrape blocked the loop for 0.45-2.8 s.
     assert rerun < 3.0, f"re-run {rerun:.2f}s after the kill"
     assert all(h.ok >= 1 and not h.failed for h in hammers), [(h.ok, h.failed[:3]) for h in hammers]

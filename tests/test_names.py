@@ -72,9 +72,20 @@ def plant(config, name: str) -> None:
     """A queue as old code or another client left it: named in ``queues``, one job on it."""
     r = config.redis()
     r.sadd(config.keys.queues, name)
-    r.lpush(config.keys.queue(name), json.dumps({"class": "apps.core_jobs.record", "args": [1], "kwargs": {},
-                                                 "jid": "j" * 24, "queue": name, "retry": 25,
-                                                 "enqueued_at": time.time()}))
+    r.lpush(
+        config.keys.queue(name),
+        json.dumps(
+            {
+                "class": "apps.core_jobs.record",
+                "args": [1],
+                "kwargs": {},
+                "jid": "j" * 24,
+                "queue": name,
+                "retry": 25,
+                "enqueued_at": time.time(),
+            }
+        ),
+    )
 
 
 @pytest.mark.parametrize("name", ["\u200b", "a b", "a\nb", "x" * 100_000])
@@ -112,8 +123,15 @@ def test_the_web_ui_shows_a_bad_name_escaped(config, name):
 
 def test_a_log_line_escapes_control_characters():
     assert escape_controls("a\nb\r\x1b[31m\u2028\x85") == "a\\nb\\r\\x1b[31m\\u2028\\x85"
-    record = logging.LogRecord("cogworker", logging.ERROR, __file__, 1, "fail: %s jid=%s%s", (
-        "apps.x\nERROR master: forged log line", "j", "\nTraceback\nValueError: m\nERROR forged"), None)
+    record = logging.LogRecord(
+        "cogworker",
+        logging.ERROR,
+        __file__,
+        1,
+        "fail: %s jid=%s%s",
+        ("apps.x\nERROR master: forged log line", "j", "\nTraceback\nValueError: m\nERROR forged"),
+        None,
+    )
     record.traceback = "Traceback\nValueError: m\nERROR forged"
     lines = TextFormatter(TEXT_FORMAT).format(record).split("\n")
     assert "fail: apps.x\\nERROR master: forged log line jid=j" in lines[0]
@@ -130,9 +148,19 @@ def test_a_log_line_escapes_control_characters():
 def test_a_forged_name_in_redis_never_starts_a_line_of_a_workers_log(own_config, masters):
     """The issue's forged log line, from a job name already in Redis (enqueue refuses it)."""
     r = own_config.redis()
-    r.lpush(own_config.keys.queue("default"), json.dumps({
-        "class": "apps.x\nERROR master: forged log line", "args": [], "kwargs": {}, "jid": "f" * 24,
-        "queue": "default", "retry": 0}))
+    r.lpush(
+        own_config.keys.queue("default"),
+        json.dumps(
+            {
+                "class": "apps.x\nERROR master: forged log line",
+                "args": [],
+                "kwargs": {},
+                "jid": "f" * 24,
+                "queue": "default",
+                "retry": 0,
+            }
+        ),
+    )
     m = masters(procs=1)
     wait_for(lambda: r.zcard(own_config.keys.dead) == 1, 20)
     wait_for(lambda: "forged log line" in m.output(), 5)

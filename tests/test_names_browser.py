@@ -24,8 +24,17 @@ NAMES = ["\u200b", "a\nb", "q\x1b[31m"]
 
 
 def job(name: str, jid: str) -> str:
-    return json.dumps({"class": "apps.x\nERROR forged", "args": [1], "kwargs": {}, "jid": jid, "queue": name,
-                       "retry": 0, "enqueued_at": time.time()})
+    return json.dumps(
+        {
+            "class": "apps.x\nERROR forged",
+            "args": [1],
+            "kwargs": {},
+            "jid": jid,
+            "queue": name,
+            "retry": 0,
+            "enqueued_at": time.time(),
+        }
+    )
 
 
 def test_pages_show_bad_names_escaped_and_a_deep_entry_raw():
@@ -39,8 +48,13 @@ def test_pages_show_bad_names_escaped_and_a_deep_entry_raw():
     for i, name in enumerate(NAMES):
         r.sadd(config.keys.queues, name)
         r.lpush(config.keys.queue(name), job(name, f"{i:024x}"))
-    r.zadd(config.keys.dead, {b'{"jid": "deep", "args": ' + b"[" * 100_000 + b"]" * 100_000 + b"}": time.time(),
-                              job("default", "beside" + "0" * 18): time.time()})
+    r.zadd(
+        config.keys.dead,
+        {
+            b'{"jid": "deep", "args": ' + b"[" * 100_000 + b"]" * 100_000 + b"}": time.time(),
+            job("default", "beside" + "0" * 18): time.time(),
+        },
+    )
     web = ServerThread(create_app(config=config), free_port()).start()
     playwright = sync_playwright().start()
     browser = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)

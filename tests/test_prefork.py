@@ -124,6 +124,7 @@ def test_ttin_ttou_hup_tstp(own_config, masters):
     m.wait_children(2)
     before = m.child_pids()
     m.signal(signal.SIGHUP)
+
     def replaced():
         now = m.child_pids()
         return len(now) == 2 and not (now & before)
@@ -190,16 +191,19 @@ def test_soft_timeout_raises_job_timeout(own_config, masters):
     assert m.alive() and len(m.children()) == 1
 
 
-@pytest.mark.parametrize("args,message", [
-    (["apps.no_such_module"], "can't import 'apps.no_such_module'"),
-    (["apps.pf_importerror"], "this app module is broken"),
-    (["--procs", "0", "apps.pf"], "--procs"),
-    (["--bogus", "apps.pf"], "unrecognized arguments"),
-    (["-q", "default,x", "apps.pf"], "weight"),
-    (["-q", "a,1", "-q", "b", "apps.pf"], "weight"),
-    (["--redis-url", "http://nope", "apps.pf"], "Redis URL"),
-    (["--redis-url", "redis://localhost:99999", "apps.pf"], "Redis URL"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["apps.no_such_module"], "can't import 'apps.no_such_module'"),
+        (["apps.pf_importerror"], "this app module is broken"),
+        (["--procs", "0", "apps.pf"], "--procs"),
+        (["--bogus", "apps.pf"], "unrecognized arguments"),
+        (["-q", "default,x", "apps.pf"], "weight"),
+        (["-q", "a,1", "-q", "b", "apps.pf"], "weight"),
+        (["--redis-url", "http://nope", "apps.pf"], "Redis URL"),
+        (["--redis-url", "redis://localhost:99999", "apps.pf"], "Redis URL"),
+    ],
+)
 def test_bad_command_line_gets_one_clear_line(args, message):
     from prefork_harness import run_cli
 
@@ -255,9 +259,14 @@ def test_old_redis_stops_the_master_at_boot_with_one_line(own_redis, own_config)
 
     pf.record.enqueue("never")
     code = old_redis_code("cogworker.prefork.cli")
-    result = subprocess.run([sys.executable, "-c", code, "--procs", "1", "--redis-url", own_redis.url, "apps.pf"],
-                            capture_output=True, text=True, timeout=30, cwd=str(TESTS),
-                            env={**os.environ, "PYTHONPATH": str(TESTS)})
+    result = subprocess.run(
+        [sys.executable, "-c", code, "--procs", "1", "--redis-url", own_redis.url, "apps.pf"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=str(TESTS),
+        env={**os.environ, "PYTHONPATH": str(TESTS)},
+    )
     assert result.returncode != 0
     assert "6.0.9" in result.stderr and "6.2" in result.stderr and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("cogworker-prefork:")

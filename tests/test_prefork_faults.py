@@ -39,6 +39,7 @@ def env_for(log, **extra):
 
 # -- a job that ends its own process ---------------------------------------------------------
 
+
 @pytest.mark.parametrize("code", [0, 3])
 def test_a_job_that_exits_its_process_is_a_crash_and_ends_dead(own_config, masters, log, code):
     m = masters(module="apps.pf_faults", procs=2, env=env_for(log))
@@ -59,6 +60,7 @@ def test_a_job_that_exits_its_process_is_a_crash_and_ends_dead(own_config, maste
 
 # -- boot --------------------------------------------------------------------------------------
 
+
 def catches_term(pid):
     """The process has a handler for TERM (/proc's SigCgt mask)."""
     try:
@@ -74,8 +76,7 @@ def catches_term(pid):
 @pytest.mark.parametrize("delay", [0.0, 0.3, 0.8])
 def test_term_during_boot_exits_0_without_forking(own_config, masters, tmp_path, delay):
     forks = tmp_path / "forks"
-    m = masters(module="apps.pf_slowboot", procs=2,
-                env={"PF_BOOT_SLEEP": "1.5", "PF_FORK_MARK": str(forks)})
+    m = masters(module="apps.pf_slowboot", procs=2, env={"PF_BOOT_SLEEP": "1.5", "PF_FORK_MARK": str(forks)})
     wait_for(lambda: catches_term(m.pid) or not m.alive(), 10, interval=0.005, what="TERM handler")
     time.sleep(delay)
     m.signal(signal.SIGTERM)
@@ -115,7 +116,8 @@ def test_the_redis_password_leaves_the_process_title_before_the_app_loads(own_re
 
 # -- a child that won't leave ------------------------------------------------------------------
 
-def test_hup_replaces_a_child_whose_job_ignores_term(own_config, masters, log):
+
+def test_hup_reloads_past_a_child_whose_job_ignores_term(own_config, masters, log):
     m = masters(module="apps.pf_faults", procs=2, args=["--timeout", "1"], env=env_for(log))
     before = m.wait_children()
     jid = enqueue("ignore_term", "deaf", 60)
@@ -127,8 +129,8 @@ def test_hup_replaces_a_child_whose_job_ignores_term(own_config, masters, log):
         return len(now) == 2 and not (now & before)
 
     wait_for(replaced, 15, what="every child replaced")
-    # Killed at --timeout and requeued (not counted as orphaned): it runs again (in a
-    # sibling not yet replaced, which is then killed the same way, or in a new child).
+    # Killed at --timeout and requeued (not counted as orphaned): it runs again in a child
+    # of the reloaded master.
     wait_for(lambda: len(ran(log, "deaf")) >= 2, 10, what="deaf job running again")
     assert own_config.redis().get(own_config.keys.orphanings(jid)) is None
     assert "still running at --timeout: killed, its job requeued" in m.output()
@@ -138,6 +140,7 @@ def test_hup_replaces_a_child_whose_job_ignores_term(own_config, masters, log):
 
 
 # -- Redis hung or down ------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("module", ["apps.pf_faults", "apps.cron_mixed"])  # (the latter: a cron ticker too)
 def test_a_hung_redis_does_not_stall_reaping(own_redis, own_config, masters, log, module):
@@ -150,8 +153,12 @@ def test_a_hung_redis_does_not_stall_reaping(own_redis, own_config, masters, log
         victim = min(before)
         killed_at = time.monotonic()
         os.kill(victim, signal.SIGKILL)
-        wait_for(lambda: victim not in psutil.pids() and len(m.child_pids()) == 2, 10, interval=0.01,
-                 what="reaped and replaced")
+        wait_for(
+            lambda: victim not in psutil.pids() and len(m.child_pids()) == 2,
+            10,
+            interval=0.01,
+            what="reaped and replaced",
+        )
         took = time.monotonic() - killed_at
         assert own_redis.paused
     finally:
@@ -185,6 +192,7 @@ def test_term_with_redis_down_and_nothing_running_exits_at_once(own_redis, own_c
 
 # -- a job's own fork --------------------------------------------------------------------------
 
+
 def test_a_jobs_fork_does_not_claim_to_be_a_child(own_config, masters, log, tmp_path):
     title = tmp_path / "title"
     m = masters(module="apps.pf_faults", procs=1, env=env_for(log))
@@ -196,6 +204,7 @@ def test_a_jobs_fork_does_not_claim_to_be_a_child(own_config, masters, log, tmp_
 
 
 # -- counters of a killed child ----------------------------------------------------------------
+
 
 def test_a_killed_childs_processed_count_is_not_lost(own_config, masters, log):
     m = masters(module="apps.pf_faults", procs=1, env=env_for(log))
@@ -217,6 +226,7 @@ def test_a_killed_childs_processed_count_is_not_lost(own_config, masters, log):
 
 
 # -- look-ahead hand-overs with Redis stalling -----------------------------------------------------
+
 
 def test_hand_overs_with_redis_stalling_run_every_job_once(own_redis, own_config, masters, log):
     """Long jobs with short ones fetched ahead behind them, so idle siblings take them

@@ -34,8 +34,10 @@ def test_sigkill_child_mid_job_requeues_at_once(own_config, masters):
     pid = int(started[0].split(":")[1])
     killed_at = time.time()
     os.kill(pid, signal.SIGKILL)
-    again = wait_for(lambda: len(lrange(own_config, "test:started")) == 2 and lrange(own_config, "test:started"),
-                     what="job running again")
+    again = wait_for(
+        lambda: len(lrange(own_config, "test:started")) == 2 and lrange(own_config, "test:started"),
+        what="job running again",
+    )
     second_pid, second_start = int(again[1].split(":")[1]), float(again[1].split(":")[2])
     assert second_pid != pid
     # The promise is "within a second"; the bench measures it. Here: well within the
@@ -148,8 +150,18 @@ def test_boot_recovers_other_hosts_dead_processes_but_not_live_ones(own_config, 
     now = time.time()
 
     def job(tag):
-        return json.dumps({"class": "apps.pf.record", "args": [tag], "kwargs": {}, "jid": f"jid-{tag}",
-                           "queue": "default", "retry": 25, "created_at": now, "enqueued_at": now})
+        return json.dumps(
+            {
+                "class": "apps.pf.record",
+                "args": [tag],
+                "kwargs": {},
+                "jid": f"jid-{tag}",
+                "queue": "default",
+                "retry": 25,
+                "created_at": now,
+                "enqueued_at": now,
+            }
+        )
 
     # A process dead for long (registered, last beat 5 min ago)
     r.lpush(keys.in_progress("otherhost:1:dead"), job("dead1"), job("dead2"))

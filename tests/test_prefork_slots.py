@@ -13,8 +13,13 @@ def test_slot_round_trip_and_ack_due_keeps_the_jid():
     writer = slots.writer(2)
     writer.write(RUNNING, "a" * 24, 123.5, 100.0, "app.jobs.add", "default")
     state = slots.read(2)
-    assert (state.state, state.jid, state.deadline, state.job_class, state.queue) == \
-        (RUNNING, "a" * 24, 123.5, "app.jobs.add", "default")
+    assert (state.state, state.jid, state.deadline, state.job_class, state.queue) == (
+        RUNNING,
+        "a" * 24,
+        123.5,
+        "app.jobs.add",
+        "default",
+    )
     writer.finished(ack_due=True)
     state = slots.read(2)
     assert state.state == ACK_DUE and state.jid == "a" * 24  # the master drops it if the child dies now

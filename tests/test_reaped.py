@@ -52,8 +52,13 @@ def test_a_child_killed_for_its_timeout_files_that_job_as_failed(config):
 
 
 def test_decisions_cross_the_pipe_unchanged():
-    for decision in (fate.ACK, fate.GIVE_BACK, fate.DROP, fate.Park("{}"),
-                     fate.File("cogworker:dead", 2.5, '{"jid": "x"}', False, 0.0, "interrupted")):
+    for decision in (
+        fate.ACK,
+        fate.GIVE_BACK,
+        fate.DROP,
+        fate.Park("{}"),
+        fate.File("cogworker:dead", 2.5, '{"jid": "x"}', False, 0.0, "interrupted"),
+    ):
         assert fate.from_wire(decision.to_wire()) == decision
 
 

@@ -52,8 +52,12 @@ def pause_then_resume(own_redis, log, tag):
 
 def settled(config):
     r = config.redis()
-    return (queue_len(config, "default") == 0 and in_progress_total(config) == 0
-            and r.zcard(config.keys.retry) == 0 and r.zcard(config.keys.schedule) == 0)
+    return (
+        queue_len(config, "default") == 0
+        and in_progress_total(config) == 0
+        and r.zcard(config.keys.retry) == 0
+        and r.zcard(config.keys.schedule) == 0
+    )
 
 
 def test_redis_stopped_during_a_rate_limit_acquire(own_config, own_redis, masters, log):
@@ -61,8 +65,12 @@ def test_redis_stopped_during_a_rate_limit_acquire(own_config, own_redis, master
     ends, so the next job's acquire is sent to a stopped server and times out. Whatever
     the stopped server did with it once resumed, every limited job runs once, never two
     at once (Concurrency 1), and no slot stays held."""
-    m = masters(module="apps.pf_pause", procs=1, env={"PF_LOG": log, "PF_REDIS_PID": str(own_redis.proc.pid)},
-                args=["--concurrency", "1"])
+    m = masters(
+        module="apps.pf_pause",
+        procs=1,
+        env={"PF_LOG": log, "PF_REDIS_PID": str(own_redis.proc.pid)},
+        args=["--concurrency", "1"],
+    )
     m.wait_children()
     tags = [f"l{i}" for i in range(6)]
     # One limited job first: limit_acquire.lua is then in Redis's script cache, so the acquire
@@ -71,8 +79,11 @@ def test_redis_stopped_during_a_rate_limit_acquire(own_config, own_redis, master
     wait_for(lambda: any(e[0] == "end" and e[1] == "warm" for e in events(log)), 30, what="the first limited job")
     push_many([payload("gate", "g")] + [payload("limited", tag) for tag in tags])  # gate first: one write
     pause_then_resume(own_redis, log, "g")
-    wait_for(lambda: all(any(e[0] == "end" and e[1] == t for e in events(log)) for t in tags), 60,
-             what="every limited job done")
+    wait_for(
+        lambda: all(any(e[0] == "end" and e[1] == t for e in events(log)) for t in tags),
+        60,
+        what="every limited job done",
+    )
     wait_for(lambda: settled(own_config), 30, what="nothing left listed, queued or parked")
     runs = events(log)
     assert [len(starts(runs, t)) for t in tags] == [1] * len(tags)  # nothing lost, none run twice
@@ -92,8 +103,8 @@ def test_redis_stopped_during_a_result_completion(own_config, own_redis, masters
     m.wait_children()
     from apps import pf_pause
 
-    jid = pf_pause.kept.enqueue("k", True)
-    after = [pf_pause.kept.enqueue(f"a{i}") for i in range(5)]
+    # one write: enqueued one by one, the child could stop Redis before the last enqueue
+    jid, *after = pf_pause.kept.enqueue_many([("k", True)] + [(f"a{i}",) for i in range(5)])
     pause_then_resume(own_redis, log, "k")
     assert cogworker.result(jid, timeout=60) == "value of k"
     assert [cogworker.result(j, timeout=60) for j in after] == [f"value of a{i}" for i in range(5)]

@@ -39,8 +39,14 @@ def test_classify():
     assert redis_errors.classify(redis.exceptions.OutOfMemoryError("command not allowed when used memory")) == "oom"
     assert redis_errors.classify(b"READONLY You can't write against a read only replica.") == "readonly"
     assert redis_errors.classify(redis.ReadOnlyError("You can't write against a read only replica.")) == "readonly"
-    assert redis_errors.classify(redis.ResponseError(
-        "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)")) == "readonly"
+    assert (
+        redis_errors.classify(
+            redis.ResponseError(
+                "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)"
+            )
+        )
+        == "readonly"
+    )
     assert redis_errors.classify("WRONGTYPE Operation against a key holding the wrong kind of value") == "wrongtype"
     assert redis_errors.classify(redis.ResponseError("ERR syntax error")) == "other"
     assert redis_errors.is_outage(redis.ConnectionError("x")) and redis_errors.is_outage(redis.ReadOnlyError("x"))
@@ -111,14 +117,17 @@ class _Failover:
         self.primary = primary
         self.other = RedisServer().start()
         self.other.client().replicaof("127.0.0.1", primary.port)
-        wait_until(lambda: self.other.client().info("replication")["master_link_status"] == "up",
-                   what="the replica's sync")
+        wait_until(
+            lambda: self.other.client().info("replication")["master_link_status"] == "up", what="the replica's sync"
+        )
 
     def step_down(self) -> None:
         a, b = self.primary.client(), self.other.client()
         a.execute_command("CLIENT", "PAUSE", 10000, "WRITE")
-        wait_until(lambda: b.info("replication")["slave_repl_offset"] == a.info("replication")["master_repl_offset"],
-                   what="the replica to catch up")
+        wait_until(
+            lambda: b.info("replication")["slave_repl_offset"] == a.info("replication")["master_repl_offset"],
+            what="the replica to catch up",
+        )
         b.replicaof("NO", "ONE")
         a.replicaof("127.0.0.1", self.other.port)
         a.execute_command("CLIENT", "UNPAUSE")

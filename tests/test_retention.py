@@ -53,9 +53,11 @@ def succeed(config, jids, t):
 
 def die(config, jids, t):
     """Dead jobs, as a flush writes them: a status:<jid> row and a history entry each."""
-    history.write(config, [(j, t, 3600, {"state": "dead", "queue": "default", "class": "C", "reason": "failed"})
-                           for j in jids],
-                  [(j, f'{{"attempt": 1, "ended_at": {t!r}, "outcome": "failed", "went": "dead"}}') for j in jids])
+    history.write(
+        config,
+        [(j, t, 3600, {"state": "dead", "queue": "default", "class": "C", "reason": "failed"}) for j in jids],
+        [(j, f'{{"attempt": 1, "ended_at": {t!r}, "outcome": "failed", "went": "dead"}}') for j in jids],
+    )
 
 
 def zcard(config, key):
@@ -102,8 +104,11 @@ def test_successes_and_failures_are_counted_apart(config, clock):
 def test_successes_with_keys_of_their_own_are_bounded_too(config, clock):
     """A success after a failure (or a run longer than a flush) has status:/history: keys:
     the succeeded zset bounds those, by the same status_max."""
-    history.write(config, [(f"s{j}", clock.t, 3600, {"state": "succeeded", "queue": "default", "class": "C"})
-                           for j in range(8)], [])
+    history.write(
+        config,
+        [(f"s{j}", clock.t, 3600, {"state": "succeeded", "queue": "default", "class": "C"}) for j in range(8)],
+        [],
+    )
     assert zcard(config, config.keys.retained_succeeded) == 5
     assert [api.state(f"s{j}") for j in range(8)] == [api.NOT_RETAINED] * 3 + ["succeeded"] * 5
 
@@ -162,7 +167,8 @@ def test_a_finished_job_leaves_its_enq_bucket_and_a_trimmed_one_is_never_queued(
     assert sum(r.hlen(k) for k in enq) == 0  # every job finished: no field left
     queued = core_jobs.record.enqueue("waits")
     assert r.hexists(config.keys.enq(waiting_hour), queued) or r.hexists(
-        config.keys.enq(history.hour_of(time.time())), queued)
+        config.keys.enq(history.hour_of(time.time())), queued
+    )
     assert api.state(queued) == "queued"
 
 
@@ -188,16 +194,19 @@ def test_bad_retention_settings_are_one_line_errors(config, name, value):
 def test_retention_describes_the_rules():
     rules = api.retention(cogworker.Config(redis_url="redis://127.0.0.1:7100/0"))
     assert (rules.succeeded, rules.failed, rules.seconds) == (10_000, 10_000, 24 * 3600)
-    assert rules.describe() == ("status and history are retained for the last 10,000 successes and the last 10,000 "
-                                "failed (dead) jobs, each at most 24 h; the dead set keeps 10,000 entries, at most "
-                                "180 days")
+    assert rules.describe() == (
+        "status and history are retained for the last 10,000 successes and the last 10,000 "
+        "failed (dead) jobs, each at most 24 h; the dead set keeps 10,000 entries, at most "
+        "180 days"
+    )
 
 
 def cli(config, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": TESTS_DIR, "COGWORKER_REDIS_URL": config.redis_url}
     env.pop("REDIS_URL", None)
-    return subprocess.run([sys.executable, "-m", "cogworker", *args], capture_output=True, text=True, timeout=60,
-                          cwd=TESTS_DIR, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "cogworker", *args], capture_output=True, text=True, timeout=60, cwd=TESTS_DIR, env=env
+    )
 
 
 def trimmed_and_kept(config, clock):
@@ -265,8 +274,17 @@ def test_a_job_filed_dead_at_once_leaves_enq_and_is_retained_as_a_failure(config
     [raw] = r.lrange(config.keys.queue("default"), 0, -1)
     payload = json.loads(raw)
     assert api.state(jid) == "queued"
-    history._on_event(hooks.JobEvent("orphaned", payload, queue="default", identity="gone:1:x", counted=True,
-                                     reason="process_died", config=config))
+    history._on_event(
+        hooks.JobEvent(
+            "orphaned",
+            payload,
+            queue="default",
+            identity="gone:1:x",
+            counted=True,
+            reason="process_died",
+            config=config,
+        )
+    )
     assert api.state(jid) == "dead"
     assert not any(r.hexists(k, jid) for k in r.scan_iter(config.keys.enq_prefix + "*"))
     assert [m.decode() for m in r.zrange(config.keys.retained_failed, 0, -1)] == [jid]

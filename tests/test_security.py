@@ -23,7 +23,7 @@ from cogworker.errors import ConfigurationError, UnknownJob
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 SECRET = "s3cr3t-Pw"
 
-MODULE_CODE = '''
+MODULE_CODE = """
 import cogworker
 with open({imported!r}, "a") as f:
     f.write("imported\\n")
@@ -32,7 +32,7 @@ with open({imported!r}, "a") as f:
 def hello(tag):
     with open({ran!r}, "a") as f:
         f.write(tag + "\\n")
-'''
+"""
 
 
 @pytest.fixture
@@ -47,11 +47,20 @@ def side_effect_module(tmp_path, monkeypatch):
 
 
 def _payload(name, retry):
-    return {"class": name, "args": ["x"], "kwargs": {}, "jid": secrets.token_hex(12), "queue": "default",
-            "retry": retry, "created_at": time.time(), "enqueued_at": time.time()}
+    return {
+        "class": name,
+        "args": ["x"],
+        "kwargs": {},
+        "jid": secrets.token_hex(12),
+        "queue": "default",
+        "retry": retry,
+        "created_at": time.time(),
+        "enqueued_at": time.time(),
+    }
 
 
 # -- only registered jobs run -----------------------------------------------------------------
+
 
 @pytest.mark.parametrize("retry, zset", [(0, "dead"), (2, "retry")])
 def test_unregistered_module_is_never_imported(config, side_effect_module, retry, zset):
@@ -83,7 +92,8 @@ def test_prefixes_match_whole_components(tmp_path, monkeypatch):
     for module in (app, apple):
         (tmp_path / f"{module}.py").write_text(
             f"import cogworker\nopen({str(marks)!r}, 'a').write({module!r} + '\\n')\n"
-            "@cogworker.job\ndef job():\n    pass\n")
+            "@cogworker.job\ndef job():\n    pass\n"
+        )
     pkg = f"pkg_{tag}"
     (tmp_path / pkg / "tasks").mkdir(parents=True)
     (tmp_path / pkg / "__init__.py").write_text("")
@@ -138,15 +148,18 @@ def test_invalid_url_message_hides_the_password(url):
     assert "invalid Redis URL" in message and SECRET not in message and "***" in message
 
 
-@pytest.mark.parametrize("url, shown", [
-    (f"redis://:{SECRET}@host:6379/0", "redis://:***@host:6379/0"),
-    (f"redis://user:{SECRET}@host/0", "redis://user:***@host/0"),
-    (f"rediss://{SECRET}@host", "rediss://***@host"),
-    (f"redis://:{SECRET[:3]}@{SECRET[3:]}@host/1", "redis://:***@host/1"),  # an unencoded @
-    (f"unix://:{SECRET}@/tmp/redis.sock", "unix://:***@/tmp/redis.sock"),
-    (f"redis://host/0?password={SECRET}&db=1", "redis://host/0?password=***&db=1"),
-    ("redis://host:6379/0", "redis://host:6379/0"),
-])
+@pytest.mark.parametrize(
+    "url, shown",
+    [
+        (f"redis://:{SECRET}@host:6379/0", "redis://:***@host:6379/0"),
+        (f"redis://user:{SECRET}@host/0", "redis://user:***@host/0"),
+        (f"rediss://{SECRET}@host", "rediss://***@host"),
+        (f"redis://:{SECRET[:3]}@{SECRET[3:]}@host/1", "redis://:***@host/1"),  # an unencoded @
+        (f"unix://:{SECRET}@/tmp/redis.sock", "unix://:***@/tmp/redis.sock"),
+        (f"redis://host/0?password={SECRET}&db=1", "redis://host/0?password=***&db=1"),
+        ("redis://host:6379/0", "redis://host:6379/0"),
+    ],
+)
 def test_redact_url(url, shown):
     assert config_module.redact_url(url) == shown
 
@@ -158,8 +171,13 @@ def test_config_repr_hides_the_password(config):
 
 @pytest.mark.parametrize("entry", ["cogworker.worker", "cogworker.prefork.cli"])
 def test_command_lines_hide_the_password_of_a_bad_url(entry):
-    proc = subprocess.run([sys.executable, "-m", entry, "--redis-url", BAD_URLS[0], "apps.core_jobs"],
-                          cwd=TESTS_DIR, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", entry, "--redis-url", BAD_URLS[0], "apps.core_jobs"],
+        cwd=TESTS_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode != 0
     assert "invalid Redis URL" in proc.stderr and SECRET not in proc.stderr + proc.stdout
 
@@ -171,8 +189,14 @@ def test_connection_failure_logs_hide_the_password(own_redis):
     url = f"redis://:{SECRET}@127.0.0.1:{own_redis.port}/0"
     env = dict(os.environ, COGWORKER_REDIS_URL=url, PYTHONUNBUFFERED="1")
     env.pop("REDIS_URL", None)
-    proc = subprocess.Popen([sys.executable, "-m", "cogworker.worker", "apps.core_jobs"], cwd=TESTS_DIR,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cogworker.worker", "apps.core_jobs"],
+        cwd=TESTS_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         time.sleep(3)
         own_redis.stop()
@@ -189,11 +213,20 @@ def test_connection_failure_logs_hide_the_password(own_redis):
 
 COGWORKER = os.path.join(os.path.dirname(sys.executable), "cogworker")
 COMMANDS = [
-    [COGWORKER, "web"], [COGWORKER, "stats"], [COGWORKER, "queues"], [COGWORKER, "queue", "pause", "default"],
-    [COGWORKER, "jobs", "dead"], [COGWORKER, "job", "j1"], [COGWORKER, "retry", "j1"],
-    [COGWORKER, "delete", "j1", "--yes"], [COGWORKER, "processes"], [COGWORKER, "periodic", "list"],
-    [COGWORKER, "health"], [COGWORKER, "worker", "apps.core_jobs"],
-    [sys.executable, "-m", "cogworker", "stats"], [sys.executable, "-m", "cogworker.worker", "apps.core_jobs"],
+    [COGWORKER, "web"],
+    [COGWORKER, "stats"],
+    [COGWORKER, "queues"],
+    [COGWORKER, "queue", "pause", "default"],
+    [COGWORKER, "jobs", "dead"],
+    [COGWORKER, "job", "j1"],
+    [COGWORKER, "retry", "j1"],
+    [COGWORKER, "delete", "j1", "--yes"],
+    [COGWORKER, "processes"],
+    [COGWORKER, "periodic", "list"],
+    [COGWORKER, "health"],
+    [COGWORKER, "worker", "apps.core_jobs"],
+    [sys.executable, "-m", "cogworker", "stats"],
+    [sys.executable, "-m", "cogworker.worker", "apps.core_jobs"],
     [sys.executable, "-m", "cogworker.prefork.cli", "apps.core_jobs", "--procs", "1"],
 ]
 

@@ -88,8 +88,12 @@ def test_every_face_works_through_sentinel(sentinels, sentinel_config, tmp_path)
     master = Master(url, module="apps.sentinel_app", procs=2, args=["--metrics-port", str(port)], env=env)
     try:
         wait_for(lambda: runs(log)[1]["sync"] == 1 and runs(log)[1]["async"] == 1, 60, 0.05, "both jobs ran")
-        wait_for(lambda: any(name == "cogworker_jobs_total" for name, _ in scraped(port) or {}), 60, 0.2,
-                 "/metrics counting the jobs")
+        wait_for(
+            lambda: any(name == "cogworker_jobs_total" for name, _ in scraped(port) or {}),
+            60,
+            0.2,
+            "/metrics counting the jobs",
+        )
         titles = _titles(master.pid)
         assert titles and not any(PASSWORD in t for t in titles)
         _cli_and_web_work(url)
@@ -98,9 +102,14 @@ def test_every_face_works_through_sentinel(sentinels, sentinel_config, tmp_path)
     assert PASSWORD not in output
     # The single-process runner too.
     sentinel_app.logged.enqueue("runner")
-    runner = subprocess.Popen([sys.executable, "-m", "cogworker.worker", "apps.sentinel_app", "--redis-url", url],
-                              cwd=str(TESTS), env={**os.environ, "PYTHONPATH": str(TESTS), **env},
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "cogworker.worker", "apps.sentinel_app", "--redis-url", url],
+        cwd=str(TESTS),
+        env={**os.environ, "PYTHONPATH": str(TESTS), **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         wait_for(lambda: runs(log)[1]["runner"] == 1, 60, 0.05, "the runner ran its job")
     finally:
@@ -122,14 +131,21 @@ def _titles(pid):
 def _cli_and_web_work(url):
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
     env.pop("COGWORKER_REDIS_URL", None)
-    result = subprocess.run([sys.executable, "-m", "cogworker", "stats", "--redis-url", url], capture_output=True,
-                            text=True, env=env, timeout=60, cwd=str(TESTS))
+    result = subprocess.run(
+        [sys.executable, "-m", "cogworker", "stats", "--redis-url", url],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=str(TESTS),
+    )
     assert result.returncode == 0, result.stderr
     assert "default" in result.stdout and PASSWORD not in result.stdout + result.stderr
     pytest.importorskip("starlette")
     from starlette.testclient import TestClient
 
     from cogworker.web import create_app
+
     page = TestClient(create_app(), base_url="http://localhost").get("/")
     assert page.status_code == 200 and PASSWORD not in page.text
 
@@ -192,8 +208,7 @@ def test_a_worker_moves_off_a_master_demoted_under_it(sentinels, sentinel_config
         old = sentinels.master.port
         sentinels.sentinel_client().execute_command("SENTINEL", "FAILOVER", "cogworker")
         sentinels.wait_failover(old)
-        wait_for(lambda: sentinels.node(old).client().info("replication")["role"] == "slave", 30, 0.05,
-                 "the demotion")
+        wait_for(lambda: sentinels.node(old).client().info("replication")["role"] == "slave", 30, 0.05, "the demotion")
         deadline = time.monotonic() + 60
         tag = "second"
         wait_for(lambda: try_enqueue(tag), 30, 0.1, "an enqueue on the new master")
@@ -220,13 +235,23 @@ def test_a_held_connection_reconnects_to_the_master_the_sentinels_name(sentinels
     conn.disconnect()
 
 
-@pytest.mark.parametrize("command", [["cogworker", "redis+sentinel://:pw-zq9@h1/svc", "stats"],
-                                     ["cogworker.prefork.cli", "--redis-url", "redis+sentinel://:pw-zq9@h1/svc/x",
-                                      "apps.sentinel_app"],
-                                     ["cogworker.prefork.cli", "apps.sentinel_app", "redis+sentinel://:pw-zq9@h1/svc"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["cogworker", "redis+sentinel://:pw-zq9@h1/svc", "stats"],
+        ["cogworker.prefork.cli", "--redis-url", "redis+sentinel://:pw-zq9@h1/svc/x", "apps.sentinel_app"],
+        ["cogworker.prefork.cli", "apps.sentinel_app", "redis+sentinel://:pw-zq9@h1/svc"],
+    ],
+)
 def test_a_bad_command_line_never_shows_the_password(command):
     """argparse quotes a bad argument whole: every URL in its one line is redacted."""
-    result = subprocess.run([sys.executable, "-m", *command], capture_output=True, text=True, timeout=60,
-                            cwd=str(TESTS), env={**os.environ, "PYTHONPATH": str(TESTS)})
+    result = subprocess.run(
+        [sys.executable, "-m", *command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=str(TESTS),
+        env={**os.environ, "PYTHONPATH": str(TESTS)},
+    )
     assert result.returncode == 2
     assert "pw-zq9" not in result.stdout + result.stderr and len(result.stderr.strip().splitlines()) == 1

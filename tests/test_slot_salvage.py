@@ -14,11 +14,11 @@ from collections.abc import Iterator
 
 from cogworker.prefork.slots import RUNNING, Slots
 
-K = 4  # jobs per batch: K - 1 acks held, the last one riding on the next fetch
+K = 4  # jobs per look-ahead: K - 1 acks held, the last one riding on the next fetch
 
 
 def ops() -> Iterator[tuple[str, str]]:
-    """A child's slot writes, in the order a batch of look-ahead jobs makes them."""
+    """A child's slot writes, in the order a look-ahead of K jobs makes them."""
     g = 0
     while True:
         for i in range(K):

@@ -1,4 +1,3 @@
-
 from apps import basic
 from core_util import run_worker_until
 

@@ -27,8 +27,9 @@ def config(config):
 
 def per_jid_keys(config):
     r = config.redis()
-    return sorted(k.decode() for p in (config.keys.status_prefix, config.keys.history_prefix)
-                  for k in r.scan_iter(p + "*"))
+    return sorted(
+        k.decode() for p in (config.keys.status_prefix, config.keys.history_prefix) for k in r.scan_iter(p + "*")
+    )
 
 
 def test_a_first_try_success_is_one_field_of_enq_and_of_done_and_no_key_of_its_own(config):
@@ -132,16 +133,42 @@ def test_hour_rollover_and_a_reader_across_buckets(config):
 def test_the_newest_of_key_and_buckets_wins_and_history_merges_without_duplicates(config):
     r = config.redis()
     now = time.time()
-    history.write(config, [("mix", now - 5, 60, {"state": "queued", "queue": "q"})],
-                  [("mix", json.dumps({"attempt": 1, "started_at": now - 9, "ended_at": now - 8,
-                                       "outcome": "orphaned", "went": "queued", "identity": "w0"}))])
+    history.write(
+        config,
+        [("mix", now - 5, 60, {"state": "queued", "queue": "q"})],
+        [
+            (
+                "mix",
+                json.dumps(
+                    {
+                        "attempt": 1,
+                        "started_at": now - 9,
+                        "ended_at": now - 8,
+                        "outcome": "orphaned",
+                        "went": "queued",
+                        "identity": "w0",
+                    }
+                ),
+            )
+        ],
+    )
     history._write_pending(config, [], [], True, [("mix", "q", "C", 1, now - 2, now - 1, "w1", None)])
     assert api.status("mix").state == "succeeded"  # the done record is newer than status:<jid>
     assert [(a.outcome, a.identity) for a in api.history("mix")] == [("orphaned", "w0"), ("succeeded", "w1")]
     # The same success also in history:<jid> (a rerun's two writers) shows once.
-    r.rpush(config.keys.history("mix"), json.dumps({"attempt": 1, "started_at": now - 2, "ended_at": now - 1,
-                                                     "outcome": "succeeded", "went": "succeeded",
-                                                     "identity": "w1"}))
+    r.rpush(
+        config.keys.history("mix"),
+        json.dumps(
+            {
+                "attempt": 1,
+                "started_at": now - 2,
+                "ended_at": now - 1,
+                "outcome": "succeeded",
+                "went": "succeeded",
+                "identity": "w1",
+            }
+        ),
+    )
     assert [a.outcome for a in api.history("mix")] == ["orphaned", "succeeded"]
     # An unreadable bucket record is skipped, not an error.
     r.hset(config.keys.enq(history.hour_of(now)), "mix", "not json")
@@ -154,7 +181,12 @@ def test_a_key_of_the_wrong_type_at_a_bucket_skips_it_and_writes_the_rest(config
     wrong = config.keys.done(history.hour_of(now), 1)
     r.set(wrong, "x")
     r.lpush(config.keys.done_ring, wrong)  # the ring's head: not a hash
-    history._write_pending(config, [], [], True, [("a", "q", "C", 1, now - 1, now, "w", None),
-                                                   ("b", "q", "C", 1, now - 3 * 3600, now - 2 * 3600, "w", None)])
+    history._write_pending(
+        config,
+        [],
+        [],
+        True,
+        [("a", "q", "C", 1, now - 1, now, "w", None), ("b", "q", "C", 1, now - 3 * 3600, now - 2 * 3600, "w", None)],
+    )
     assert r.get(wrong) == b"x"
     assert api.status("b").state == "succeeded" and api.status("a").state == "succeeded"  # in a new bucket

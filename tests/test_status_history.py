@@ -54,8 +54,7 @@ def test_success_queued_running_succeeded_with_one_history_entry(config):
     assert done.identity is None and done.attempt == 1
     assert 0 < config.redis().ttl(config.keys.status(jid)) <= config.status_ttl
     [entry] = api.history(jid)
-    assert (entry.outcome, entry.went, entry.attempt, entry.identity) == ("succeeded", "succeeded", 1,
-                                                                          worker.identity)
+    assert (entry.outcome, entry.went, entry.attempt, entry.identity) == ("succeeded", "succeeded", 1, worker.identity)
     assert entry.started_at <= entry.ended_at and entry.ended_at - entry.started_at >= 2.4
     assert entry.error_class is None and entry.traceback is None
     assert 0 < config.redis().ttl(config.keys.history(jid)) <= config.history_ttl
@@ -83,11 +82,19 @@ def test_retry_then_dead_keeps_tracebacks_everywhere(config, caplog):
     dead = json.loads(r.zrange(config.keys.dead, 0, -1)[0])
     trace = dead["error_traceback"]
     assert trace.startswith("Traceback (most recent call last):") and "fail_always" in trace
+    # It starts at the job's own frame: none of cogworker's (the loop, the executor, the
+    # middleware chain) before it.
+    frames = [row for row in trace.splitlines() if row.startswith('  File "')]
+    assert frames[0].endswith(", in fail_always") and "apps/core_jobs.py" in frames[0], trace
+    assert not [row for row in frames if f"{os.sep}cogworker{os.sep}" in row], trace
     assert trace.splitlines()[-1] == "ValueError: always a t".replace("always a t", dead["error_message"])
     assert len(trace.splitlines()) <= 30
     log = api.history(jid)
-    assert [(a.attempt, a.outcome, a.went) for a in log] == [(1, "failed", "retrying"), (2, "failed", "retrying"),
-                                                            (3, "failed", "dead")]
+    assert [(a.attempt, a.outcome, a.went) for a in log] == [
+        (1, "failed", "retrying"),
+        (2, "failed", "retrying"),
+        (3, "failed", "dead"),
+    ]
     assert all(a.traceback and "ValueError" in a.traceback and a.error_class == "ValueError" for a in log)
     lines = [rec.getMessage() for rec in caplog.records if rec.getMessage().startswith("fail: ")]
     assert lines[0].startswith(f"fail: apps.core_jobs.fail_always jid={jid}: ValueError: ")
@@ -99,7 +106,7 @@ def test_retry_then_dead_keeps_tracebacks_everywhere(config, caplog):
 
 def test_traceback_is_capped_to_the_configured_lines(config):
     cogworker.configure(traceback_lines=6)
-    jid = core_jobs.fail_no_retry.enqueue("deep")
+    jid = core_jobs.fail_deep.enqueue(12)
     with RunningWorker():
         assert wait_for(lambda: config.redis().zcard(config.keys.dead) == 1, 5)
     trace = json.loads(config.redis().zrange(config.keys.dead, 0, -1)[0])["error_traceback"]
@@ -130,8 +137,12 @@ def test_history_is_capped(config):
     r = config.redis()
     with RunningWorker():
         for _ in range(5):
-            r.lpush(config.keys.queue("default"), json.dumps({"class": job.name, "args": ["cap"], "kwargs": {},
-                                                               "jid": jid, "queue": "default", "retry": 0}))
+            r.lpush(
+                config.keys.queue("default"),
+                json.dumps(
+                    {"class": job.name, "args": ["cap"], "kwargs": {}, "jid": jid, "queue": "default", "retry": 0}
+                ),
+            )
         assert wait_for(lambda: r.zcard(config.keys.dead) >= 5, 5)
         assert wait_for(lambda: len(api.history(jid)) == 3 and r.llen(config.keys.history(jid)) == 3, 5)
     assert all(a.outcome == "failed" for a in api.history(jid))
@@ -148,8 +159,10 @@ def test_on_by_default_and_off_leaves_no_status_and_only_the_attempts_history(co
     many = core_jobs.record.enqueue_many([["m"]])
     r = config.redis()
     with RunningWorker():
-        assert wait_for(lambda: "record:m" in ran(r) and "record:x" in ran(r) and r.zcard(config.keys.dead) == 1, 5), \
-            (ran(r), r.zcard(config.keys.dead))
+        assert wait_for(lambda: "record:m" in ran(r) and "record:x" in ran(r) and r.zcard(config.keys.dead) == 1, 5), (
+            ran(r),
+            r.zcard(config.keys.dead),
+        )
         time.sleep(1.3)  # a flush would have happened by now
     assert list(r.scan_iter(config.keys.status_prefix + "*")) == []
     assert [k for p in (config.keys.enq_prefix, config.keys.done_prefix) for k in r.scan_iter(p + "*")] == []
@@ -178,8 +191,11 @@ def test_a_raising_status_write_never_changes_a_fate(config, monkeypatch):
     assert api.status(ok).state == "queued"  # only the enqueue's write (in the client's pipeline) landed
     monkeypatch.undo()
     # The real script with a wrong-type status key skips that key, writes the rest.
-    history.write(config, [("wrongtype", time.time(), 60, {"state": "running"}),
-                           ("fine", time.time(), 60, {"state": "running"})], [("fine", "{}")])
+    history.write(
+        config,
+        [("wrongtype", time.time(), 60, {"state": "running"}), ("fine", time.time(), 60, {"state": "running"})],
+        [("fine", "{}")],
+    )
     assert r.get(config.keys.status("wrongtype")) == b"x"
     assert state("fine") == "running" and r.llen(config.keys.history("fine")) == 1
 
@@ -200,6 +216,22 @@ def test_a_newer_status_clears_the_fields_that_no_longer_apply(config):
 
 
 # -- prefork: the master files orphanings and hard timeouts ------------------------------
+
+
+def test_a_job_killed_at_shutdown_has_a_history_entry(own_config, masters):
+    """Still running at the shutdown's deadline (--timeout): the master kills its child and
+    requeues it, uncounted; its history says that run ended (interrupted, back queued)."""
+    m = masters(procs=1, env=ON, args=("--timeout", "2"))
+    m.wait_children()
+    jid = pf.slow.enqueue("outlives-the-stop", 60)
+    pf_wait(lambda: state(jid) == "running", 15, what="running status flushed")
+    identity = api.status(jid).identity
+    m.signal(signal.SIGTERM)
+    assert m.wait_exit(40) == 0
+    (entry,) = api.history(jid)
+    assert (entry.outcome, entry.went, entry.identity) == ("interrupted", "queued", identity)
+    assert state(jid) == "queued" and api.status(jid).attempt == 1  # not counted: its first run comes again
+    assert api.queue("default").size() == 1
 
 
 def test_sigkilled_child_orphaned_then_succeeded(own_config, masters):
@@ -230,6 +262,7 @@ def test_hard_timeout_is_filed_by_the_master_as_timed_out(own_config, masters):
 
 # -- status and history agree on every fate ----------------------------------------------------
 
+
 def _agree(jid):
     """The status and the last history entry tell the same fate: where the job went, and
     the number of the attempt that sent it there."""
@@ -246,8 +279,16 @@ def test_a_repeat_orphan_is_dead_in_its_status_and_its_history(config):
 
     r = config.redis()
     now = time.time()
-    payload = {"class": "apps.core_jobs.record", "args": [1], "kwargs": {}, "jid": "often", "queue": "default",
-               "retry": 25, "created_at": now, "enqueued_at": now}
+    payload = {
+        "class": "apps.core_jobs.record",
+        "args": [1],
+        "kwargs": {},
+        "jid": "often",
+        "queue": "default",
+        "retry": 25,
+        "created_at": now,
+        "enqueued_at": now,
+    }
     for kill in range(1, config.max_orphanings + 2):
         identity = f"gone:{kill}:d"
         r.rpush(config.keys.in_progress(identity), json.dumps(payload))
@@ -273,3 +314,15 @@ def test_a_job_killing_its_child_four_times_agrees_dead(own_config, masters):
     status, last = _agree(jid)
     assert (status.attempt, last.outcome) == (1, "orphaned")
     assert len(api.history(jid)) == own_config.max_orphanings + 1
+
+
+def test_an_async_jobs_stored_traceback_starts_at_its_own_frame(config):
+    """Not at asyncio's or cogworker's frames that ran it."""
+    from apps import pf_async
+
+    pf_async.a_fail.options(retry=0).enqueue("tb")
+    with RunningWorker():
+        assert wait_for(lambda: config.redis().zcard(config.keys.dead) == 1, 10)
+    trace = json.loads(config.redis().zrange(config.keys.dead, 0, -1)[0])["error_traceback"]
+    frames = [row for row in trace.splitlines() if row.startswith('  File "')]
+    assert len(frames) == 1 and frames[0].endswith(", in a_fail"), trace

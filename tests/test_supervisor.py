@@ -29,10 +29,17 @@ TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 # -- signals ------------------------------------------------------------------------------------
 
+
 def test_each_signal_goes_to_its_own_method(config):
     master = Master(Settings(module="apps.core_jobs", procs=1, queues=[("default", None)]), config)
-    expected = {signal.SIGTERM: "on_stop", signal.SIGINT: "on_stop", signal.SIGTSTP: "on_quiet",
-                signal.SIGTTIN: "on_more", signal.SIGTTOU: "on_fewer", signal.SIGHUP: "on_restart"}
+    expected = {
+        signal.SIGTERM: "on_stop",
+        signal.SIGINT: "on_stop",
+        signal.SIGTSTP: "on_quiet",
+        signal.SIGTTIN: "on_more",
+        signal.SIGTTOU: "on_fewer",
+        signal.SIGHUP: "on_restart",
+    }
     assert {sig: handler.__name__ for sig, handler in master.on_signal.items()} == expected
     calls = []
     master.on_signal = {sig: (lambda s, name=name: calls.append((name, s))) for sig, name in expected.items()}
@@ -58,9 +65,16 @@ def test_the_signal_methods_change_the_masters_state(config):
 
 # -- housekeeping -------------------------------------------------------------------------------
 
+
 def keeper_for(config, beats: list[float], **kwargs) -> Housekeeping:
-    return Housekeeping(config, Breaker("housekeeping", config), beat=lambda: beats.append(time.monotonic()),
-                        own=lambda: ["me"], cron=False, **kwargs)
+    return Housekeeping(
+        config,
+        Breaker("housekeeping", config),
+        beat=lambda: beats.append(time.monotonic()),
+        own=lambda: ["me"],
+        cron=False,
+        **kwargs,
+    )
 
 
 def drive(keeper: Housekeeping, seconds: float) -> None:
@@ -84,8 +98,9 @@ def test_a_duty_failing_does_not_starve_the_others(own_config, caplog):
     def broken_beat() -> None:
         raise ZeroDivisionError("a bug in the heartbeat")
 
-    keeper = Housekeeping(config, Breaker("housekeeping", config), beat=broken_beat, own=lambda: ["me"],
-                          cron=False, counters=buffer)
+    keeper = Housekeeping(
+        config, Breaker("housekeeping", config), beat=broken_beat, own=lambda: ["me"], cron=False, counters=buffer
+    )
     with caplog.at_level(logging.ERROR, logger="cogworker"):
         drive(keeper, 1.5)
     assert [json.loads(raw)["jid"] for raw in r.lrange(config.keys.queue("default"), 0, -1)] == [jid]
@@ -130,12 +145,19 @@ def test_the_runners_thread_is_the_housekeeping_component(config):
 
 # -- entry points -------------------------------------------------------------------------------
 
+
 def test_python_dash_m_cogworker_is_the_cogworker_command():
-    out = subprocess.run([sys.executable, "-m", "cogworker", "--version"], capture_output=True, text=True,
-                         timeout=30, cwd=TESTS_DIR)
+    out = subprocess.run(
+        [sys.executable, "-m", "cogworker", "--version"], capture_output=True, text=True, timeout=30, cwd=TESTS_DIR
+    )
     assert out.returncode == 0 and out.stdout.strip() == f"cogworker {cogworker.__version__}"
-    out = subprocess.run([sys.executable, "-m", "cogworker", "worker", "--help"], capture_output=True, text=True,
-                         timeout=30, cwd=TESTS_DIR)
+    out = subprocess.run(
+        [sys.executable, "-m", "cogworker", "worker", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=TESTS_DIR,
+    )
     assert "Run cogworker in one process" in out.stdout and out.stdout.startswith("usage: cogworker worker")
 
 
@@ -146,8 +168,13 @@ def test_the_cogworker_script_runs_the_runner(config):
     out = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0 and out.stdout.strip() == f"cogworker {cogworker.__version__}"
     env = dict(os.environ, COGWORKER_REDIS_URL=config.redis_url, PYTHONPATH=TESTS_DIR)
-    proc = subprocess.Popen([script, "apps.core_jobs", "-q", "default"], cwd=TESTS_DIR, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [script, "apps.core_jobs", "-q", "default"],
+        cwd=TESTS_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         core_jobs.record.enqueue("by the script")
         assert wait_for(lambda: ran(config.redis()) == ["record:by the script"], 15)
@@ -161,9 +188,11 @@ def test_the_cogworker_script_runs_the_runner(config):
 
 
 def test_import_cogworker_is_lazy():
-    code = ("import sys, cogworker, cogworker.prefork.cli; "
-            "assert 'redis' not in sys.modules, 'redis imported'; "
-            "assert callable(cogworker.job) and cogworker.Config and cogworker.__version__; "
-            "from cogworker import *; assert 'redis' in sys.modules; print('ok')")
+    code = (
+        "import sys, cogworker, cogworker.prefork.cli; "
+        "assert 'redis' not in sys.modules, 'redis imported'; "
+        "assert callable(cogworker.job) and cogworker.Config and cogworker.__version__; "
+        "from cogworker import *; assert 'redis' in sys.modules; print('ok')"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert out.stdout.strip() == "ok", out.stderr

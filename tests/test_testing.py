@@ -26,8 +26,7 @@ def no_redis() -> Iterator[None]:
     app.runs.clear()
     app.failures_left.clear()
     cogworker.config._config = None
-    cogworker.configure(redis_url=f"redis://127.0.0.1:{free_port()}/0", socket_timeout=0.5,
-                        socket_connect_timeout=0.5)
+    cogworker.configure(redis_url=f"redis://127.0.0.1:{free_port()}/0", socket_timeout=0.5, socket_connect_timeout=0.5)
     yield
     assert client.sink is None  # every mode put the real write back
 
@@ -84,7 +83,8 @@ def test_inline_checks_arguments_and_runs_client_middleware() -> None:
             app.add.enqueue(1)  # type: ignore[call-arg]
         with pytest.raises(TypeError):
             app.record.enqueue([object()])  # type: ignore[list-item]
-        assert app.add.options(queue="low").enqueue(1, 2) is None
+        with pytest.raises(cogworker.EnqueueDropped, match="a client middleware dropped the push"):
+            app.add.options(queue="low").enqueue(1, 2)  # not a unique job: never None
         with pytest.raises(cogworker.UnknownJob):
             cogworker.enqueue("nowhere.job", 1)
         assert app.add.enqueue_many([(1, 1), (2, 2)]) is not None
@@ -93,8 +93,11 @@ def test_inline_checks_arguments_and_runs_client_middleware() -> None:
 
 def test_inline_runs_async_jobs_and_async_enqueues() -> None:
     async def main() -> list[str | None]:
-        return [await app.add.enqueue_async(1, 2), await app.nap.enqueue_async("a"),
-                *await app.add.enqueue_many_async([(3, 4)])]
+        return [
+            await app.add.enqueue_async(1, 2),
+            await app.nap.enqueue_async("a"),
+            *await app.add.enqueue_many_async([(3, 4)]),
+        ]
 
     with testing.inline():
         app.nap.enqueue("sync")
@@ -118,8 +121,9 @@ def test_fake_keeps_jobs_and_runs_nothing_until_drained() -> None:
         app.record.options(queue="low").enqueue([3], tag="x")
         assert app.runs == []
         assert [p["jid"] for p in fake.jobs("default")] == [jid]
-        assert [(p["class"], p["args"], p["kwargs"]) for p in fake.jobs("low")] == [(app.record.name, [[3]],
-                                                                                       {"tag": "x"})]
+        assert [(p["class"], p["args"], p["kwargs"]) for p in fake.jobs("low")] == [
+            (app.record.name, [[3]], {"tag": "x"})
+        ]
         assert len(fake.jobs()) == 2
         assert fake.drain() == 2
         assert fake.jobs() == [] and len(fake.done) == 2

@@ -1,4 +1,4 @@
-"""The README's worked example of cogworker.testing (examples/signup.py), as written there."""
+"""The testing guide's worked example of cogworker.testing (examples/signup.py), as written there."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from cogworker.core.registry import register
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from examples import signup as jobs  # noqa: E402
 
-mailer = jobs  # the README's `mailer.sent`
+mailer = jobs  # the guide's `mailer.sent`
 
 
 @pytest.fixture(autouse=True)
@@ -27,7 +27,7 @@ def fresh() -> None:
 
 
 def test_sign_up_sends_the_welcome_inline() -> None:
-    with testing.inline():                  # each enqueue runs its job now, here
+    with testing.inline():  # each enqueue runs its job now, here
         jobs.sign_up.enqueue("a@example.com")
     assert mailer.sent == [(1, "welcome")]  # the scheduled one ran at once too
 
@@ -39,5 +39,5 @@ def test_sign_up_schedules_the_welcome(cogworker_fake: Any) -> None:
     assert mailer.sent == []
     (welcome,) = cogworker_fake.jobs()
     assert welcome["args"] == [1] and welcome["at"] > time.time() + 590
-    cogworker_fake.drain()                   # the rest, scheduled ones included
+    cogworker_fake.drain()  # the rest, scheduled ones included
     assert mailer.sent == [(1, "welcome")]

@@ -13,16 +13,18 @@ import cogworker
 from cogworker.testing import PreforkWorker
 
 
-def test_redis_fixture_is_private_and_configured(cogworker_redis: cogworker.Config,
-                                                 cogworker_redis_server: cogworker.testing.RedisServer) -> None:
+def test_redis_fixture_is_private_and_configured(
+    cogworker_redis: cogworker.Config, cogworker_redis_server: cogworker.testing.RedisServer
+) -> None:
     assert cogworker.get_config() is cogworker_redis
     assert cogworker_redis.redis_url == cogworker_redis_server.url != "redis://127.0.0.1:6379/0"
     assert cogworker_redis.redis().dbsize() == 0
 
 
 @pytest.mark.cogworker_app("apps.basic", procs=2)
-def test_worker_fixture_runs_jobs_in_a_real_prefork_master(cogworker_worker: PreforkWorker,
-                                                           cogworker_redis: cogworker.Config) -> None:
+def test_worker_fixture_runs_jobs_in_a_real_prefork_master(
+    cogworker_worker: PreforkWorker, cogworker_redis: cogworker.Config
+) -> None:
     from apps import basic
 
     jids = [basic.add.enqueue(i, i) for i in range(5)]

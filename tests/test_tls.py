@@ -17,7 +17,7 @@ import pytest
 import redis
 from apps import basic
 from core_util import ran, wait_for
-from tls_redis import TLSRedis
+from tls_redis import TLSRedis, tls_support
 from worker_process import TESTS_DIR, Process
 
 import cogworker
@@ -31,6 +31,8 @@ COMMANDS = {
 
 @pytest.fixture
 def tls_server():
+    if tls_support():
+        pytest.skip(tls_support())
     server = TLSRedis()
     yield server
     server.stop()
@@ -38,6 +40,8 @@ def tls_server():
 
 @pytest.fixture
 def heroku_server():
+    if tls_support():
+        pytest.skip(tls_support())
     server = TLSRedis(self_signed=True, password="h3roku-s3cret")
     yield server
     server.stop()
@@ -50,7 +54,7 @@ def use(url: str) -> cogworker.Config:
 
 def run_jobs_over(url: str, command: tuple[str, ...], how: str, heroku_url: str = "") -> None:
     """Enqueue through ``url``, run a worker on it (``how``: with --redis-url, or as on
-    Heroku: $REDIS_URL without parameters and the README's configure() line in the app
+    Heroku: $REDIS_URL without parameters and the Deploying page's configure() line in the app
     module), and see every job run and the worker stop cleanly."""
     config = use(url)
     r = config.redis()
@@ -81,15 +85,23 @@ def test_verified_with_a_ca_file(tls_server, command):
 def test_heroku_style_self_signed_verification_off(heroku_server, command):
     url = heroku_server.unverified_url
     heroku_url = heroku_server.url(host="127.0.0.1", password=True)  # what Heroku puts in REDIS_URL
-    assert url == heroku_url + "?ssl_cert_reqs=none"  # the README's form
+    assert url == heroku_url + "?ssl_cert_reqs=none"  # the Deploying page's form
     assert heroku_url.startswith("rediss://:h3roku-s3cret@127.0.0.1:")
     run_jobs_over(url, COMMANDS[command], "heroku", heroku_url)
 
 
-def test_the_readme_shows_the_heroku_recipe():
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_the_heroku_recipe_keeps_a_query_the_url_already_has(heroku_server, command):
+    # Before: `url += "?ssl_cert_reqs=none"` made ...?socket_keepalive=true?ssl_cert_reqs=none,
+    # whose one parameter is socket_keepalive: verification stayed on and the worker refused.
+    heroku_url = heroku_server.url(host="127.0.0.1", password=True) + "?socket_keepalive=true"
+    run_jobs_over(heroku_server.unverified_url, COMMANDS[command], "heroku", heroku_url)
+
+
+def test_the_deploying_page_shows_the_heroku_recipe():
+    readme = (Path(__file__).parent.parent / "docs" / "operations" / "deploying.md").read_text()
     app = (Path(__file__).parent / "apps" / "heroku_app.py").read_text()
-    recipe = app[app.index("url = os.environ"):]
+    recipe = app[app.index("url = os.environ") :]
     assert textwrap.indent(recipe, "  ") in readme  # the lines tested here, on both kinds of URL
     assert "rediss://:PASSWORD@HOST:PORT?ssl_cert_reqs=none" in readme
 
@@ -132,8 +144,14 @@ def test_the_client_and_the_cli_ignore_them_too(own_redis, caplog):
 
 
 def cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "cogworker", *args], capture_output=True, text=True,
-                          timeout=60, cwd=TESTS_DIR, env={**os.environ, "PYTHONPATH": TESTS_DIR, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "cogworker", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=TESTS_DIR,
+        env={**os.environ, "PYTHONPATH": TESTS_DIR, **(env or {})},
+    )
 
 
 @pytest.mark.parametrize("args, code", [(["stats"], 3), (["health"], 1), (["jobs", "dead"], 3)])
@@ -158,9 +176,14 @@ def test_without_the_parameters_a_self_signed_certificate_is_refused(heroku_serv
 def test_a_certificate_that_cant_be_verified_stops_a_worker_at_boot_with_the_fix(heroku_server, command):
     """Not an outage to wait out forever: one line naming the URL parameters to use."""
     url = heroku_server.url(host="127.0.0.1", password=True)
-    result = subprocess.run([sys.executable, "-m", *COMMANDS[command], "apps.basic"], capture_output=True,
-                            text=True, timeout=60, cwd=TESTS_DIR,
-                            env={**os.environ, "PYTHONPATH": TESTS_DIR, "REDIS_URL": url, "COGWORKER_REDIS_URL": ""})
+    result = subprocess.run(
+        [sys.executable, "-m", *COMMANDS[command], "apps.basic"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=TESTS_DIR,
+        env={**os.environ, "PYTHONPATH": TESTS_DIR, "REDIS_URL": url, "COGWORKER_REDIS_URL": ""},
+    )
     assert result.returncode == 1, result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert "TLS certificate can't be verified (self-signed certificate)" in last

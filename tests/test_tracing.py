@@ -6,6 +6,7 @@ without a tracer provider."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from collections.abc import Iterator
@@ -76,8 +77,13 @@ def test_enqueue_and_inline_run_are_linked(config: cogworker.Config, exporter: I
     assert consumer.kind == trace.SpanKind.CONSUMER and consumer.parent.span_id == producer.context.span_id
     assert inner.parent.span_id == consumer.context.span_id  # the job's own spans nest in its run
     assert dict(consumer.attributes) == {
-        "messaging.system": "cogworker", "messaging.destination.name": "default", "messaging.message.id": jid,
-        "cogworker.job.class": otel_app.hello.name, "cogworker.job.attempt": 1, "cogworker.job.outcome": "succeeded"}
+        "messaging.system": "cogworker",
+        "messaging.destination.name": "default",
+        "messaging.message.id": jid,
+        "cogworker.job.class": otel_app.hello.name,
+        "cogworker.job.attempt": 1,
+        "cogworker.job.outcome": "succeeded",
+    }
     cogworker.configure(tracing=False)
     exporter.clear()
     with testing.inline():
@@ -85,8 +91,9 @@ def test_enqueue_and_inline_run_are_linked(config: cogworker.Config, exporter: I
     assert [s.name for s in exporter.get_finished_spans()] == ["inside hello"]
 
 
-def test_a_failure_is_recorded_and_its_retry_links_back(config: cogworker.Config, exporter: InMemorySpanExporter,
-                                                         tmp_path: Path) -> None:
+def test_a_failure_is_recorded_and_its_retry_links_back(
+    config: cogworker.Config, exporter: InMemorySpanExporter, tmp_path: Path
+) -> None:
     from apps import otel_app
 
     with testing.fake(retries=True) as fake:
@@ -101,12 +108,36 @@ def test_a_failure_is_recorded_and_its_retry_links_back(config: cogworker.Config
     assert retried.parent.span_id == failed.parent.span_id  # both runs are children of the one enqueue
 
 
-def _check_the_periodic_run(worker_spans: list[dict[str, Any]], by_jid: dict[str, list[dict[str, Any]]],
-                            master_pid: int, children: Any) -> None:
+def test_each_provider_gets_its_own_tracer_even_at_a_freed_ones_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Providers made and dropped one after another (as this file's tests do): a new one
+    may sit at a freed one's address, and must not be handed the freed one's tracer."""
+    monkeypatch.setattr(tracing, "_tracer", None)
+    current: list[Any] = [None]  # one getter for all: monkeypatch keeps each value it replaced
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: current[0])
+    seen: set[int] = set()
+    for _ in range(30):
+        current[0] = provider = TracerProvider(shutdown_on_exit=False)  # no atexit hook holds it
+        seen.add(id(provider))
+        found = InMemorySpanExporter()
+        provider.add_span_processor(SimpleSpanProcessor(found))
+        with tracing.tracer().start_as_current_span("s"):
+            pass
+        assert [s.name for s in found.get_finished_spans()] == ["s"]
+        provider.shutdown()
+        current[0] = None
+        del provider, found
+        gc.collect()
+    assert len(seen) < 30  # an address was used again: the case was met
+
+
+def _check_the_periodic_run(
+    worker_spans: list[dict[str, Any]], by_jid: dict[str, list[dict[str, Any]]], master_pid: int, children: Any
+) -> None:
     """The periodic entry: its enqueue made by the master's ticker, with the entry and slot;
     the run, in a child, is the child of that enqueue."""
-    ran = next(s for s in worker_spans
-               if s["kind"] == "SpanKind.CONSUMER" and "cogworker.periodic.name" in s["attributes"])
+    ran = next(
+        s for s in worker_spans if s["kind"] == "SpanKind.CONSUMER" and "cogworker.periodic.name" in s["attributes"]
+    )
     (ticked,) = [s for s in by_jid[ran["attributes"]["messaging.message.id"]] if s["kind"] == "SpanKind.PRODUCER"]
     assert ticked["attributes"]["cogworker.periodic.name"] == "otel-every-second"
     assert isinstance(ticked["attributes"]["cogworker.periodic.slot"], int)
@@ -114,8 +145,9 @@ def _check_the_periodic_run(worker_spans: list[dict[str, Any]], by_jid: dict[str
     assert ticked["pid"] == master_pid and ran["pid"] in children  # the master's ticker, a child's run
 
 
-def test_a_real_prefork_worker_exports_linked_spans(masters: Any, own_config: cogworker.Config,
-                                                    exporter: InMemorySpanExporter, tmp_path: Path) -> None:
+def test_a_real_prefork_worker_exports_linked_spans(
+    masters: Any, own_config: cogworker.Config, exporter: InMemorySpanExporter, tmp_path: Path
+) -> None:
     from apps import otel_app
 
     master = masters(module="apps.otel_app", procs=2, env={"COGWORKER_TEST_SPANS": str(tmp_path)})
@@ -146,8 +178,11 @@ def test_a_real_prefork_worker_exports_linked_spans(masters: Any, own_config: co
     assert run["attributes"]["cogworker.job.outcome"] == "succeeded"
     # chain: its enqueue of hello, in the worker, is a child of chain's run.
     (chain_run,) = [s for s in by_jid[jid_chain] if s["kind"] == "SpanKind.CONSUMER"]
-    child_enqueue = [s for s in worker_spans if s["kind"] == "SpanKind.PRODUCER"
-                     and s["parent_id"] == chain_run["context"]["span_id"]]
+    child_enqueue = [
+        s
+        for s in worker_spans
+        if s["kind"] == "SpanKind.PRODUCER" and s["parent_id"] == chain_run["context"]["span_id"]
+    ]
     assert [s["name"] for s in child_enqueue] == [f"enqueue {otel_app.hello.name}"]
     # flaky: two runs in one trace, the second linked to the first.
     first, second = sorted(by_jid[jid_flaky], key=lambda s: s["attributes"]["cogworker.job.attempt"])
@@ -161,16 +196,20 @@ def test_a_real_prefork_worker_exports_linked_spans(masters: Any, own_config: co
         print(json.dumps(worker_spans, indent=1))
 
 
-def test_a_child_flushes_batched_spans_before_it_exits(masters: Any, own_config: cogworker.Config,
-                                                       tmp_path: Path) -> None:
+def test_a_child_flushes_batched_spans_before_it_exits(
+    masters: Any, own_config: cogworker.Config, tmp_path: Path
+) -> None:
     """A BatchSpanProcessor holds spans (here for a minute); a prefork child leaves by
     os._exit, which runs no atexit, so the child flushes them itself on its way out."""
     import signal
 
     from apps import otel_app
 
-    master = masters(module="apps.otel_app", procs=1, env={"COGWORKER_TEST_SPANS": str(tmp_path),
-                                                           "COGWORKER_TEST_SPANS_BATCHED": "1"})
+    master = masters(
+        module="apps.otel_app",
+        procs=1,
+        env={"COGWORKER_TEST_SPANS": str(tmp_path), "COGWORKER_TEST_SPANS_BATCHED": "1"},
+    )
     (child,) = master.wait_children()
     cogworker.disable("otel-every-second")  # only the job below
     from cogworker import api
@@ -180,6 +219,11 @@ def test_a_child_flushes_batched_spans_before_it_exits(masters: Any, own_config:
     assert spans_in(tmp_path) == []  # held by the batching processor
     master.signal(signal.SIGTERM)
     assert master.wait_exit(60) == 0
-    runs = [s for s in spans_in(tmp_path) if s["name"] == f"run {otel_app.hello.name}" and s["pid"] == child
-            and s["attributes"]["cogworker.job.outcome"] == "succeeded"]
+    runs = [
+        s
+        for s in spans_in(tmp_path)
+        if s["name"] == f"run {otel_app.hello.name}"
+        and s["pid"] == child
+        and s["attributes"]["cogworker.job.outcome"] == "succeeded"
+    ]
     assert runs, master.output()[-2000:]

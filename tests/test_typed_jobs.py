@@ -11,6 +11,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -29,18 +30,36 @@ def marked_lines() -> set[int]:
 
 def test_the_case_file_has_wrong_calls_for_every_handle() -> None:
     text = CASES.read_text()
-    for call in ("enqueue(", "enqueue_in(", "enqueue_at(", ".options(", ".s(", "enqueue_async(",
-                 "enqueue_in_async(", "enqueue_at_async("):
+    for call in (
+        "enqueue(",
+        "enqueue_in(",
+        "enqueue_at(",
+        ".options(",
+        ".s(",
+        "enqueue_async(",
+        "enqueue_in_async(",
+        "enqueue_at_async(",
+    ):
         assert any(call in line and line.endswith("# E") for line in text.splitlines()), call
 
 
 def test_mypy_flags_exactly_the_wrong_calls(tmp_path: Path) -> None:
     (tmp_path / "none.ini").write_text("[mypy]\n")  # not pyproject's: it names packages to check
-    out, err, status = mypy_api.run([
-        str(CASES), "--python-version", "3.10", "--check-untyped-defs", "--follow-imports=silent",
-        "--no-error-summary", "--show-error-codes", "--cache-dir", str(tmp_path / "cache"),
-        "--config-file", str(tmp_path / "none.ini"),
-    ])
+    out, err, status = mypy_api.run(
+        [
+            str(CASES),
+            "--python-version",
+            "3.11",
+            "--check-untyped-defs",
+            "--follow-imports=silent",
+            "--no-error-summary",
+            "--show-error-codes",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--config-file",
+            str(tmp_path / "none.ini"),
+        ]
+    )
     assert status == 1, (out, err)
     errors = [line for line in out.splitlines() if ": error:" in line]
     flagged = {int(line.split(":")[1]) for line in errors}
@@ -49,13 +68,20 @@ def test_mypy_flags_exactly_the_wrong_calls(tmp_path: Path) -> None:
     print("\n".join(errors))  # the errors, shown with -s
 
 
-@pytest.mark.skipif(shutil.which("pyright", path=str(Path(sys.executable).parent)) is None,
-                    reason="pyright is not installed (it is in the 'test' extra)")
+@pytest.mark.skipif(
+    shutil.which("pyright", path=str(Path(sys.executable).parent)) is None,
+    reason="pyright is not installed (it is in the 'test' extra)",
+)
 def test_pyright_flags_exactly_the_wrong_calls() -> None:
     pyright = shutil.which("pyright", path=str(Path(sys.executable).parent))
     assert pyright is not None
-    run = subprocess.run([pyright, "--outputjson", "--pythonpath", sys.executable, str(CASES)],
-                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    run = subprocess.run(
+        [pyright, "--outputjson", "--pythonpath", sys.executable, str(CASES)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     report = json.loads(run.stdout)
     errors = [d for d in report["generalDiagnostics"] if d["severity"] == "error"]
     flagged = {d["range"]["start"]["line"] + 1 for d in errors}
@@ -84,3 +110,28 @@ def test_signature_keeps_the_call_and_checks_it_now() -> None:
         mul.si(1)  # immutable: no previous result to complete it
     with pytest.raises(cogworker.ConfigurationError, match="unknown job option"):
         mul.options(**{"queu": "x"})  # type: ignore[arg-type]
+
+
+def test_enqueue_gives_a_job_id_a_str_at_run_time(config) -> None:
+    @cogworker.job(queue="typed-id", results=True)
+    def mul(x: int, y: int) -> int:
+        return x * y
+
+    jid = mul.enqueue(2, 3)
+    assert isinstance(jid, cogworker.JobId) and isinstance(jid, str)
+    assert json.loads(json.dumps({"jid": jid})) == {"jid": str(jid)} and {jid: 1}[str(jid)] == 1
+    stored = json.loads(config.redis().lrange(config.keys.queue("typed-id"), 0, 0)[0])
+    assert stored["jid"] == jid
+    assert isinstance(mul.enqueue_in(30, 1, 2), cogworker.JobId)
+    assert isinstance(cogworker.enqueue_in(mul.name, 30, 1, 2), cogworker.JobId)  # beside enqueue_at
+    assert all(isinstance(j, cogworker.JobId) for j in mul.enqueue_many([(1, 1), (2, 2)]))
+
+
+def test_enqueue_in_by_name_schedules_it_seconds_from_now(config) -> None:
+    before = time.time()
+    jid = cogworker.enqueue_in("app.jobs.elsewhere", 30, "a", n=1)
+    assert jid is not None
+    [(raw, at)] = config.redis().zrange(config.keys.schedule, 0, -1, withscores=True)
+    job = json.loads(raw)
+    assert (job["jid"], job["class"], job["args"], job["kwargs"]) == (jid, "app.jobs.elsewhere", ["a"], {"n": 1})
+    assert before + 30 <= at <= time.time() + 30

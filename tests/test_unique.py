@@ -26,8 +26,7 @@ TESTS = Path(__file__).parent
 
 
 def lock_key(config, job, *args, queue="default", **kwargs):
-    return config.keys.unique(unique.digest({"class": job.name, "queue": queue, "args": list(args),
-                                             "kwargs": kwargs}))
+    return config.keys.unique(unique.digest({"class": job.name, "queue": queue, "args": list(args), "kwargs": kwargs}))
 
 
 def queued(config, queue="default"):
@@ -139,8 +138,9 @@ def test_lock_freed_when_buried_in_dead_by_any_path(config, path):
         r.rpush(config.keys.repeat_orphans, raw)
         assert recovery.bury_repeat_orphans(config) == 1
     else:
-        r.rpush(config.keys.unsettled, json.dumps({"set": config.keys.dead, "score": time.time(),
-                                                   "payload": raw.decode()}))
+        r.rpush(
+            config.keys.unsettled, json.dumps({"set": config.keys.dead, "score": time.time(), "payload": raw.decode()})
+        )
         assert recovery.file_unsettled(config) == 1
     assert json.loads(r.zrange(config.keys.dead, 0, -1)[0])["jid"] == jid
     assert not r.exists(lock_key(config, cron_jobs.u_ok, "o"))
@@ -174,8 +174,16 @@ def test_two_processes_enqueueing_the_same_job_concurrently_make_one_job(config)
     )
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
     start = time.time() + 1.0
-    procs = [subprocess.Popen([sys.executable, "-c", script, config.redis_url, repr(start)], cwd=str(TESTS),
-                              env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, config.redis_url, repr(start)],
+            cwd=str(TESTS),
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     won = [int(p.communicate(timeout=30)[0]) for p in procs]
     assert sum(won) == 1
     assert len(queued(config)) == 1

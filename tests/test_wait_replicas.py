@@ -100,8 +100,13 @@ def test_without_the_replica_every_enqueue_raises_not_replicated(sentinels, sent
 
 
 def test_wait_settings_are_checked():
-    for bad in ({"wait_replicas": -1}, {"wait_replicas": "1"}, {"wait_replicas": True},
-                {"wait_timeout": 0}, {"wait_timeout": "x"}):
+    for bad in (
+        {"wait_replicas": -1},
+        {"wait_replicas": "1"},
+        {"wait_replicas": True},
+        {"wait_timeout": 0},
+        {"wait_timeout": "x"},
+    ):
         with pytest.raises(cogworker.ConfigurationError) as caught:
             cogworker.Config(**bad)
         assert "\n" not in str(caught.value)

@@ -1,5 +1,5 @@
 """The web UI over HTTP (Starlette's TestClient, a real Redis): mounting under a prefix
-(Starlette, Flask, the README's examples), pagination cost, bulk actions, the queue, job
+(Starlette, Flask, the web UI guide's examples), pagination cost, bulk actions, the queue, job
 and periodic actions, stopping a master from Busy, and bad input and a Redis outage as
 one-line pages. (CSRF, auth, read-only, escaping: test_web_security.)"""
 
@@ -30,10 +30,14 @@ from web_util import (  # noqa: E402, F401 (seeded: a fixture)
 
 from cogworker.web import create_app  # noqa: E402
 
+STATIC = Path(__file__).resolve().parent.parent / "cogworker" / "web" / "static"
+
 
 def test_mounted_under_a_prefix_in_starlette(seeded):  # noqa: F811
     parent = Starlette(routes=[Mount("/cogworker", app=create_app(config=seeded))])
     client = client_for(parent)
+    for name in ("app.css", "app.js"):
+        assert client.get(f"/cogworker/static/{name}").content == (STATIC / name).read_bytes(), name
     page = client.get("/cogworker/queues")
     assert page.status_code == 200
     assert "Path=/cogworker/" in page.headers["set-cookie"]
@@ -56,16 +60,24 @@ def test_mounted_under_a_prefix_in_flask(seeded):  # noqa: F811
     from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
     flask_app = Flask("host")
-    flask_app.wsgi_app = DispatcherMiddleware(flask_app.wsgi_app,  # type: ignore[method-assign]
-                                              {"/cogworker": ASGIMiddleware(create_app(config=seeded))})
+    flask_app.wsgi_app = DispatcherMiddleware(
+        flask_app.wsgi_app,  # type: ignore[method-assign]
+        {"/cogworker": ASGIMiddleware(create_app(config=seeded))},
+    )
     client = flask_app.test_client()
     page = client.get("/cogworker/dead")
     assert page.status_code == 200
+    for name in ("app.css", "app.js"):  # streamed through a2wsgi, whole
+        assert client.get(f"/cogworker/static/{name}").get_data() == (STATIC / name).read_bytes(), name
     links = re.findall(r'(?:href|action|src)="([^"]+)"', page.get_data(as_text=True))
     assert links and all(link.startswith("/cogworker/") for link in links), links
     good = page_token(page.get_data(as_text=True))
     raw = seeded.redis().zrange(seeded.keys.dead, 0, 0)[0]
-    response = client.post("/cogworker/dead/bulk", data={"csrf": good, "action": "delete", "entry": key(raw)})
+    form = {"csrf": good, "action": "delete", "entry": key(raw)}
+    asked = client.post("/cogworker/dead/bulk", data=form)  # no dialog ran: the server asks
+    assert asked.status_code == 200 and "Delete the selected entry of Dead?" in asked.get_data(as_text=True)
+    assert 'action="/cogworker/dead/bulk"' in asked.get_data(as_text=True) and api.DeadSet(seeded).size() == 2
+    response = client.post("/cogworker/dead/bulk", data={**form, "confirm": "yes"})
     assert response.status_code == 303 and response.headers["location"].startswith("/cogworker/dead")
     assert api.DeadSet(seeded).size() == 1
 
@@ -110,8 +122,11 @@ def test_bulk_all_matching_with_a_filter(config):
     fill(r, config.keys.retry, [failed("apps.x.b", [i]) for i in range(30)], time.time())
     client = client_for(create_app(config=config))
     good = token(client)
-    response = client.post("/retries/bulk", data={"csrf": good, "action": "kill", "scope": "all",
-                                                  "error_class": "KeyError"})
+    form = {"csrf": good, "action": "kill", "scope": "all", "error_class": "KeyError"}
+    asked = client.post("/retries/bulk", data=form)  # without JavaScript's dialog: the server asks
+    assert asked.status_code == 200 and "Kill every entry matching error class KeyError of Retries?" in asked.text
+    assert api.DeadSet(config).size() == 0 and api.RetrySet(config).size() == 730  # nothing done yet
+    response = client.post("/retries/bulk", data={**form, "confirm": "yes"})
     assert response.status_code == 303
     assert api.DeadSet(config).size() == 700 and api.RetrySet(config).size() == 30
     assert {rec.job_class for rec in api.RetrySet(config).jobs(0, 100)} == {"apps.x.b"}
@@ -127,25 +142,52 @@ def test_bulk_all_matching_with_a_filter(config):
 
 
 def readme_block(marker: str) -> str:
-    text = (Path(__file__).parent.parent / "README.md").read_text()
-    section = text.split("### The web UI", 1)[1]
+    section = (Path(__file__).parent.parent / "docs" / "guides" / "web-ui.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
     return next(block for block in blocks if block.startswith(marker))
 
 
+def test_every_bulk_action_on_a_whole_set_asks_the_server_first(config):
+    """Delete all, Kill all, Retry all: a POST that doesn't say it was confirmed gets a
+    page asking, which posts the same form again, confirmed; nothing is done before."""
+    r = config.redis()
+    fill(r, config.keys.dead, [failed("apps.x.a", [i]) for i in range(7)], time.time())
+    client = client_for(create_app(config=config))
+    good = token(client)
+    for verb, question in (("retry", "Retry all 7 entries of Dead?"), ("delete", "Delete all 7 entries of Dead?")):
+        asked = client.post("/dead/bulk", data={"csrf": good, "action": verb, "scope": "all"})
+        assert asked.status_code == 200 and question in asked.text, asked.text[-1500:]
+        assert api.DeadSet(config).size() == 7 and api.Queue("default", config).size() == 0
+        form = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', asked.text))
+        assert form == {"csrf": good, "action": verb, "scope": "all", "confirm": "yes"}
+        assert re.search(r'<form class="toolbar" method="post" action="/dead/bulk">', asked.text)
+        assert '<a href="/dead">Cancel</a>' in asked.text
+    # The selected entries (a row's own buttons post the same form with one): delete and kill ask too.
+    entries = [key(raw) for raw in r.zrange(config.keys.dead, 0, 1)]
+    asked = client.post("/dead/bulk?page=1", data={"csrf": good, "action": "delete", "entry": entries})
+    assert asked.status_code == 200 and "Delete the 2 selected entries of Dead? This cannot be undone." in asked.text
+    assert re.findall(r'<input type="hidden" name="entry" value="([^"]+)">', asked.text) == entries
+    assert 'action="/dead/bulk?page=1"' in asked.text and '<a href="/dead?page=1">Cancel</a>' in asked.text
+    assert api.DeadSet(config).size() == 7
+    retried = client.post("/dead/bulk", data={"csrf": good, "action": "retry", "entry": entries[:1]})
+    assert retried.status_code == 303 and api.DeadSet(config).size() == 6  # a retry asks nothing
+    done = client.post("/dead/bulk", data={"csrf": good, "action": "delete", "scope": "all", "confirm": "yes"})
+    assert done.status_code == 303 and api.DeadSet(config).size() == 0
+
+
 def test_the_readmes_mount_examples_work(seeded):  # noqa: F811
-    """The README's FastAPI and Flask blocks, run as written (against this test's Redis)."""
+    """The web UI guide's FastAPI and Flask blocks, run as written (against this test's Redis)."""
     from fastapi.testclient import TestClient as FastAPIClient
 
     scope: dict = {}
-    exec(compile(readme_block("# FastAPI"), "README.md", "exec"), scope)
+    exec(compile(readme_block("# FastAPI"), "docs/guides/web-ui.md", "exec"), scope)
     client = FastAPIClient(scope["app"], follow_redirects=False, base_url="http://ops.example.com")
     assert client.get("/cogworker/dead", headers={"host": "testserver"}).status_code == 400  # not allowed
     assert client.get("/cogworker/dead").status_code == 401
     page = client.get("/cogworker/dead", auth=("ops", "secret"))
     assert page.status_code == 200 and 'href="/cogworker/job/d1?in=dead' in page.text
     scope = {"__name__": "__main__"}  # as in a script: Flask(__name__) finds its root path
-    exec(compile(readme_block("# Flask"), "README.md", "exec"), scope)
+    exec(compile(readme_block("# Flask"), "docs/guides/web-ui.md", "exec"), scope)
     flask_client = scope["app"].test_client()
     assert flask_client.get("/cogworker/queues").status_code == 401
     page = flask_client.get("/cogworker/queues", headers={"X-Admin": "1"})
@@ -170,9 +212,15 @@ def test_queue_clear_job_page_actions_and_periodic_enable_run_now(seeded, config
     assert api.locate("d1", seeded).source == "queue:default"
     assert post(client, "/job/d1/act", action="retry", source="dead", entry=entry_value).status_code == 303
     assert "not done" in client.get("/job/d1").text  # the flash: it had moved already
-    # Clear a queue (the page asks for a confirmation first: data-confirm, app.js).
+    # Clear a queue: the page asks for a confirmation first (data-confirm, app.js), and the
+    # server does too when the POST doesn't say it was confirmed (JavaScript off).
     assert "data-confirm=" in client.get("/queues/default").text
-    assert post(client, "/queues/default/clear").status_code == 303 and api.Queue("default", seeded).size() == 0
+    waiting = api.Queue("default", seeded).size()
+    asked = post(client, "/queues/default/clear")
+    assert asked.status_code == 200 and f"Delete all {waiting} jobs of queue default?" in asked.text
+    assert 'name="confirm" value="yes"' in asked.text and waiting > 0 and api.Queue("default", seeded).size() == waiting
+    cleared = post(client, "/queues/default/clear", confirm="yes")
+    assert cleared.status_code == 303 and api.Queue("default", seeded).size() == 0
     # Periodic: disable, enable, run now.
     assert post(client, "/periodic/act", name="nightly", action="disable").status_code == 303
     assert api.periodic_entry("nightly", seeded).disabled
@@ -200,9 +248,15 @@ def test_stop_a_master_from_busy(own_config, masters):
 def test_bad_input_and_a_redis_outage_are_one_line_pages(own_config, own_redis):
     client = client_for(create_app(config=own_config))
     token(client)
-    for path, status in (("/dead?page=abc", 200), ("/dead?page=-5", 200), ("/queues/no%20such", 404),
-                         ("/queues/unknown", 404), ("/job/x?in=dead&at=nan-ish", 404), ("/nope", 404),
-                         ("/job/x?in=queue:bad%20name&pos=1", 404)):
+    for path, status in (
+        ("/dead?page=abc", 200),
+        ("/dead?page=-5", 200),
+        ("/queues/no%20such", 404),
+        ("/queues/unknown", 404),
+        ("/job/x?in=dead&at=nan-ish", 404),
+        ("/nope", 404),
+        ("/job/x?in=queue:bad%20name&pos=1", 404),
+    ):
         assert client.get(path).status_code == status, path
     own_config.redis().set(own_config.keys.dead, "a string")
     wrong = client.get("/dead")

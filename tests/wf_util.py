@@ -7,8 +7,12 @@ from typing import Any
 
 
 def runs(client: Any) -> dict[str, list[tuple[int, float, float | None]]]:
-    """tag -> [(pid, started, ended or None)], from the log's start/end lines."""
+    """tag -> [(pid, started, ended or None)], from the log's start/end lines. A run with no
+    end was killed mid-run: it ended when its process was killed (the ``kill`` line of that
+    pid: a job running beside the killer in the same child, with ``--concurrency``, died
+    with it), or None if no kill of its process is logged."""
     open_runs: dict[tuple[str, int], float] = {}
+    killed_at: dict[int, float] = {}
     found: dict[str, list[tuple[int, float, float | None]]] = defaultdict(list)
     for line in client.lrange("test:log", 0, -1):
         kind, tag, pid, at = line.decode().split("|")
@@ -17,8 +21,10 @@ def runs(client: Any) -> dict[str, list[tuple[int, float, float | None]]]:
         elif kind == "end":
             started = open_runs.pop((tag, int(pid)))
             found[tag].append((int(pid), started, float(at)))
+        elif kind == "kill":
+            killed_at[int(pid)] = float(at)
     for (tag, pid), started in open_runs.items():
-        found[tag].append((pid, started, None))  # killed mid-run
+        found[tag].append((pid, started, killed_at.get(pid)))  # killed mid-run
     return found
 
 

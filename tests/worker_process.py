@@ -24,8 +24,14 @@ class Process:
         elif "REDIS_URL" in env:
             env.pop("COGWORKER_REDIS_URL", None)
         self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([sys.executable, "-m", *args], cwd=TESTS_DIR, env=env, stdout=self.log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", *args],
+            cwd=TESTS_DIR,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def output(self) -> str:
         self.log.seek(0)

@@ -1,4 +1,4 @@
-"""Jobs for the ``cogworker`` command's tests (tests/test_cli.py) and the README's transcript:
+"""Jobs for the ``cogworker`` command's tests (tests/test_cli.py) and the CLI guide's transcript:
 one that succeeds, one that dies at once, one that waits an hour in retry."""
 
 from __future__ import annotations

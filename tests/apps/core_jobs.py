@@ -45,6 +45,18 @@ def fail_no_retry(tag):
     raise ValueError(f"no retries {tag}")
 
 
+def _down(depth):
+    if depth:
+        _down(depth - 1)
+    raise ValueError(f"{depth} frames down")
+
+
+@cogworker.job(retry=False)
+def fail_deep(depth):
+    """Raises ``depth`` frames below its own: a long traceback of the app's own frames."""
+    _down(depth)
+
+
 @cogworker.job(retry=False)
 def fail_retry_false(tag):
     _mark(f"fail_retry_false:{tag}")

@@ -46,6 +46,7 @@ def fail_retry(tag):
 
 # -- unique jobs ---------------------------------------------------------------------------------
 
+
 def _own_lock(name, tag):
     """This run's lock as seen from inside it: [value, ttl]."""
     from cogworker.lifecycle import unique

@@ -1,4 +1,4 @@
-"""The README's first Heroku line, kept as users copied it: TLS options appended to
+"""The first documented Heroku line, kept as users copied it: TLS options appended to
 whatever REDIS_URL is, a laptop's plain redis:// URL included (ignored there, with one
 warning)."""
 

@@ -49,3 +49,10 @@ def solo(tag, first_seconds=60.0):
 @cogworker.job(limits=[cogworker.Concurrency(lambda tag: 1 / 0, 1)])
 def bad_key(tag):
     log("start", tag)
+
+
+@cogworker.job(limits=[cogworker.Concurrency("one", 1)])
+def one_at_a_time(tag, seconds=1.0):
+    log("start", tag)
+    time.sleep(seconds)
+    log("end", tag)

@@ -12,8 +12,10 @@ _original = Worker.settle
 
 def _settle_then_blow_up(self, work, disposition, jid=None):
     _original(self, work, disposition, jid)
-    if get_config().redis().set(f"test:blown:{os.getpid()}", 1, nx=True) and \
-            get_config().redis().incr("test:blowups") <= 2:
+    if (
+        get_config().redis().set(f"test:blown:{os.getpid()}", 1, nx=True)
+        and get_config().redis().incr("test:blowups") <= 2
+    ):
         raise RuntimeError("a bug outside the job")
 
 

@@ -58,3 +58,18 @@ def flaky(tag, fail_at, cursor=None):
 def plain(tag):
     log("job-start", tag)
     log("job-end", tag)
+
+
+@cogworker.iterable_job(checkpoint_every=EVERY)
+def doomed(tag, at, cursor=None):
+    """SIGKILLs its own process at item ``at``, on every run: each run after the first
+    resumes at the same checkpoint and dies there again."""
+    import signal
+
+    log("job-start", f"{tag}@{cursor}")
+    for i in range(0 if cursor is None else cursor + 1, ITEMS):
+        if i == at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        log("item-end", f"{tag}:{i}")
+        yield i
+    log("job-end", tag)

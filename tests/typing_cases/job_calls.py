@@ -22,6 +22,54 @@ async def fetch(url: str, *, timeout: float = 10.0) -> bytes:
     return b""
 
 
+@cogworker.job(unique_for=60, results=True)
+def charge(account: int) -> str:
+    return "ok"
+
+
+def results_carry_the_return_type() -> None:
+    # A job's enqueue gives a JobId[R]: never None, its result an R.
+    n: int = cogworker.result(add.enqueue(1, 2))
+    jid: str = add.enqueue(1, 2)
+    later: int = cogworker.result(add.enqueue_in(30, 1, 2), timeout=5)
+    at: int = cogworker.result(add.options(queue="low").enqueue_at(1_900_000_000, 1, 2))
+    signed: int = cogworker.result(add.s(1, 2).enqueue())
+    typed_id: cogworker.JobId[int] = add.enqueue(1, 2)
+    anything = cogworker.result("a jid from elsewhere")  # a plain str: Any
+    # A unique job's may be None (a duplicate): checked first, then its result is typed.
+    maybe = charge.enqueue(7)
+    if maybe is not None:
+        receipt: str = cogworker.result(maybe)
+        del receipt
+    unique_now = add.options(unique_for=30).enqueue(1, 2)
+    if unique_now is not None:
+        also: int = cogworker.result(unique_now)
+        del also
+    by_name_jid = cogworker.by_name("app.jobs.add").enqueue(1, 2)
+    by_in = cogworker.enqueue_in("app.jobs.add", 30, 1, 2)
+    del n, jid, later, at, signed, typed_id, anything, maybe, by_name_jid, by_in
+
+    # Wrong: each is one error.
+    wrong: str = cogworker.result(add.enqueue(1, 2))  # E
+    cogworker.result(charge.enqueue(7))  # E
+    cogworker.result(add.options(unique_for=30).enqueue(1, 2))  # E
+    sure: cogworker.JobId[str] = charge.enqueue(7)  # E
+    cogworker.result(cogworker.by_name("app.jobs.add").enqueue(1, 2))  # E
+    mistyped: bytes = cogworker.result(add.s(1, 2).enqueue())  # E
+    del wrong, sure, mistyped
+
+
+async def async_results_carry_the_return_type() -> None:
+    n: int = await cogworker.result_async(await add.enqueue_async(1, 2))
+    body: bytes = await cogworker.result_async(await fetch.enqueue_async("https://example.com"))
+    got = await cogworker.result_async(await add.enqueue_async(1, 2))
+    # (Assigned through a name: mypy checks an awaited overloaded call against the declared
+    # type by trying the plain-str overload too, which gives Any.)
+    wrong: bytes = got  # E
+    await cogworker.result_async(await charge.enqueue_async(7))  # E
+    del n, body, wrong
+
+
 async def calls() -> None:
     # Right calls.
     total: int = add(1, 2)

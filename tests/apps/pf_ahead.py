@@ -1,8 +1,8 @@
-"""Jobs for the batch look-ahead tests with real prefork children
-(tests/test_lookahead_batch_prefork.py). Every run is logged to the file $PF_LOG
+"""Jobs for the look-ahead tests with real prefork children
+(tests/test_lookahead_k_prefork.py). Every run is logged to the file $PF_LOG
 (``apps.pf_faults.log``: one line per event, appended with one ``os.write``).
 
-``step(tag)`` is a short job: on a deep queue its child's K grows (docs/architecture.md#batch).
+``step(tag)`` is a short job: on a deep queue its child's K grows (docs/architecture.md#lookahead-k).
 ``step(tag, True)`` is a candidate blocker: it blocks (until the file $PF_GATE exists) if,
 when it starts, at least two jobs of its child's look-ahead that have not started sit
 behind it on the child's own in-progress list, and fewer than $PF_BLOCKERS children (one
@@ -10,19 +10,19 @@ blocker each) are blocked already. Behind it means newer than it on the list: a 
 starts the jobs it holds oldest first, so every entry newer than the job it runs is one
 it fetched ahead and has not started. The blocker logs those (``held``, oldest first)
 before it logs ``block``. So which job blocks is decided by what Redis shows, not by
-timing: the test then signals a child that holds a batch of at least two jobs.
+timing: the test then signals a child that holds a look-ahead of at least two jobs.
 
-$PF_BLOCK_AT says where in the batches the blocker must be, read from the child's
+$PF_BLOCK_AT says where in the look-aheads the blocker must be, read from the child's
 record in ``ahead`` (``<number>:<n>:<t>``: n jobs fetched, t taken over since): ``mid``,
-inside a batch (the jobs behind it are the rest of the batch it came with, which it
-started: n - t is more than them), or ``last``, the last of its batch (the jobs behind it
-are the next batch, fetched while it runs, its reply not read yet: n - t is just them);
+inside a look-ahead (the jobs behind it are the rest of the look-ahead it came with, which it
+started: n - t is more than them), or ``last``, the last of its look-ahead (the jobs behind it
+are the next look-ahead, fetched while it runs, its reply not read yet: n - t is just them);
 unset: either.
 
 $PF_MIN_HELD (default 2) is how many jobs must be behind it. $PF_HOLD, when set, is the
 look-ahead's ``Depth.HOLD`` in these children (and ``LONG`` with it): the K = 32 tests
 set it large, so that K reaches 32 over the candidates' own round trips however loaded
-the machine (the rule itself is tested on ``Depth`` directly, tests/test_lookahead_batch.py).
+the machine (the rule itself is tested on ``Depth`` directly, tests/test_lookahead_k.py).
 """
 
 from __future__ import annotations
@@ -94,14 +94,14 @@ def _maybe_block(tag: str) -> None:
     pipe = r.pipeline()  # MULTI: the list and the record as of one moment
     pipe.scard(BLOCKERS)
     pipe.lrange(key, 0, -1)
-    pipe.hget(keys.ahead, key[len(keys.in_progress_prefix):])
+    pipe.hget(keys.ahead, key[len(keys.in_progress_prefix) :])
     blocked, entries, record = pipe.execute()
     if blocked >= limit:
         return
     tags = [tag_of(raw) for raw in entries]  # newest first
     if tag not in tags:
         return
-    behind = tags[:tags.index(tag)]
+    behind = tags[: tags.index(tag)]
     if len(behind) < int(os.environ.get("PF_MIN_HELD", "2")) or not _placed(record, len(behind)):
         return
     if r.eval(_CLAIM, 1, BLOCKERS, os.getpid(), limit) != 1:
@@ -117,16 +117,16 @@ def _maybe_block(tag: str) -> None:
 
 def _placed(record: bytes | None, behind: int) -> bool:
     """Is the blocker where $PF_BLOCK_AT wants it? The jobs of the child's last fetch still
-    its own are n - t: inside a batch, the blocker is one of them (started); the last of a
-    batch, it is not."""
+    its own are n - t: inside a look-ahead, the blocker is one of them (started); the last of a
+    look-ahead, it is not."""
     at = os.environ.get("PF_BLOCK_AT", "")
     if not at:
         return True
-    own = batch_left(record)
+    own = ahead_left(record)
     return own > behind if at == "mid" else own == behind
 
 
-def batch_left(record: bytes | None) -> int:
+def ahead_left(record: bytes | None) -> int:
     """n - t of an ``ahead`` record ``<number>:<n>:<t>`` (a one-job look-ahead's is ``<number>``)."""
     if record is None:
         return 0

@@ -1,11 +1,11 @@
-"""K jobs per look-ahead (docs/architecture.md#batch) with a real ``cogworker-prefork``
+"""K jobs per look-ahead (docs/architecture.md#lookahead-k) with a real ``cogworker-prefork``
 master, real forked children, real signals and a private redis-server.
 
 Each test fills a queue with short jobs (so the children's K grows above 1), then
-candidate blockers (``apps.pf_batch.step``): the first that starts with at least two jobs
+candidate blockers (``apps.pf_ahead.step``): the first that starts with at least two jobs
 of its child's look-ahead not started behind it on the child's list blocks until the test
-opens its gate. That child then holds a batch behind a running job: the rest of the
-batch the blocker came with, or (the blocker being the last of its batch) the next batch,
+opens its gate. That child then holds a look-ahead behind a running job: the rest of the
+look-ahead the blocker came with, or (the blocker being the last of its look-ahead) the next look-ahead,
 fetched as it started, its reply not yet read by the child; both are tested. Then:
 
 - TERM, TSTP (quiet), and a graceful stop of that child (TTOU one child fewer, HUP
@@ -14,11 +14,11 @@ fetched as it started, its reply not yet read by the child; both are tested. The
   the blocked job finishes (or, past ``--timeout``, is killed and requeued uncounted,
   row 5b of the fate table, and runs again after, never concurrently);
 - TERM or TSTP to that child alone (the master returns nothing): the child gives the
-  batch back itself once its job ends, in queue order too (it used to reverse it);
-- an idle sibling takes over every job of that batch not started (not only one) and
+  look-ahead back itself once its job ends, in queue order too (it used to reverse it);
+- an idle sibling takes over every job of that look-ahead not started (not only one) and
   runs it while the blocker still runs.
 
-(At K = 32, the deepest batch: test_lookahead_batch32_prefork; the harness, ``Run``:
+(At K = 32, the deepest look-ahead: test_lookahead_k32_prefork; the harness, ``Run``:
 lookahead_harness.)
 
 Every start and end is logged with its pid (``apps.pf_faults.log``), from inside the
@@ -36,26 +36,30 @@ from lookahead_harness import AT, child_index, drain, run_of  # noqa: F401 (run_
 from prefork_harness import in_progress_total, wait_for
 
 
-@pytest.mark.parametrize(("at", "blocker_outlives_timeout"), [("mid", False), ("last", False), ("mid", True)],
-                         ids=["mid-batch", "next-batch", "killed-at-timeout"])
-def test_term_puts_a_held_batch_back_at_once(run_of, masters, at, blocker_outlives_timeout):  # noqa: F811
+@pytest.mark.parametrize(
+    ("at", "blocker_outlives_timeout"),
+    [("mid", False), ("last", False), ("mid", True)],
+    ids=["mid-look-ahead", "next-look-ahead", "killed-at-timeout"],
+)
+def test_term_puts_a_held_lookahead_back_at_once(run_of, masters, at, blocker_outlives_timeout):  # noqa: F811
     run = run_of(at=at)
     m, pid, blocker, held = run.hold(masters, args=["--timeout", "1" if blocker_outlives_timeout else "30"])
     before = run.queued()
     m.signal(signal.SIGTERM)
     if not blocker_outlives_timeout:
         # Back at once, in queue order, while the job in front of them still runs.
-        wait_for(lambda: run.queued() == held + before, 10, what="the held batch back on its queue")
+        wait_for(lambda: run.queued() == held + before, 10, what="the held look-ahead back on its queue")
         assert not run.events("end", blocker) and run.not_started(pid, blocker) == []
         run.release()
         assert m.wait_exit(20) == 0, m.output()
         assert run.runs(blocker) == [("start", pid), ("end", pid)]  # it finished, and was acked
         assert run.queued() == held + before
     else:
-        # The blocked job outlives --timeout: killed, requeued at the fetch end, uncounted.
+        # The blocked job outlives --timeout: cogworker.Shutdown raised in it a grace before
+        # the kill, handed back at the fetch end, uncounted.
         assert m.wait_exit(20) == 0, m.output()
         out = m.output()
-        assert out.index("looked-ahead jobs are back on their queues") < out.index("still running at --timeout")
+        assert out.index("looked-ahead jobs are back on their queues") < out.index("at the shutdown deadline")
         assert run.queued() == [blocker] + held + before
         assert run.runs(blocker) == [("start", pid)]
     assert in_progress_total(run.config) == 0
@@ -69,12 +73,12 @@ def test_term_puts_a_held_batch_back_at_once(run_of, masters, at, blocker_outliv
 
 
 @AT
-def test_quiet_puts_a_held_batch_back_at_once(run_of, masters, at):  # noqa: F811
+def test_quiet_puts_a_held_lookahead_back_at_once(run_of, masters, at):  # noqa: F811
     run = run_of(at=at)
     m, pid, blocker, held = run.hold(masters)
     before = run.queued()
     m.signal(signal.SIGTSTP)
-    wait_for(lambda: run.queued() == held + before, 10, what="the held batch back on its queue")
+    wait_for(lambda: run.queued() == held + before, 10, what="the held look-ahead back on its queue")
     assert not run.events("end", blocker) and run.not_started(pid, blocker) == []
     run.release()
     wait_for(lambda: run.events("end", blocker), 10, what="the blocked job's end")
@@ -89,20 +93,23 @@ def test_quiet_puts_a_held_batch_back_at_once(run_of, masters, at):  # noqa: F81
 
 
 @AT
-def test_hup_puts_a_replaced_childs_held_batch_back_at_once(run_of, masters, at):  # noqa: F811
+def test_hup_puts_a_replaced_childs_held_lookahead_back_at_once(run_of, masters, at):  # noqa: F811
     run = run_of(at=at)
     m, pid, blocker, held = run.hold(masters)
     m.signal(signal.SIGHUP)
 
     def back():
         """Off the child's list: on the queue, in order, or run by another child (its
-        replacement is forked once it has left, after its job; the batch doesn't wait)."""
+        replacement is forked once it has left, after its job; the look-ahead doesn't wait)."""
         queued = run.queued()
         elsewhere = {e[1] for e in run.events("start") if e[2] != pid}
-        return (run.not_started(pid, blocker) == [] and queued == run.in_order(queued)
-                and all(tag in queued or tag in elsewhere for tag in held))
+        return (
+            run.not_started(pid, blocker) == []
+            and queued == run.in_order(queued)
+            and all(tag in queued or tag in elsewhere for tag in held)
+        )
 
-    wait_for(back, 10, what="the held batch back on its queue")
+    wait_for(back, 10, what="the held look-ahead back on its queue")
     assert not run.events("end", blocker)
     run.release()
     wait_for(lambda: run.ended() >= set(run.tags), 30, what="every job done")
@@ -116,11 +123,11 @@ def test_hup_puts_a_replaced_childs_held_batch_back_at_once(run_of, masters, at)
     assert m.alive()
 
 
-def test_ttou_puts_the_stopped_childs_held_batch_back_at_once(run_of, masters):  # noqa: F811
-    """Both children hold a batch behind a blocked job; TTOU stops the highest-indexed one:
-    its batch goes back, the other's stays with it."""
-    run = run_of(candidates=150, blockers=2)
-    m = masters(module="apps.pf_batch", procs=2, env=run.env)
+def test_ttou_puts_the_stopped_childs_held_lookahead_back_at_once(run_of, masters):  # noqa: F811
+    """Both children hold a look-ahead behind a blocked job; TTOU stops the highest-indexed one:
+    its look-ahead goes back, the other's stays with it."""
+    run = run_of(blockers=2)
+    m = masters(module="apps.pf_ahead", procs=2, env=run.env)
     m.wait_children()
     run.enqueue()
     blocked = run.wait_blocked()
@@ -134,7 +141,7 @@ def test_ttou_puts_the_stopped_childs_held_batch_back_at_once(run_of, masters): 
     m.signal(signal.SIGTTOU)
     gone_blocker, gone_held = blocked[gone]
     kept_blocker, kept_held = blocked[kept]
-    wait_for(lambda: run.queued() == run.in_order(gone_held + before), 10, what="the held batch back on its queue")
+    wait_for(lambda: run.queued() == run.in_order(gone_held + before), 10, what="the held look-ahead back on its queue")
     assert not run.events("end", gone_blocker) and run.not_started(gone, gone_blocker) == []
     assert run.not_started(kept, kept_blocker) == kept_held  # not the other child's
     run.release()
@@ -149,12 +156,12 @@ def test_ttou_puts_the_stopped_childs_held_batch_back_at_once(run_of, masters): 
 
 
 @AT
-def test_an_idle_sibling_takes_over_every_job_of_a_held_batch(run_of, masters, at):  # noqa: F811
-    """One child holds a batch behind a blocked job; its sibling drains the queue, then,
-    idle, takes each job of that batch not started (one per take) and runs it, while the
+def test_an_idle_sibling_takes_over_every_job_of_a_held_lookahead(run_of, masters, at):  # noqa: F811
+    """One child holds a look-ahead behind a blocked job; its sibling drains the queue, then,
+    idle, takes each job of that look-ahead not started (one per take) and runs it, while the
     blocker still runs."""
     run = run_of(at=at)
-    m = masters(module="apps.pf_batch", procs=2, env=run.env)
+    m = masters(module="apps.pf_ahead", procs=2, env=run.env)
     m.wait_children()
     run.enqueue()
     ((pid, (blocker, held)),) = run.wait_blocked().items()
@@ -176,7 +183,7 @@ def test_an_idle_sibling_takes_over_every_job_of_a_held_batch(run_of, masters, a
 
 @AT
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGTSTP], ids=["TERM", "TSTP"])
-def test_a_child_signalled_alone_gives_its_held_batch_back_in_queue_order(run_of, masters, at, sig):  # noqa: F811
+def test_a_child_signalled_alone_gives_its_held_lookahead_back_in_queue_order(run_of, masters, at, sig):  # noqa: F811
     """TERM or TSTP to the child alone (as a platform signalling the whole group, or an
     operator, may): the master returns nothing; the child gives back what it holds once
     its job ends, claiming each first, in queue order: they run next, oldest first."""
@@ -201,5 +208,3 @@ def test_a_child_signalled_alone_gives_its_held_batch_back_in_queue_order(run_of
     assert run.runs(blocker) == [("start", pid), ("end", pid)]
     run.assert_each_ran_once()
     run.assert_nothing_counted()
-
-

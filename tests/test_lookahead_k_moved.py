@@ -1,10 +1,10 @@
-"""The batch fetch while the lease holds (issue 30, docs/architecture.md#batch): the acks'
+"""The look-ahead fetch while the lease holds (issue 30, docs/architecture.md#lookahead-k): the acks'
 LREMs, the mark and k LMOVEs from the guessed queue are plain commands in one MULTI, and
-fetch_batch_moved.lua checks what fetch_batch.lua checks, on a private redis-server. Each
+fetch_ahead_moved.lua checks what fetch_ahead.lua checks, on a private redis-server. Each
 test makes the moved jobs wrong where they must not stand (a fence, a pause, a queue
 before the guess with a job, a wake since the known-empty queues were found empty, a
-queue key of the wrong type) or the guess short (run dry mid-batch), and checks they went
-back to their queue's fetch end in order, and that what the batch brings is what k strict
+queue key of the wrong type) or the guess short (run dry mid-look-ahead), and checks they went
+back to their queue's fetch end in order, and that what the look-ahead brings is what k strict
 fetches would have taken."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def listed(config):
 
 
 def marks(config):
-    """Marks left on the list (a batch's is MARK:<number>)."""
+    """Marks left on the list (a look-ahead's is MARK:<number>)."""
     return [raw for raw in listed(config) if raw.startswith(MARK)]
 
 
@@ -54,9 +54,9 @@ def fetcher(config, queues=("a",)) -> Fetcher:
     return f
 
 
-def batch(f, number, k, acks=(), moved=True):
+def fetch_k(f, number, k, acks=(), moved=True):
     ahead = f.send_ahead(number, None, None, k, tuple(acks))
-    assert (ahead.fast is not None) == moved  # the plain commands' MULTI, not fetch_batch.lua
+    assert (ahead.fast is not None) == moved  # the plain commands' MULTI, not fetch_ahead.lua
     return f.read_ahead_all(ahead)
 
 
@@ -64,20 +64,20 @@ def jids(works):
     return [w.jid() for w in works]
 
 
-def test_the_batch_moves_by_plain_commands_and_its_acks_ride_on_them(config):
+def test_the_lookahead_moves_by_plain_commands_and_its_acks_ride_on_them(config):
     r, k = config.redis(), config.keys
     push(config, "a", "a1", "a2", "a3", "a4", "a5")
     f = fetcher(config)
-    assert jids(batch(f, 1, 3)) == ["a1", "a2", "a3"]  # oldest first
+    assert jids(fetch_k(f, 1, 3)) == ["a1", "a2", "a3"]  # oldest first
     assert listed(config) == [job("a3"), job("a2"), job("a1")] and r.hget(k.ahead, OWNER) == b"1:3:0"
     r.set(k.orphanings("a1"), 1)
     r.set(k.orphanings("a3"), 1)  # still running: its counter stays
-    works = batch(f, 2, 3, acks=[(job("a1"), "a1"), (job("a2"), None)])
+    works = fetch_k(f, 2, 3, acks=[(job("a1"), "a1"), (job("a2"), None)])
     assert jids(works) == ["a4", "a5"] and {w.queue for w in works} == {"a"}
     assert listed(config) == [job("a5"), job("a4"), job("a3")]  # no mark left
     assert r.get(k.orphanings("a1")) is None and r.get(k.orphanings("a3")) == b"1"
     assert r.hget(k.ahead, OWNER) == b"2:2:0"
-    assert batch(f, 3, 3, acks=[(job("a3"), "a3")]) == []
+    assert fetch_k(f, 3, 3, acks=[(job("a3"), "a3")]) == []
     assert r.hget(k.ahead, OWNER) is None and listed(config) == [job("a5"), job("a4")]
 
 
@@ -87,10 +87,10 @@ def test_fenced_between_its_moves_go_back_and_its_acks_find_nothing(config):
     the moved jobs go back in order, and the fetch is refused."""
     push(config, "a", *(f"j{i}" for i in range(6)))
     f = fetcher(config)
-    assert jids(batch(f, 1, 2)) == ["j0", "j1"]
+    assert jids(fetch_k(f, 1, 2)) == ["j0", "j1"]
     assert requeue_in_progress(config, OWNER, fence=True) == 2  # j0, j1 back at the fetch end, fenced
     with pytest.raises(Fenced):
-        batch(f, 2, 4, acks=[(job("j0"), "j0")])
+        fetch_k(f, 2, 4, acks=[(job("j0"), "j0")])
     assert f.fenced and listed(config) == []
     assert queued(config) == [job(f"j{i}") for i in range(6)]  # j0 not lost by the ack's LREM
     assert config.redis().hget(config.keys.ahead, OWNER) == b"1:2:0"  # refused before the record
@@ -100,32 +100,32 @@ def test_paused_between_its_moves_go_back_and_the_next_queue_gives(config):
     push(config, "a", "a1", "a2", "a3", "a4")
     push(config, "b", "b1", "b2")
     f = fetcher(config, ("a", "b"))
-    assert jids(batch(f, 1, 2)) == ["a1", "a2"]  # the guess is now a
+    assert jids(fetch_k(f, 1, 2)) == ["a1", "a2"]  # the guess is now a
     config.redis().sadd(config.keys.paused, "a")
     # Cut after a (it gave the last job): a paused gives nothing, its moves put back in order.
-    assert batch(f, 2, 4, acks=[(job("a1"), "a1"), (job("a2"), "a2")]) == []
+    assert fetch_k(f, 2, 4, acks=[(job("a1"), "a1"), (job("a2"), "a2")]) == []
     assert queued(config, "a") == [job("a3"), job("a4")] and listed(config) == []
-    works = batch(f, 3, 4)  # names every queue: a's guessed moves go back again, b gives
+    works = fetch_k(f, 3, 4)  # names every queue: a's guessed moves go back again, b gives
     assert jids(works) == ["b1", "b2"] and {w.queue for w in works} == {"b"}
     assert queued(config, "a") == [job("a3"), job("a4")]
     assert listed(config) == [job("b2", "b"), job("b1", "b")]
     config.redis().srem(config.keys.paused, "a")  # by hand: no wake, but a paused queue was never counted empty
-    assert jids(batch(f, 4, 4)) == ["a3", "a4"]
+    assert jids(fetch_k(f, 4, 4)) == ["a3", "a4"]
 
 
-def test_a_guess_run_dry_mid_batch_is_followed_by_the_next_queues_in_order(config):
+def test_a_guess_run_dry_mid_lookahead_is_followed_by_the_next_queues_in_order(config):
     r, k = config.redis(), config.keys
     push(config, "a", "a1", "a2", "a3")
     push(config, "b", "b1", "b2")
     push(config, "c", *(f"c{i}" for i in range(5)))
     f = fetcher(config, ("a", "b", "c"))
-    works = batch(f, 1, 8)
+    works = fetch_k(f, 1, 8)
     assert jids(works) == ["a1", "a2", "a3", "b1", "b2", "c0", "c1", "c2"]
     assert [w.queue for w in works] == ["a"] * 3 + ["b"] * 2 + ["c"] * 3
     assert listed(config) == [w.raw for w in reversed(works)]  # newest at the head, no mark
     assert r.hget(k.ahead, OWNER) == b"1:8:0"
     assert queued(config, "c") == [job("c3", "c"), job("c4", "c")]
-    works = batch(f, 2, 8)  # the guess is c, and a, b are known empty
+    works = fetch_k(f, 2, 8)  # the guess is c, and a, b are known empty
     assert jids(works) == ["c3", "c4"] and r.hget(k.ahead, OWNER) == b"2:2:0"
 
 
@@ -133,10 +133,10 @@ def test_a_job_before_the_guess_wins_and_the_guess_goes_back(config):
     push(config, "a", "a1")
     push(config, "b", *(f"b{i}" for i in range(6)))
     f = fetcher(config, ("a", "b"))
-    assert jids(batch(f, 1, 3)) == ["a1", "b0", "b1"]  # the guess is now b
+    assert jids(fetch_k(f, 1, 3)) == ["a1", "b0", "b1"]  # the guess is now b
     push(config, "a", "a2", wake=False)  # outside cogworker: no wake, a still "known empty"
     f.empty.forget()  # as after RESCAN: the fetch names every queue
-    works = batch(f, 2, 3)
+    works = fetch_k(f, 2, 3)
     assert jids(works) == ["a2", "b2", "b3"] and [w.queue for w in works] == ["a", "b", "b"]
     assert queued(config, "b") == [job(f"b{i}", "b") for i in (4, 5)]
 
@@ -146,12 +146,12 @@ def test_a_wake_since_makes_it_stale_and_its_moves_go_back(config):
     push(config, "a", "a1")
     push(config, "b", *(f"b{i}" for i in range(6)))
     f = fetcher(config, ("a", "b"))
-    assert jids(batch(f, 1, 3)) == ["a1", "b0", "b1"]  # a found empty at the wake's newest ID
+    assert jids(fetch_k(f, 1, 3)) == ["a1", "b0", "b1"]  # a found empty at the wake's newest ID
     push(config, "a", "a2")  # fills a: wakes the stream
-    assert batch(f, 2, 3, acks=[(job("a1"), "a1")]) == []  # stale: nothing taken, the ack landed
+    assert fetch_k(f, 2, 3, acks=[(job("a1"), "a1")]) == []  # stale: nothing taken, the ack landed
     assert queued(config, "b") == [job(f"b{i}", "b") for i in range(2, 6)]
     assert listed(config) == [job("b1", "b"), job("b0", "b")] and r.hget(k.ahead, OWNER) is None
-    assert jids(batch(f, 3, 3)) == ["a2", "b2", "b3"]  # names every queue
+    assert jids(fetch_k(f, 3, 3)) == ["a2", "b2", "b3"]  # names every queue
 
 
 def test_a_queue_key_of_the_wrong_type_is_reported_and_skipped(config, caplog):
@@ -159,44 +159,44 @@ def test_a_queue_key_of_the_wrong_type_is_reported_and_skipped(config, caplog):
     push(config, "a", "a1", "a2")
     push(config, "b", "b1", "b2", "b3")
     f = fetcher(config, ("a", "b"))
-    assert jids(batch(f, 1, 2)) == ["a1", "a2"]  # the guess is a
+    assert jids(fetch_k(f, 1, 2)) == ["a1", "a2"]  # the guess is a
     r.set(k.queue("a"), "not a list")  # every LMOVE of the MULTI fails: none moved
-    assert batch(f, 2, 4) == []  # cut after a, the guess
+    assert fetch_k(f, 2, 4) == []  # cut after a, the guess
     assert "holds the wrong type" in caplog.text
-    works = batch(f, 2, 4)  # every queue named
+    works = fetch_k(f, 2, 4)  # every queue named
     assert jids(works) == ["b1", "b2", "b3"]
     assert "holds the wrong type" in caplog.text
     assert marks(config) == []
     r.delete(k.queue("a"))
     push(config, "a", "a3")
     r.set(k.queue("b"), "not a list")  # the guess is b now, of the wrong type: nothing moved
-    assert jids(batch(f, 3, 4)) == ["a3"]  # the queue choice's, from the first queue
+    assert jids(fetch_k(f, 3, 4)) == ["a3"]  # the queue choice's, from the first queue
     r.delete(k.queue("b"))
     push(config, "b", "b4", "b5")
-    assert jids(batch(f, 4, 4)) == ["b4", "b5"]  # the guess is b again
+    assert jids(fetch_k(f, 4, 4)) == ["b4", "b5"]  # the guess is b again
     push(config, "b", "b6", "b7")
     r.set(k.queue("a"), "not a list")  # before the guess, and it exists: b's moves go back
-    assert jids(batch(f, 5, 4)) == ["b6", "b7"]  # a skipped, b's in order all the same
+    assert jids(fetch_k(f, 5, 4)) == ["b6", "b7"]  # a skipped, b's in order all the same
     assert marks(config) == [] and queued(config, "b") == []
 
 
-def test_the_batch_survives_a_script_flush(config):
+def test_the_lookahead_survives_a_script_flush(config):
     """NOSCRIPT inside the MULTI: the plain commands ran, the script then runs on what they left."""
     push(config, "a", *(f"j{i}" for i in range(5)))
     f = fetcher(config)
-    assert jids(batch(f, 1, 2)) == ["j0", "j1"]
+    assert jids(fetch_k(f, 1, 2)) == ["j0", "j1"]
     config.redis().script_flush()
-    assert jids(batch(f, 2, 2, acks=[(job("j0"), "j0")])) == ["j2", "j3"]
+    assert jids(fetch_k(f, 2, 2, acks=[(job("j0"), "j0")])) == ["j2", "j3"]
     assert listed(config) == [job("j3"), job("j2"), job("j1")]
     assert config.redis().hget(config.keys.ahead, OWNER) == b"2:2:0"
 
 
-def test_with_the_lease_run_out_the_batch_is_fetch_batch_lua(config):
+def test_with_the_lease_run_out_the_lookahead_is_fetch_ahead_lua(config):
     push(config, "a", "a1", "a2", "a3")
     f = fetcher(config)
     f.confirmed_at = float("-inf")
-    assert jids(batch(f, 1, 2, moved=False)) == ["a1", "a2"]
-    assert jids(batch(f, 2, 2, acks=[(job("a1"), "a1")])) == ["a3"]  # vouched for: the MULTI again
+    assert jids(fetch_k(f, 1, 2, moved=False)) == ["a1", "a2"]
+    assert jids(fetch_k(f, 2, 2, acks=[(job("a1"), "a1")])) == ["a3"]  # vouched for: the MULTI again
 
 
 def test_a_stray_mark_under_the_fetch_is_not_mistaken_for_its_own(config):
@@ -205,13 +205,14 @@ def test_a_stray_mark_under_the_fetch_is_not_mistaken_for_its_own(config):
     push(config, "a", "a1", "a2", "a3", "a4")
     f = fetcher(config)
     r.lpush(k.in_progress(OWNER), MARK + b":7", MARK)
-    assert jids(batch(f, 8, 3)) == ["a1", "a2", "a3"]
+    assert jids(fetch_k(f, 8, 3)) == ["a1", "a2", "a3"]
     assert listed(config) == [job("a3"), job("a2"), job("a1"), MARK, MARK + b":7"]
     assert r.hget(k.ahead, OWNER) == b"8:3:0"
 
 
-def test_a_reconcile_drops_a_stray_batch_mark(config):
+def test_a_reconcile_drops_a_stray_lookahead_mark(config):
     from cogworker.engine.loop import Worker
+
     r, k = config.redis(), config.keys
     w = Worker([("default", None)], config=config, block_timeout=0)
     r.lpush(k.in_progress(w.identity), MARK + b":3")

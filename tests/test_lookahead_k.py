@@ -1,17 +1,17 @@
-"""Look-ahead of K jobs per round trip (issue 14, docs/architecture.md#batch), driven with
+"""Look-ahead of K jobs per round trip (issue 14, docs/architecture.md#lookahead-k), driven with
 real ``Fetcher``/``Siblings``/``Slots`` objects on a private redis-server:
 
-- every job a batch fetch takes sits on the fetching identity's own list, and the acks
+- every job a look-ahead fetch takes sits on the fetching identity's own list, and the acks
   riding on it (several) are written in the same step, behind the fence once the lease
-  ran out (while it holds, by plain commands: tests/test_lookahead_batch_moved.py);
+  ran out (while it holds, by plain commands: tests/test_lookahead_k_moved.py);
 - an idle sibling takes any of the K not started (newest first, one per take); the
   owner's claim keeps exactly the ones nobody took;
 - the master's return sends every job not started back, in queue order;
-- the slot lists the batch's held acks, which a dying child's master drops;
+- the slot lists the look-ahead's held acks, which a dying child's master drops;
 - K adapts: it stays 1 for CPU-bound jobs and while a sibling is idle, grows for short
   jobs on a deep queue, shrinks when the queue runs short;
-- priority: a job pushed to a higher queue after a batch fetch waits for at most that
-  batch's K jobs (the README's bound), and the next batch takes it first.
+- priority: a job pushed to a higher queue after a look-ahead fetch waits for at most that
+  look-ahead's K jobs (the documented bound), and the next look-ahead takes it first.
 """
 
 from __future__ import annotations
@@ -51,12 +51,12 @@ def queued(config, queue="default"):
     return list(reversed(config.redis().lrange(config.keys.queue(queue), 0, -1)))
 
 
-def batch(fetcher, number, k, acks=()):
+def fetch_k(fetcher, number, k, acks=()):
     return fetcher.read_ahead_all(fetcher.send_ahead(number, None, None, k, tuple(acks)))
 
 
 class Pair:
-    """An owner that fetched a batch of ``k`` ahead, and a sibling that runs dry."""
+    """An owner that fetched a look-ahead of ``k`` ahead, and a sibling that runs dry."""
 
     def __init__(self, config, n=4, k=4):
         self.config = config
@@ -72,13 +72,13 @@ class Pair:
         self.taker_fetcher = Fetcher(config, TAKER, [("default", None)])
         push(config, *(f"j{i}" for i in range(n)))
         self.owner_slot.ahead(1, None)
-        self.held = deque(batch(self.fetcher, 1, k))
+        self.held = deque(fetch_k(self.fetcher, 1, k))
 
 
-def test_a_batch_lands_on_the_own_list_and_its_acks_ride_on_it(own_config):
+def test_a_lookahead_lands_on_the_own_list_and_its_acks_ride_on_it(own_config):
     push(own_config, "a", "b", "c", "d", "e")
     f = Fetcher(own_config, OWNER, [("default", None)])
-    works = batch(f, 1, 3)
+    works = fetch_k(f, 1, 3)
     assert [w.jid() for w in works] == ["a", "b", "c"]  # oldest first
     assert listed(own_config, OWNER) == [job("c"), job("b"), job("a")]  # nothing in memory only
     assert own_config.redis().hget(own_config.keys.ahead, OWNER) == b"1:3:0"
@@ -86,31 +86,31 @@ def test_a_batch_lands_on_the_own_list_and_its_acks_ride_on_it(own_config):
     r.set(own_config.keys.orphanings("a"), 1)
     r.set(own_config.keys.orphanings("b"), 2)
     r.set(own_config.keys.orphanings("c"), 1)  # still running: its counter stays
-    # a and b ran: both acks ride on the next batch, with their orphan counters deleted.
-    works = batch(f, 2, 3, acks=[(job("a"), "a"), (job("b"), "b")])
+    # a and b ran: both acks ride on the next look-ahead, with their orphan counters deleted.
+    works = fetch_k(f, 2, 3, acks=[(job("a"), "a"), (job("b"), "b")])
     assert [w.jid() for w in works] == ["d", "e"]
     assert listed(own_config, OWNER) == [job("e"), job("d"), job("c")]
     assert r.get(own_config.keys.orphanings("a")) is None and r.get(own_config.keys.orphanings("b")) is None
     assert r.get(own_config.keys.orphanings("c")) == b"1"
     assert r.hget(own_config.keys.ahead, OWNER) == b"2:2:0"
-    assert batch(f, 3, 3, acks=[(job("c"), "c")]) == []  # empty: the record goes
+    assert fetch_k(f, 3, 3, acks=[(job("c"), "c")]) == []  # empty: the record goes
     assert r.hget(own_config.keys.ahead, OWNER) is None and listed(own_config, OWNER) == [job("e"), job("d")]
 
 
-def test_a_fenced_identitys_batch_fetch_is_refused_acks_included(own_config):
+def test_a_fenced_identitys_lookahead_fetch_is_refused_acks_included(own_config):
     push(own_config, "a", "b", "c")
     f = Fetcher(own_config, OWNER, [("default", None)])
-    batch(f, 1, 2)
-    # Fenced once its lease ran out (only then can anyone declare it dead): fetch_batch.lua,
-    # the acks behind its fence check (tests/test_lookahead_batch_moved.py: with the lease).
+    fetch_k(f, 1, 2)
+    # Fenced once its lease ran out (only then can anyone declare it dead): fetch_ahead.lua,
+    # the acks behind its fence check (tests/test_lookahead_k_moved.py: with the lease).
     f.confirmed_at = float("-inf")
     own_config.redis().set(own_config.keys.fenced(OWNER), 1)
     with pytest.raises(Fenced):
-        batch(f, 2, 4, acks=[(job("a"), "a")])
+        fetch_k(f, 2, 4, acks=[(job("a"), "a")])
     assert listed(own_config, OWNER) == [job("b"), job("a")] and queued(own_config) == [job("c")]
 
 
-def test_an_idle_sibling_takes_any_of_the_batch_and_the_owner_keeps_the_rest(own_config):
+def test_an_idle_sibling_takes_any_of_the_lookahead_and_the_owner_keeps_the_rest(own_config):
     pair = Pair(own_config, n=4, k=4)
     # The owner starts the oldest (no round trip: nobody tried).
     assert pair.owner.claim_next(pair.held, pair.fetcher).jid() == "j0"
@@ -146,7 +146,7 @@ def test_the_master_returns_every_job_not_started_in_queue_order(own_config):
     assert listed(own_config, OWNER) == [job("j0")]
 
 
-def test_the_slot_lists_the_batchs_held_acks_until_the_fetch_comes_back():
+def test_the_slot_lists_the_lookaheads_held_acks_until_the_fetch_comes_back():
     slots = Slots(1)
     slots.reset(0)
     w = slots.writer(0)
@@ -172,8 +172,9 @@ def test_k_stays_one_for_jobs_several_round_trips_long(seconds):
         assert depth.k == 1
 
 
-@pytest.mark.parametrize("seconds, k", [(0.00003, 32), (0.00006, 32), (0.0001, 16), (0.0002, 8), (0.0003, 4),
-                                        (0.0006, 4)])
+@pytest.mark.parametrize(
+    "seconds, k", [(0.00003, 32), (0.00006, 32), (0.0001, 16), (0.0002, 8), (0.0003, 4), (0.0006, 4)]
+)
 def test_k_for_jobs_about_a_round_trip_long(seconds, k):
     depth = Depth()
     for _ in range(20):
@@ -199,14 +200,14 @@ def test_k_grows_for_short_jobs_on_a_deep_queue_and_adapts():
     assert depth.k == 1
 
 
-def test_a_higher_priority_job_waits_for_at_most_one_batch(own_config):
+def test_a_higher_priority_job_waits_for_at_most_one_lookahead(own_config):
     queues = [("high", None), ("low", None)]
     f = Fetcher(own_config, OWNER, queues)
     push(own_config, *(f"l{i}" for i in range(10)), queue="low")
-    first = batch(f, 1, 4)
+    first = fetch_k(f, 1, 4)
     push(own_config, "h", queue="high")
-    second = batch(f, 2, 4)
-    third = batch(f, 3, 4)
+    second = fetch_k(f, 2, 4)
+    third = fetch_k(f, 3, 4)
     # The 4 low jobs fetched before the push run first (the bound: K jobs); then "h". The
     # fetch after the push left out "high" (found empty by the first): stale, it took
     # nothing, and the next named every queue (docs/architecture.md#idle-queues).
@@ -215,19 +216,19 @@ def test_a_higher_priority_job_waits_for_at_most_one_batch(own_config):
     assert [w.jid() for w in third] == ["h", "l4", "l5", "l6"]
 
 
-def test_a_batch_of_32_lands_in_order_and_its_31_acks_ride_on_the_next(own_config):
+def test_a_lookahead_of_32_lands_in_order_and_its_31_acks_ride_on_the_next(own_config):
     """K = 32: the first job by the queue choice, the 31 others in one pop and one push;
     the list, the record and the acks as for any K."""
     push(own_config, *(f"j{i:02d}" for i in range(70)))
     f = Fetcher(own_config, OWNER, [("default", None)])
     r = own_config.redis()
-    works = batch(f, 1, 32)
+    works = fetch_k(f, 1, 32)
     assert [w.jid() for w in works] == [f"j{i:02d}" for i in range(32)]  # oldest first
     assert listed(own_config, OWNER) == [job(f"j{i:02d}") for i in reversed(range(32))]
     assert r.hget(own_config.keys.ahead, OWNER) == b"1:32:0"
     for i in range(31):
         r.set(own_config.keys.orphanings(f"j{i:02d}"), 1)
-    works = batch(f, 2, 32, acks=[(job(f"j{i:02d}"), f"j{i:02d}") for i in range(31)])
+    works = fetch_k(f, 2, 32, acks=[(job(f"j{i:02d}"), f"j{i:02d}") for i in range(31)])
     assert [w.jid() for w in works] == [f"j{i:02d}" for i in range(32, 64)]
     assert listed(own_config, OWNER) == [job(f"j{i:02d}") for i in reversed(range(31, 64))]
     assert all(r.get(own_config.keys.orphanings(f"j{i:02d}")) is None for i in range(31))
@@ -235,36 +236,36 @@ def test_a_batch_of_32_lands_in_order_and_its_31_acks_ride_on_the_next(own_confi
     assert queued(own_config) == [job(f"j{i:02d}") for i in range(64, 70)]
 
 
-def test_a_batch_of_32_takes_queues_in_strict_order_and_skips_paused_ones(own_config):
+def test_a_lookahead_of_32_takes_queues_in_strict_order_and_skips_paused_ones(own_config):
     queues = [("high", None), ("mid", None), ("low", None)]
     push(own_config, *(f"h{i:02d}" for i in range(20)), queue="high")
     push(own_config, *(f"m{i:02d}" for i in range(20)), queue="mid")
     push(own_config, *(f"l{i:02d}" for i in range(20)), queue="low")
     f = Fetcher(own_config, OWNER, queues)
-    works = batch(f, 1, 32)
+    works = fetch_k(f, 1, 32)
     assert [w.jid() for w in works] == [f"h{i:02d}" for i in range(20)] + [f"m{i:02d}" for i in range(12)]
     assert [w.queue for w in works] == ["high"] * 20 + ["mid"] * 12
     own_config.redis().sadd(own_config.keys.paused, "mid")
     # (The first fetch after it may be stale, taking nothing: high was found empty before,
     # docs/architecture.md#idle-queues; the next names every queue.)
-    works = batch(f, 2, 32) or batch(f, 3, 32)
+    works = fetch_k(f, 2, 32) or fetch_k(f, 3, 32)
     assert [w.jid() for w in works] == [f"l{i:02d}" for i in range(20)]  # mid is paused: left as it is
     assert queued(own_config, "mid") == [job(f"m{i:02d}", "mid") for i in range(12, 20)]
 
 
-def test_a_fenced_identitys_batch_of_32_is_refused_its_31_acks_included(own_config):
+def test_a_fenced_identitys_lookahead_of_32_is_refused_its_31_acks_included(own_config):
     push(own_config, *(f"j{i:02d}" for i in range(40)))
     f = Fetcher(own_config, OWNER, [("default", None)])
-    batch(f, 1, 32)
-    f.confirmed_at = float("-inf")  # the lease ran out: fetch_batch.lua, as above
+    fetch_k(f, 1, 32)
+    f.confirmed_at = float("-inf")  # the lease ran out: fetch_ahead.lua, as above
     own_config.redis().set(own_config.keys.fenced(OWNER), 1)
     with pytest.raises(Fenced):
-        batch(f, 2, 32, acks=[(job(f"j{i:02d}"), f"j{i:02d}") for i in range(31)])
+        fetch_k(f, 2, 32, acks=[(job(f"j{i:02d}"), f"j{i:02d}") for i in range(31)])
     assert listed(own_config, OWNER) == [job(f"j{i:02d}") for i in reversed(range(32))]
     assert queued(own_config) == [job(f"j{i:02d}") for i in range(32, 40)]
 
 
-def test_a_sibling_takes_31_of_a_batch_of_32_and_the_master_returns_the_rest_of_another(own_config):
+def test_a_sibling_takes_31_of_a_lookahead_of_32_and_the_master_returns_the_rest_of_another(own_config):
     pair = Pair(own_config, n=40, k=32)
     assert pair.owner.claim_next(pair.held, pair.fetcher).jid() == "j0"
     assert [pair.taker.take(pair.taker_fetcher).jid() for _ in range(31)] == [f"j{i}" for i in range(31, 0, -1)]
@@ -273,7 +274,7 @@ def test_a_sibling_takes_31_of_a_batch_of_32_and_the_master_returns_the_rest_of_
     assert listed(own_config, OWNER) == [job("j0")] and len(listed(own_config, TAKER)) == 31
 
 
-def test_the_master_returns_31_not_started_of_a_batch_of_32_in_queue_order(own_config):
+def test_the_master_returns_31_not_started_of_a_lookahead_of_32_in_queue_order(own_config):
     pair = Pair(own_config, n=40, k=32)
     assert pair.owner.claim_next(pair.held, pair.fetcher).jid() == "j0"
     state = pair.slots.read(0)
@@ -300,9 +301,9 @@ def test_held_acks_appended_one_by_one_list_as_the_whole_list_would():
     jids = [f"{i:032x}" for i in range(MAX_ACKS + 2)]
     for n, jid in enumerate(jids, 1):
         w.ack_held(jid)
-        assert slots.read(0).acks == tuple(jids[:min(n, MAX_ACKS)])  # the first MAX_ACKS, as acks() keeps
+        assert slots.read(0).acks == tuple(jids[: min(n, MAX_ACKS)])  # the first MAX_ACKS, as acks() keeps
     w.ahead(1, "x")
-    w.came_back()  # the acks rode on the fetch: cleared, and the next batch's list starts over
+    w.came_back()  # the acks rode on the fetch: cleared, and the next look-ahead's list starts over
     w.ack_held("b0")
     w.ack_held(None)
     assert slots.read(0).acks == ("b0", "")
