@@ -23,8 +23,10 @@ NAMESPACE = "{cogworker}"
 QUEUES = ["critical", "default", "emails", "reports", "webhooks", "low"]
 GROUPS = (("critical", "default"),)  # strict order between these two: one shard
 MASTERS = [(0, 5460), (5461, 10922), (10923, 16383)]
-SHARD_KEYS = "queue:&lt;q&gt; · in_progress:* · last_beat · fenced:*<br/>schedule · retry · dead · paused · wake<br/>" \
-             "status · results · unique:* · limits"
+SHARD_KEYS = (
+    "queue:&lt;q&gt; · in_progress:* · last_beat · fenced:*<br/>schedule · retry · dead · paused · wake<br/>"
+    "status · results · unique:* · limits"
+)
 FLEET_KEYS = "shards · periodic:* · stats:*<br/>throughput:* · masters' process:* · control:*"
 
 
@@ -33,15 +35,18 @@ def master_of(slot: int) -> int:
 
 
 def cell(title: str, detail: str, color: str) -> str:
-    return (f'<table border="1" cellborder="0" cellpadding="4" color="#4a6fa5" bgcolor="{color}" style="rounded">'
-            f'<tr><td><b>{title}</b></td></tr><tr><td><font point-size="9">{detail}</font></td></tr></table>')
+    return (
+        f'<table border="1" cellborder="0" cellpadding="4" color="#4a6fa5" bgcolor="{color}" style="rounded">'
+        f'<tr><td><b>{title}</b></td></tr><tr><td><font point-size="9">{detail}</font></td></tr></table>'
+    )
 
 
 def namespace_row() -> list[list[str]]:
     slot = key_slot(Keys(NAMESPACE).queue("x"))
     cells: list[list[str]] = [[], [], []]
-    cells[master_of(slot)].append(cell(f"{NAMESPACE} slot {slot}", "every key of every queue<br/>and of the fleet",
-                                       "#fde8cc"))
+    cells[master_of(slot)].append(
+        cell(f"{NAMESPACE} slot {slot}", "every key of every queue<br/>and of the fleet", "#fde8cc")
+    )
     return cells
 
 
@@ -51,8 +56,7 @@ def queue_row() -> list[list[str]]:
         namespace = layout.shard_namespace(NAMESPACE, shard)
         slot = key_slot(Keys(namespace).queue(shard))
         queues = ", ".join(q for q in QUEUES if layout.shard_name(GROUPS, q) == shard)
-        cells[master_of(slot)].append(cell(f"{namespace} slot {slot}", f"queues: {queues}<br/>{SHARD_KEYS}",
-                                           "#eef3fb"))
+        cells[master_of(slot)].append(cell(f"{namespace} slot {slot}", f"queues: {queues}<br/>{SHARD_KEYS}", "#eef3fb"))
     fleet = key_slot(Keys(NAMESPACE).shards)
     cells[master_of(fleet)].append(cell(f"{NAMESPACE} slot {fleet}: the fleet", FLEET_KEYS, "#e3f1e0"))
     return cells
@@ -66,23 +70,29 @@ def stack(cells: list[str]) -> str:
 
 
 def table() -> str:
-    head = "".join(f'<td bgcolor="#dddddd"><b>master {i + 1}</b><br/>slots {low}-{high}</td>'
-                   for i, (low, high) in enumerate(MASTERS))
-    rows = [f'<tr><td></td>{head}</tr>']
-    for title, cells in (("namespace layout<br/>(the default)", namespace_row()),
-                         ("queue layout<br/>COGWORKER_CLUSTER_LAYOUT=queue<br/>"
-                          "COGWORKER_CLUSTER_SHARDS=critical,default", queue_row())):
+    head = "".join(
+        f'<td bgcolor="#dddddd"><b>master {i + 1}</b><br/>slots {low}-{high}</td>'
+        for i, (low, high) in enumerate(MASTERS)
+    )
+    rows = [f"<tr><td></td>{head}</tr>"]
+    for title, cells in (
+        ("namespace layout<br/>(the default)", namespace_row()),
+        ("queue layout<br/>COGWORKER_CLUSTER_LAYOUT=queue<br/>COGWORKER_CLUSTER_SHARDS=critical,default", queue_row()),
+    ):
         tds = "".join('<td valign="top">' + stack(c) + "</td>" for c in cells)
-        rows.append(f'<tr><td><b>{title}</b></td>{tds}</tr>')
+        rows.append(f"<tr><td><b>{title}</b></td>{tds}</tr>")
     return '<table border="0" cellspacing="8">' + "".join(rows) + "</table>"
 
 
 def main() -> None:
-    source = ('digraph layout {\n  node [shape=plaintext, fontname="Helvetica"];\n'
-              f'  grid [label=<{table()}>];\n}}\n')
+    source = f'digraph layout {{\n  node [shape=plaintext, fontname="Helvetica"];\n  grid [label=<{table()}>];\n}}\n'
     (ROOT / "docs" / "cluster-layout.dot").write_text(source)
-    subprocess.run(["dot", "-Tpng", "-Gdpi=110", "-o", str(ROOT / "docs" / "cluster-layout.png")],
-                   input=source, text=True, check=True)
+    subprocess.run(
+        ["dot", "-Tpng", "-Gdpi=110", "-o", str(ROOT / "docs" / "cluster-layout.png")],
+        input=source,
+        text=True,
+        check=True,
+    )
 
 
 if __name__ == "__main__":

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import ast
 import subprocess
+import tomllib
 from collections import defaultdict
 from pathlib import Path
-
-import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -95,9 +94,13 @@ def label(package: str, names: list[str], width: int = 34) -> str:
 
 def dot() -> str:
     graph, inside = edges(), members()
-    lines = ["digraph layers {", '  rankdir=TB; nodesep=0.35; ranksep=0.45;',
-             '  node [shape=box, style="rounded,filled", fillcolor="#eef3fb", color="#4a6fa5",'
-             ' fontname="Helvetica", fontsize=12];', '  edge [color="#8a9bb5", arrowsize=0.6];']
+    lines = [
+        "digraph layers {",
+        "  rankdir=TB; nodesep=0.35; ranksep=0.45;",
+        '  node [shape=box, style="rounded,filled", fillcolor="#eef3fb", color="#4a6fa5",'
+        ' fontname="Helvetica", fontsize=12];',
+        '  edge [color="#8a9bb5", arrowsize=0.6];',
+    ]
     for rank in [*layers(), ["redis-py"]]:
         names = " ".join(f'"{n}"' for n in rank)
         lines.append(f"  {{ rank=same; {names} }}")
@@ -117,8 +120,7 @@ def main() -> None:
     (DOCS / "layers.dot").write_text(source)
     # tred drops an arrow that another path already implies, so the picture stays readable
     reduced = subprocess.run(["tred"], input=source, capture_output=True, text=True, check=True).stdout
-    subprocess.run(["dot", "-Tpng", "-Gdpi=110", "-o", str(DOCS / "layers.png")], input=reduced, text=True,
-                   check=True)
+    subprocess.run(["dot", "-Tpng", "-Gdpi=110", "-o", str(DOCS / "layers.png")], input=reduced, text=True, check=True)
 
 
 if __name__ == "__main__":
