@@ -5,6 +5,7 @@ This file only uses the standard library: it first makes sure the peers' venv ex
 (the orchestrator's only needs), it re-runs itself with the peers' interpreter.
 cogworker itself always runs from the project's interpreter (see bench/run.py).
 """
+
 import argparse
 import os
 import sys
@@ -16,14 +17,14 @@ WORKLOADS = ["throughput", "truenoop", "curves", "cpu", "latency", "enqueue", "m
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true",
-                    help="fewer jobs and one repetition: a 2-3 minute smoke run")
-    ap.add_argument("--systems", default="",
-                    help="comma-separated system or library names (default: all), e.g. cogworker,celery")
-    ap.add_argument("--workloads", default="",
-                    help=f"comma-separated, from: {','.join(WORKLOADS)} (default: all)")
-    ap.add_argument("--reps", type=int, default=None,
-                    help="repetitions per measurement (default: 3, or 1 with --quick)")
+    ap.add_argument("--quick", action="store_true", help="fewer jobs and one repetition: a 2-3 minute smoke run")
+    ap.add_argument(
+        "--systems", default="", help="comma-separated system or library names (default: all), e.g. cogworker,celery"
+    )
+    ap.add_argument("--workloads", default="", help=f"comma-separated, from: {','.join(WORKLOADS)} (default: all)")
+    ap.add_argument(
+        "--reps", type=int, default=None, help="repetitions per measurement (default: 3, or 1 with --quick)"
+    )
     args = ap.parse_args(argv)
     args.workloads = [w for w in args.workloads.split(",") if w] or WORKLOADS
     unknown = set(args.workloads) - set(WORKLOADS)
@@ -47,6 +48,7 @@ def main(argv=None):
         os.chdir(env.REPO)
         os.execv(str(env.PEERS_PYTHON), [str(env.PEERS_PYTHON), "-m", "bench", *argv])
     from bench import run
+
     try:
         return run.main(args)
     except KeyboardInterrupt:

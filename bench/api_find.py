@@ -46,19 +46,37 @@ def main() -> None:
         config = cogworker.configure(redis_url=server.url)
         r = config.redis()
         for start in range(0, n, 10_000):
-            r.zadd(config.keys.dead, {json.dumps({"class": "app.job", "args": [i], "jid": uuid.uuid4().hex,
-                                                  "queue": "default", "error_class": "ValueError",
-                                                  "error_message": "boom", "failed_at": time.time()},
-                                                 separators=(",", ":")): i for i in range(start, start + 10_000)})
+            r.zadd(
+                config.keys.dead,
+                {
+                    json.dumps(
+                        {
+                            "class": "app.job",
+                            "args": [i],
+                            "jid": uuid.uuid4().hex,
+                            "queue": "default",
+                            "error_class": "ValueError",
+                            "error_message": "boom",
+                            "failed_at": time.time(),
+                        },
+                        separators=(",", ":"),
+                    ): i
+                    for i in range(start, start + 10_000)
+                },
+            )
         r.config_set("slowlog-log-slower-than", 0)
         r.config_set("slowlog-max-len", 100_000)
-        for label, find in (("ZSCAN MATCH, chunks of 5000 (the API)", lambda: api.DeadSet().find("absent")),
-                            ("one Lua script, string.find", lambda: r.eval(LUA_SCAN, 1, config.keys.dead, "absent"))):
+        for label, find in (
+            ("ZSCAN MATCH, chunks of 5000 (the API)", lambda: api.DeadSet().find("absent")),
+            ("one Lua script, string.find", lambda: r.eval(LUA_SCAN, 1, config.keys.dead, "absent")),
+        ):
             r.slowlog_reset()
             started = time.perf_counter()
             assert find() is None
-            print(f"{label}: {time.perf_counter() - started:.2f} s for {n} entries; "
-                  f"longest Redis command {longest_ms(r):.1f} ms")
+            print(
+                f"{label}: {time.perf_counter() - started:.2f} s for {n} entries; "
+                f"longest Redis command {longest_ms(r):.1f} ms"
+            )
     finally:
         server.cleanup()
 

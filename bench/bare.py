@@ -10,6 +10,7 @@ Variants (LPUSH enqueue, fetch from the right: FIFO):
 - ahead:  the lua variant's script, sent just before the job runs and its reply read
           after (cogworker's look-ahead): the round trip overlaps the job.
 """
+
 import argparse
 import json
 import os
@@ -76,7 +77,7 @@ def loop_batch8(r, inprog, size=8):
                 p.lrem(inprog, -1, raw)
             for _ in range(size):
                 p.lmove(QUEUE, inprog, "RIGHT", "LEFT")
-            batch = [raw for raw in p.execute()[len(prev):] if raw is not None]
+            batch = [raw for raw in p.execute()[len(prev) :] if raw is not None]
         if not batch:
             raw = r.blmove(QUEUE, inprog, 1, "RIGHT", "LEFT")
             batch = [raw] if raw is not None else []
@@ -93,8 +94,13 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     r = Redis.from_url(os.environ["BENCH_REDIS_URL"])
     inprog = f"bare:in_progress:{args.index}"
-    loops = {"2rt": loop_2rt, "lua": loop_lua, "ahead": loop_ahead, "batch8": loop_batch8,
-             "batch32": lambda r, inprog: loop_batch8(r, inprog, 32)}
+    loops = {
+        "2rt": loop_2rt,
+        "lua": loop_lua,
+        "ahead": loop_ahead,
+        "batch8": loop_batch8,
+        "batch32": lambda r, inprog: loop_batch8(r, inprog, 32),
+    }
     loops[args.variant](r, inprog)
 
 

@@ -32,7 +32,7 @@ from bench.checkout import app_dir
 from bench.drain import drain_rate
 from bench.redis_server import RedisServer
 
-APP = textwrap.dedent('''
+APP = textwrap.dedent("""
     import cogworker
 
     @cogworker.job
@@ -42,7 +42,7 @@ APP = textwrap.dedent('''
     @cogworker.job
     def done():
         pass
-''')
+""")
 
 
 APP_PATH = app_dir("batch_app", APP)
@@ -96,9 +96,13 @@ def single(n: int, inside: bool) -> float:
 def prefork(n: int, inside: bool) -> float:
     with env() as (config, app, url):
         enqueue(app, n, inside)
-        proc = subprocess.Popen([sys.executable, "-m", "cogworker.prefork.cli", "--procs", "2", "--redis-url", url,
-                                 "batch_app"], env={**os.environ, "PYTHONPATH": APP_PATH},
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cogworker.prefork.cli", "--procs", "2", "--redis-url", url, "batch_app"],
+            env={**os.environ, "PYTHONPATH": APP_PATH},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             return drain_rate(config.redis(), config.keys.queue("default"), n)
         finally:
@@ -112,13 +116,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--jobs", type=int, default=10_000, help="jobs per run")
     ap.add_argument("--only", default="single,prefork2,enqueue", help="figures to take")
     args = ap.parse_args(argv)
-    kinds: dict[str, Callable[[int, bool], float]] = {"single": single, "prefork2": prefork,
-                                                      "enqueue": enqueue_rate}
+    kinds: dict[str, Callable[[int, bool], float]] = {"single": single, "prefork2": prefork, "enqueue": enqueue_rate}
     chosen = [k for k in args.only.split(",") if k]
     figures: dict[tuple[str, bool], list[float]] = {(k, side): [] for k in chosen for side in (True, False)}
     for rep in range(args.reps):
         for kind in chosen:
-            for inside in ((True, False) if rep % 2 == 0 else (False, True)):
+            for inside in (True, False) if rep % 2 == 0 else (False, True):
                 value = kinds[kind](args.jobs, inside)
                 figures[kind, inside].append(value)
                 print(f"rep {rep + 1} {kind:8} {'inside' if inside else 'outside'} {value:,.0f}/s", flush=True)

@@ -20,22 +20,30 @@ def app_dir(module: str, source: str) -> str:
     return str(path)
 
 
-def run_child(checkout: str, code: str, argv: Sequence[str], what: str, prefix: Sequence[str] = (),
-              env: dict[str, str] | None = None) -> str:
+def run_child(
+    checkout: str,
+    code: str,
+    argv: Sequence[str],
+    what: str,
+    prefix: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+) -> str:
     """``python -c code *argv`` with ``checkout``'s interpreter, in its tree (PYTHONPATH
     dropped, so its own cogworker is the one imported; ``env`` added); its stdout.
     ``prefix`` wraps it (valgrind); a failure is a RuntimeError naming ``what``."""
     python = str(Path(checkout, ".venv", "bin", "python"))
     child_env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **(env or {})}
-    done = subprocess.run([*prefix, python, "-c", code, *argv], cwd=checkout, env=child_env,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [*prefix, python, "-c", code, *argv], cwd=checkout, env=child_env, capture_output=True, text=True
+    )
     if done.returncode != 0:
         raise RuntimeError(f"{checkout} {what} failed:\n{done.stderr[-3000:]}")
     return done.stdout
 
 
-def old_new_parser(prog: str, doc: str, jobs: int, reps_help: str | None = None,
-                   jobs_help: str | None = None) -> argparse.ArgumentParser:
+def old_new_parser(
+    prog: str, doc: str, jobs: int, reps_help: str | None = None, jobs_help: str | None = None
+) -> argparse.ArgumentParser:
     """``OLD NEW [--reps N] [--jobs N]``: the two checkouts and how much of each to run."""
     ap = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0])
     ap.add_argument("old")

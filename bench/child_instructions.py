@@ -8,7 +8,7 @@ private redis-server holding the jobs beforehand. The job body calls ``os.getpgi
 counts before the first (``--zero-before``) and dumps them before the second
 (``--dump-before``), so the dump holds exactly that many jobs of the child (all its
 threads: the watchdog's wake-ups make ~1 % of noise). ``Depth.HOLD`` is stretched so
-the look-ahead batch K reaches its 32 under valgrind's slowdown, as it does natively.
+the look-ahead's K reaches its 32 under valgrind's slowdown, as it does natively.
 
     .venv/bin/python -m bench.child_instructions /path/to/old-checkout . --reps 2
 """
@@ -29,7 +29,7 @@ import time
 
 from bench.redis_server import RedisServer
 
-APP = textwrap.dedent('''
+APP = textwrap.dedent("""
     import os
     import cogworker
     from cogworker.engine import lookahead
@@ -46,33 +46,54 @@ APP = textwrap.dedent('''
             os.getpgid(0)  # callgrind --zero-before
         elif n == SKIP + JOBS:
             os.getsid(0)  # callgrind --dump-before
-''')
+""")
 
-ENQUEUE = textwrap.dedent('''
+ENQUEUE = textwrap.dedent("""
     import sys, cogworker, cg_app
     cogworker.configure(redis_url=sys.argv[1])
     total = int(sys.argv[2])
     for s in range(0, total, 1000):
         cg_app.noop.enqueue_many([(i,) for i in range(s, min(total, s + 1000))])
-''')
+""")
 
 
 def per_job(checkout: str, skip: int, jobs: int) -> float:
     work = tempfile.mkdtemp(prefix="cogbench-child-ir-")
     with open(os.path.join(work, "cg_app.py"), "w") as f:
         f.write(APP)
-    env = {**os.environ, "PYTHONPATH": f"{work}:{os.path.abspath(checkout)}", "CG_SKIP": str(skip),
-           "CG_JOBS": str(jobs)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{work}:{os.path.abspath(checkout)}",
+        "CG_SKIP": str(skip),
+        "CG_JOBS": str(jobs),
+    }
     with RedisServer() as server:
-        subprocess.run([sys.executable, "-c", ENQUEUE, server.url, str(skip + jobs + 100)], cwd=checkout,
-                       env=env, check=True)
+        subprocess.run(
+            [sys.executable, "-c", ENQUEUE, server.url, str(skip + jobs + 100)], cwd=checkout, env=env, check=True
+        )
         env["COGWORKER_REDIS_URL"] = server.url
         out = os.path.join(work, "cg.%p")
-        proc = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no",
-                                 "--zero-before=getpgid", "--dump-before=getsid", sys.executable, "-m",
-                                 "cogworker.prefork.cli", "--procs", "1", "cg_app"],
-                                cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={out}",
+                "--dump-instr=no",
+                "--zero-before=getpgid",
+                "--dump-before=getsid",
+                sys.executable,
+                "-m",
+                "cogworker.prefork.cli",
+                "--procs",
+                "1",
+                "cg_app",
+            ],
+            cwd=checkout,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             dump = _wait_dump(work, proc)
         finally:
@@ -107,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     figures: dict[str, list[float]] = {c: [] for c in args.checkouts}
     for rep in range(args.reps):
-        for checkout in (args.checkouts if rep % 2 == 0 else args.checkouts[::-1]):
+        for checkout in args.checkouts if rep % 2 == 0 else args.checkouts[::-1]:
             figures[checkout].append(per_job(checkout, args.skip, args.jobs))
             print(f"rep {rep + 1} {checkout}: {figures[checkout][-1]:,.0f} instructions/job", flush=True)
     first = statistics.median(figures[args.checkouts[0]])

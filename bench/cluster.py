@@ -1,4 +1,4 @@
-"""The same work on one Redis and on a Redis Cluster of 3 masters (README "Past one Redis").
+"""The same work on one Redis and on a Redis Cluster of 3 masters (docs/operations/cluster.md).
 
     python -m bench.cluster                    # 3 rounds of each layout, medians
     python -m bench.cluster --rounds 1 --jobs 1000
@@ -65,6 +65,7 @@ def tags_on_masters(cluster: Any) -> list[str]:
     """One namespace (a hash tag, ``{cw-a}``, ``{cw-b}``, ...) per master of ``cluster``,
     each served by a different master: the first names whose slot falls on each."""
     from cogworker.testing.cluster import key_slot
+
     masters = cluster.masters()
     chosen: dict[str, str] = {}
     for letter in "abcdefghijklmnopqrstuvwxyz":
@@ -85,6 +86,7 @@ def _cpu_and_commands(server: Any) -> tuple[float, int]:
 
 def _configure(url: str, namespace: str, sharded: bool = False) -> Any:
     import cogworker
+
     cogworker.config._config = None
     return cogworker.configure(redis_url=url, namespace=namespace, cluster_layout="queue" if sharded else "namespace")
 
@@ -97,6 +99,7 @@ def _fill(layout: Layout, jobs: int) -> None:
     """Every master emptied, every queue paused and filled with ``jobs`` no-op jobs."""
     from bench.apps import failover_app
     from cogworker import api
+
     for server in layout.masters:
         server.client().flushall()
     for index, namespace in enumerate(layout.namespaces):
@@ -110,6 +113,7 @@ def _fill(layout: Layout, jobs: int) -> None:
 
 def _resume(layout: Layout, clients: dict[str, Any]) -> None:
     from cogworker import api
+
     for index, namespace in enumerate(layout.namespaces):
         _configure(layout.url, namespace, layout.sharded)
         for queue in _queues(index):
@@ -121,6 +125,7 @@ def _busy(layout: Layout, clients: dict[str, Any]) -> bool:
     namespace, made once: a poll opens no connection; the queue layout: ``"shards"``, each
     queue's shard config)."""
     from cogworker.testing.servers import PreforkWorker
+
     if layout.sharded:
         return cluster_layouts.busy(clients["shards"])
     for index, namespace in enumerate(layout.namespaces):
@@ -131,16 +136,23 @@ def _busy(layout: Layout, clients: dict[str, Any]) -> bool:
 
 def one_round(layout: Layout, jobs: int, procs: int) -> dict[str, Any]:
     from cogworker.testing.servers import PreforkWorker
+
     _fill(layout, jobs)
     keys = [int(server.client().dbsize()) for server in layout.masters]
-    env = {"PYTHONPATH": str(ROOT), "BENCH_FAILOVER_LOG": "/dev/null",
-           "COGWORKER_CLUSTER_LAYOUT": "queue" if layout.sharded else "namespace"}
+    env = {
+        "PYTHONPATH": str(ROOT),
+        "BENCH_FAILOVER_LOG": "/dev/null",
+        "COGWORKER_CLUSTER_LAYOUT": "queue" if layout.sharded else "namespace",
+    }
     workers = []
     try:
         for index, namespace in enumerate(layout.namespaces):
             queues = [arg for queue in _queues(index) for arg in ("-q", f"{queue},1")]
-            workers.append(PreforkWorker(layout.url, "bench.apps.failover_app", procs=procs, env=env,
-                                         namespace=namespace, args=tuple(queues)))
+            workers.append(
+                PreforkWorker(
+                    layout.url, "bench.apps.failover_app", procs=procs, env=env, namespace=namespace, args=tuple(queues)
+                )
+            )
         for worker in workers:
             worker.wait_ready()
         clients = _clients(layout)
@@ -157,17 +169,27 @@ def one_round(layout: Layout, jobs: int, procs: int) -> dict[str, Any]:
     total = jobs * QUEUES_PER_WORKER * len(layout.namespaces)
     cpu = [a[0] - b[0] for a, b in zip(after, before, strict=True)]
     commands = [a[1] - b[1] for a, b in zip(after, before, strict=True)]
-    return {"jobs": total, "seconds": elapsed, "jobs_per_s": total / elapsed,
-            "redis_cpu_us_per_job": sum(cpu) / total * 1e6, "redis_commands_per_job": sum(commands) / total,
-            "cpu_share": _shares(cpu), "command_share": _shares(commands), "key_share": _shares(keys)}
+    return {
+        "jobs": total,
+        "seconds": elapsed,
+        "jobs_per_s": total / elapsed,
+        "redis_cpu_us_per_job": sum(cpu) / total * 1e6,
+        "redis_commands_per_job": sum(commands) / total,
+        "cpu_share": _shares(cpu),
+        "command_share": _shares(commands),
+        "key_share": _shares(keys),
+    }
 
 
 def _clients(layout: Layout) -> dict[str, Any]:
     """What the busy check polls, made before the clock: each namespace's client, or in the
     queue layout each queue's shard (its client made here)."""
     if layout.sharded:
-        found = [pair for index, namespace in enumerate(layout.namespaces)
-                 for pair in cluster_layouts.shards(layout.url, namespace, _queues(index))]
+        found = [
+            pair
+            for index, namespace in enumerate(layout.namespaces)
+            for pair in cluster_layouts.shards(layout.url, namespace, _queues(index))
+        ]
         for _, shard in found:
             shard.redis().ping()
         return {"shards": found}
@@ -186,6 +208,7 @@ def _single() -> tuple[Any, Any]:
     """One plain Redis and its replica (each cluster master feeds one, which costs it CPU)."""
     from bench.failover_targets import online_replicas
     from cogworker.testing.servers import RedisServer
+
     single = RedisServer().start()
     replica = RedisServer(args=("--replicaof", "127.0.0.1", str(single.port))).start()
     while online_replicas(single.client()) < 1:
@@ -197,6 +220,7 @@ def layouts(wanted: tuple[str, ...] = LAYOUT_KEYS) -> tuple[list[Layout], list[A
     """The layouts named in ``wanted`` (LAYOUT_KEYS), and what to clean up after them (only
     the servers they need are started)."""
     from cogworker.testing.cluster import Cluster
+
     found: list[Layout] = []
     owned: list[Any] = []
     cluster = Cluster().start() if set(wanted) - {"single"} else None
@@ -214,9 +238,11 @@ def layouts(wanted: tuple[str, ...] = LAYOUT_KEYS) -> tuple[list[Layout], list[A
         found.append(Layout("1 master", single.url, [single], names, "single"))
     if cluster is not None:
         one = ["{cogworker}"] * WORKERS
-        rows = [Layout("3 masters", url, by_tag, tags, "spread"),
-                Layout("3 masters, one namespace", url, by_tag, one, "one"),
-                Layout("3 masters, one namespace, queue layout", url, by_tag, one, "queue", sharded=True)]
+        rows = [
+            Layout("3 masters", url, by_tag, tags, "spread"),
+            Layout("3 masters, one namespace", url, by_tag, one, "one"),
+            Layout("3 masters, one namespace, queue layout", url, by_tag, one, "queue", sharded=True),
+        ]
         found += [row for row in rows if row.key in wanted]
     return found, owned
 
@@ -224,30 +250,42 @@ def layouts(wanted: tuple[str, ...] = LAYOUT_KEYS) -> tuple[list[Layout], list[A
 def summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """Medians over the rounds; each master's shares in the same order (by namespace)."""
     masters = len(rounds[0]["cpu_share"])
-    return {"jobs_per_s": statistics.median(r["jobs_per_s"] for r in rounds),
-            "redis_cpu_us_per_job": statistics.median(r["redis_cpu_us_per_job"] for r in rounds),
-            "redis_commands_per_job": statistics.median(r["redis_commands_per_job"] for r in rounds),
-            **{name: [statistics.median(r[name][i] for r in rounds) for i in range(masters)]
-               for name in ("cpu_share", "command_share", "key_share")},
-            "max_cpu_share": statistics.median(max(r["cpu_share"]) for r in rounds)}
+    return {
+        "jobs_per_s": statistics.median(r["jobs_per_s"] for r in rounds),
+        "redis_cpu_us_per_job": statistics.median(r["redis_cpu_us_per_job"] for r in rounds),
+        "redis_commands_per_job": statistics.median(r["redis_commands_per_job"] for r in rounds),
+        **{
+            name: [statistics.median(r[name][i] for r in rounds) for i in range(masters)]
+            for name in ("cpu_share", "command_share", "key_share")
+        },
+        "max_cpu_share": statistics.median(max(r["cpu_share"]) for r in rounds),
+    }
 
 
 def report(results: dict[str, dict[str, Any]], command: str, args: argparse.Namespace) -> str:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    lines = [f"# The same work on 1 and on 3 Redis masters (medians of {args.rounds})", "",
-             f"`{command}` ({when}); {WORKERS * QUEUES_PER_WORKER} busy queues of {args.jobs:,} no-op jobs each, "
-             f"{WORKERS} `cogworker-prefork --procs {args.procs}` masters (2 queues each); 2 cores, shared.", "",
-             "| layout | jobs/s | Redis CPU per job | commands per job | each master's share of the Redis CPU "
-             "| of the commands | of the keys | busiest master ≤ 50 % |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# The same work on 1 and on 3 Redis masters (medians of {args.rounds})",
+        "",
+        f"`{command}` ({when}); {WORKERS * QUEUES_PER_WORKER} busy queues of {args.jobs:,} no-op jobs each, "
+        f"{WORKERS} `cogworker-prefork --procs {args.procs}` masters (2 queues each); 2 cores, shared.",
+        "",
+        "| layout | jobs/s | Redis CPU per job | commands per job | each master's share of the Redis CPU "
+        "| of the commands | of the keys | busiest master ≤ 50 % |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     base = (results.get("1 master") or next(iter(results.values())))["jobs_per_s"]
     for name, row in results.items():
-        shares = {key: " / ".join(f"{s * 100:.0f} %" for s in row[key])
-                  for key in ("cpu_share", "command_share", "key_share")}
+        shares = {
+            key: " / ".join(f"{s * 100:.0f} %" for s in row[key]) for key in ("cpu_share", "command_share", "key_share")
+        }
         meets = "yes" if row["max_cpu_share"] <= 0.5 else "no"
-        lines.append(f"| {name} | {row['jobs_per_s']:,.0f} ({row['jobs_per_s'] / base:.2f}x) | "
-                     f"{row['redis_cpu_us_per_job']:.1f} µs | {row['redis_commands_per_job']:.2f} | "
-                     f"{shares['cpu_share']} | {shares['command_share']} | "
-                     f"{shares['key_share']} | {meets} ({row['max_cpu_share'] * 100:.0f} %) |")
+        lines.append(
+            f"| {name} | {row['jobs_per_s']:,.0f} ({row['jobs_per_s'] / base:.2f}x) | "
+            f"{row['redis_cpu_us_per_job']:.1f} µs | {row['redis_commands_per_job']:.2f} | "
+            f"{shares['cpu_share']} | {shares['command_share']} | "
+            f"{shares['key_share']} | {meets} ({row['max_cpu_share'] * 100:.0f} %) |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -255,10 +293,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.cluster", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=10000, help="jobs per queue (6 queues)")
-    parser.add_argument("--procs", type=int, default=2,
-                        help="children of each of the 3 prefork masters (the queue layout needs 2 or more)")
-    parser.add_argument("--layouts", default=",".join(LAYOUT_KEYS),
-                        help=f"which layouts, comma-separated, of {','.join(LAYOUT_KEYS)}")
+    parser.add_argument(
+        "--procs",
+        type=int,
+        default=2,
+        help="children of each of the 3 prefork masters (the queue layout needs 2 or more)",
+    )
+    parser.add_argument(
+        "--layouts", default=",".join(LAYOUT_KEYS), help=f"which layouts, comma-separated, of {','.join(LAYOUT_KEYS)}"
+    )
     parser.add_argument("--results", type=Path, default=RESULTS, help="where the results go (default: bench/results)")
     args = parser.parse_args(argv)
     wanted = tuple(key.strip() for key in args.layouts.split(",") if key.strip())
@@ -274,8 +317,11 @@ def main(argv: list[str] | None = None) -> None:
             for layout in found:
                 runs[layout.name].append(one_round(layout, args.jobs, args.procs))
                 row = runs[layout.name][-1]
-                print(f"round {number + 1} {layout.name}: {row['jobs_per_s']:,.0f} jobs/s, CPU shares "
-                      f"{[round(s, 2) for s in row['cpu_share']]}", flush=True)
+                print(
+                    f"round {number + 1} {layout.name}: {row['jobs_per_s']:,.0f} jobs/s, CPU shares "
+                    f"{[round(s, 2) for s in row['cpu_share']]}",
+                    flush=True,
+                )
     finally:
         for thing in owned:
             thing.cleanup()
@@ -291,10 +337,12 @@ def write(runs: dict[str, list[dict[str, Any]]], args: argparse.Namespace, argv:
     args.results.mkdir(parents=True, exist_ok=True)
     shown = {**vars(args), "results": str(args.results)}
     (args.results / f"cluster-{stamp}.json").write_text(
-        json.dumps({"command": command, "args": shown, "rounds": runs, "medians": results}, indent=1) + "\n")
+        json.dumps({"command": command, "args": shown, "rounds": runs, "medians": results}, indent=1) + "\n"
+    )
     text = report(results, command, args)
     (args.results / "cluster-latest.md").write_text(text)
     print(text)
+
 
 if __name__ == "__main__":
     main()

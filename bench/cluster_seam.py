@@ -63,8 +63,11 @@ def main(argv: list[str] | None = None) -> None:
     try:
         slot_config = cogworker.Config(redis_url=cluster.url, namespace="{cwbench}")
         plain_config = cogworker.Config(redis_url=lone.url, namespace="cwbench")
-        clients = {"plain Redis (lone server)": lone.client(), "slot client (cogworker, cluster)": slot_config.redis(),
-                   "RedisCluster (redis-py)": RedisCluster.from_url(cluster.url)}
+        clients = {
+            "plain Redis (lone server)": lone.client(),
+            "slot client (cogworker, cluster)": slot_config.redis(),
+            "RedisCluster (redis-py)": RedisCluster.from_url(cluster.url),
+        }
         rows: dict[str, list[float]] = {name: [] for name in [*clients, "enqueue: plain", "enqueue: cluster"]}
         for _ in range(args.reps):
             for name, client in clients.items():
@@ -75,8 +78,12 @@ def main(argv: list[str] | None = None) -> None:
         cluster.cleanup()
         lone.cleanup()
     base = statistics.median(rows["plain Redis (lone server)"])
-    lines = [f"# Cluster seam: client cost per operation ({args.ops} ops x {args.reps} reps, medians)", "",
-             "| client | µs per op | ratio to plain |", "| --- | ---: | ---: |"]
+    lines = [
+        f"# Cluster seam: client cost per operation ({args.ops} ops x {args.reps} reps, medians)",
+        "",
+        "| client | µs per op | ratio to plain |",
+        "| --- | ---: | ---: |",
+    ]
     for name, values in rows.items():
         ref = base if not name.startswith("enqueue") else statistics.median(rows["enqueue: plain"])
         lines.append(f"| {name} | {statistics.median(values):.1f} | {statistics.median(values) / ref:.2f} |")

@@ -14,6 +14,10 @@ its own source tree, against a fresh private redis-server per measurement.
   prefork `--procs 2` jobs/s, single `enqueue` calls/s; OLD and NEW alternate, `--reps`
   times, medians and NEW/OLD ratios printed.
 
+`--priorities`: a third side, NEW with its jobs enqueued at priorities 10, 0 and -10 in
+turn (a third each, on three lists of the queue): what priorities cost when in use, beside
+what they cost a fleet that uses none (NEW against OLD).
+
 `COGWORKER_BENCH_STATUS=0|1` (or `--status on|off|default`) sets job status/history in
 the checkout that knows them (`configure(status=, history=)`); the other ignores it.
 Run from the repository root: `.venv/bin/python -m bench.compare_commits /work/wt/pre .`
@@ -34,7 +38,7 @@ from bench.drain import checkout_drain_rate
 from bench.redis_server import RedisServer
 
 # Run by each checkout's own interpreter (cwd = the checkout): stdlib + that cogworker only.
-CHILD = textwrap.dedent('''
+CHILD = textwrap.dedent("""
     import inspect, os, sys, time
     mode, url, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     sys.path.insert(0, sys.argv[4])
@@ -48,10 +52,15 @@ CHILD = textwrap.dedent('''
     if mode == "enqueue":
         for start in range(0, n, 1000):
             cmp_app.noop.enqueue_many([(i,) for i in range(start, min(n, start + 1000))])
-    elif mode == "enqueue_single":
+    elif mode == "enqueue_priorities":
+        levels = [cmp_app.noop.options(priority=p) for p in (10, 0, -10)]
+        for i in range(n):
+            levels[i % 3].enqueue(i)
+    elif mode in ("enqueue_single", "enqueue_single_priorities"):
+        levels = [cmp_app.noop.options(priority=p) for p in (10, 0, -10)] if "prio" in mode else [cmp_app.noop]
         started = time.perf_counter()
         for i in range(n):
-            cmp_app.noop.enqueue(i)
+            levels[i % len(levels)].enqueue(i)
         print(n / (time.perf_counter() - started))
     elif mode == "work":
         try:
@@ -64,15 +73,15 @@ CHILD = textwrap.dedent('''
         worker.run()
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu
         print(n / wall, cpu / n)
-''')
+""")
 
-APP = textwrap.dedent('''
+APP = textwrap.dedent("""
     import cogworker
 
     @cogworker.job
     def noop(i):
         pass
-''')
+""")
 
 
 APP_PATH = app_dir("cmp_app", APP)
@@ -87,23 +96,32 @@ def redis_cpu(r) -> float:  # type: ignore[no-untyped-def]
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
-def instructions(checkout: str, n: int) -> tuple[int, dict[str, dict[str, float]], float]:
-    """Ir of the worker process draining n jobs; Redis's commands and CPU over that drain."""
+def instructions(checkout: str, n: int, fill: str = "enqueue") -> tuple[int, dict[str, dict[str, float]], float]:
+    """Ir of the worker process draining n jobs (enqueued by ``fill``); Redis's commands
+    and CPU over that drain."""
     import redis
 
     with RedisServer() as server:
-        child(checkout, "enqueue", server.url, n)
+        child(checkout, fill, server.url, n)
         r = redis.Redis.from_url(server.url)
         r.config_resetstat()
         cpu = redis_cpu(r)
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "cg.out")
-            child(checkout, "work", server.url, n,
-                  ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no"])
+            child(
+                checkout,
+                "work",
+                server.url,
+                n,
+                ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no"],
+            )
             ir = _total_ir(out)
         cpu = redis_cpu(r) - cpu
-        calls = {name.removeprefix("cmdstat_"): {"calls": float(v["calls"]), "usec": float(v["usec"])}
-                 for name, v in r.info("commandstats").items() if name.startswith("cmdstat_")}
+        calls = {
+            name.removeprefix("cmdstat_"): {"calls": float(v["calls"]), "usec": float(v["usec"])}
+            for name, v in r.info("commandstats").items()
+            if name.startswith("cmdstat_")
+        }
         r.close()
     return ir, calls, cpu
 
@@ -116,90 +134,152 @@ def _total_ir(path: str) -> int:
     return int(found.group(1))
 
 
-def per_job(checkout: str, n1: int, n2: int) -> dict[str, object]:
-    ir1, _, _ = instructions(checkout, n1)
-    ir2, calls, cpu = instructions(checkout, n2)
+def per_job(checkout: str, n1: int, n2: int, fill: str = "enqueue") -> dict[str, object]:
+    ir1, _, _ = instructions(checkout, n1, fill)
+    ir2, calls, cpu = instructions(checkout, n2, fill)
     skip = {"info", "config|resetstat", "config", "client|setinfo", "client", "hello", "script|load", "script"}
-    commands = {k: round(v["calls"] / n2, 3) for k, v in sorted(calls.items())
-                if k not in skip and v["calls"] / n2 >= 0.001}
+    commands = {
+        k: round(v["calls"] / n2, 3) for k, v in sorted(calls.items()) if k not in skip and v["calls"] / n2 >= 0.001
+    }
     # Time inside scripts is counted both for EVALSHA and for each command the script ran.
-    top = sum(v["usec"] for k, v in calls.items() if k not in skip and k in ("evalsha", "eval", "exec", "multi")
-              or k not in skip and not _in_scripts(k))
-    return {"ir_per_job": (ir2 - ir1) / (n2 - n1), "commands_per_job": commands,
-            "redis_calls_per_job": round(sum(commands.values()), 3),
-            "redis_usec_per_job": round(top / n2, 2), "redis_cpu_usec_per_job": round(cpu / n2 * 1e6, 2)}
+    top = sum(
+        v["usec"]
+        for k, v in calls.items()
+        if k not in skip and k in ("evalsha", "eval", "exec", "multi") or k not in skip and not _in_scripts(k)
+    )
+    return {
+        "ir_per_job": (ir2 - ir1) / (n2 - n1),
+        "commands_per_job": commands,
+        "redis_calls_per_job": round(sum(commands.values()), 3),
+        "redis_usec_per_job": round(top / n2, 2),
+        "redis_cpu_usec_per_job": round(cpu / n2 * 1e6, 2),
+    }
 
 
 def _in_scripts(command: str) -> bool:
     """Commands the worker's scripts run (their time is inside EVALSHA's already)."""
-    return command in {"lrem", "del", "lmove", "hset", "time", "exists", "smembers", "expire", "rpush", "ltrim",
-                       "hdel", "xrevrange", "zadd", "lpos", "lindex"}
+    return command in {
+        "lrem",
+        "del",
+        "lmove",
+        "hset",
+        "time",
+        "exists",
+        "smembers",
+        "expire",
+        "rpush",
+        "ltrim",
+        "hdel",
+        "xrevrange",
+        "zadd",
+        "lpos",
+        "lindex",
+    }
 
 
-def single(checkout: str, n: int) -> tuple[float, float]:
+def single(checkout: str, n: int, fill: str = "enqueue") -> tuple[float, float, float]:
+    """Jobs/s of the single-process worker, its CPU per job, and Redis's CPU per job over
+    that run (the child's start included: a few ms of an idle server's)."""
+    import redis
+
     with RedisServer() as server:
-        child(checkout, "enqueue", server.url, n)
+        child(checkout, fill, server.url, n)
+        r = redis.Redis.from_url(server.url)
+        before = redis_cpu(r)
         rate, cpu = child(checkout, "work", server.url, n).split()
-    return float(rate), float(cpu) * 1e6
+        used = redis_cpu(r) - before
+        r.close()
+    return float(rate), float(cpu) * 1e6, used / n * 1e6
 
 
-def enqueue_single(checkout: str, n: int) -> float:
+def enqueue_single(checkout: str, n: int, fill: str = "enqueue") -> float:
     with RedisServer() as server:
-        return float(child(checkout, "enqueue_single", server.url, n))
+        mode = "enqueue_single_priorities" if fill == "enqueue_priorities" else "enqueue_single"
+        return float(child(checkout, mode, server.url, n))
 
 
-def prefork2(checkout: str, n: int) -> float:
+def prefork2(checkout: str, n: int, fill: str = "enqueue") -> float:
     """bench.core's prefork figure: steady state, from 5% done to the queue drained."""
     with RedisServer() as server:
-        child(checkout, "enqueue", server.url, n)
-        return checkout_drain_rate(checkout, server.url, "cmp_app", APP_PATH, n)
+        child(checkout, fill, server.url, n)
+        lists = ["default"] if fill == "enqueue" else ["default 10", "default", "default -10"]
+        return checkout_drain_rate(
+            checkout, server.url, "cmp_app", APP_PATH, n, [f"cogworker:queue:{q}" for q in lists]
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = old_new_parser("python -m bench.compare_commits", __doc__, 10_000,
-                        reps_help="alternating wall-clock runs of each (0: none)", jobs_help="jobs per wall-clock run")
+    ap = old_new_parser(
+        "python -m bench.compare_commits",
+        __doc__,
+        10_000,
+        reps_help="alternating wall-clock runs of each (0: none)",
+        jobs_help="jobs per wall-clock run",
+    )
     ap.add_argument("--ir-jobs", default="500,2500", help="the two sizes for instructions/job ('' to skip)")
     ap.add_argument("--status", choices=("on", "off", "default"), default="default")
     ap.add_argument("--only", default="single,prefork2,enqueue", help="wall-clock figures to take")
+    ap.add_argument("--priorities", action="store_true", help="a third side: NEW with priorities in use")
     args = ap.parse_args(argv)
     if args.status != "default":
         os.environ["COGWORKER_BENCH_STATUS"] = "1" if args.status == "on" else "0"
-    sides = {"old": args.old, "new": args.new}
+    sides = {"old": args.old, "new": args.new, **({"prio": args.new} if args.priorities else {})}
+    fills = {"old": "enqueue", "new": "enqueue", "prio": "enqueue_priorities"}
     for name, path in sides.items():
-        rev = subprocess.run(["git", "-C", path, "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True).stdout.strip()
+        rev = subprocess.run(
+            ["git", "-C", path, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
         print(f"{name}: {path} @ {rev}", flush=True)
     if args.ir_jobs:
         n1, n2 = (int(x) for x in args.ir_jobs.split(","))
         ir = {}
         for name, path in sides.items():
-            ir[name] = per_job(path, n1, n2)
-            print(f"{name}: {ir[name]['ir_per_job']:,.0f} instructions/job (worker process, callgrind); "
-                  f"Redis {ir[name]['redis_calls_per_job']} commands/job {ir[name]['commands_per_job']}, "
-                  f"{ir[name]['redis_usec_per_job']} us/job in commands (commandstats), "
-                  f"{ir[name]['redis_cpu_usec_per_job']} us/job Redis CPU (used_cpu)", flush=True)
-        print(f"instructions/job new/old = {ir['new']['ir_per_job'] / ir['old']['ir_per_job']:.4f}")  # type: ignore[operator]
-    kinds = {"single": lambda p: single(p, args.jobs), "prefork2": lambda p: prefork2(p, args.jobs),
-             "enqueue": lambda p: enqueue_single(p, 2000)}
+            ir[name] = per_job(path, n1, n2, fills[name])
+            print(
+                f"{name}: {ir[name]['ir_per_job']:,.0f} instructions/job (worker process, callgrind); "
+                f"Redis {ir[name]['redis_calls_per_job']} commands/job {ir[name]['commands_per_job']}, "
+                f"{ir[name]['redis_usec_per_job']} us/job in commands (commandstats), "
+                f"{ir[name]['redis_cpu_usec_per_job']} us/job Redis CPU (used_cpu)",
+                flush=True,
+            )
+        for name in list(sides)[1:]:
+            ratio = ir[name]["ir_per_job"] / ir["old"]["ir_per_job"]  # type: ignore[operator]
+            cpu_ratio = ir[name]["redis_cpu_usec_per_job"] / ir["old"]["redis_cpu_usec_per_job"]  # type: ignore[operator]
+            print(f"instructions/job {name}/old = {ratio:.4f}; Redis CPU/job {name}/old = {cpu_ratio:.3f}")
+    kinds = {
+        "single": lambda p, fill: single(p, args.jobs, fill),
+        "prefork2": lambda p, fill: prefork2(p, args.jobs, fill),
+        "enqueue": lambda p, fill: enqueue_single(p, 2000, fill),
+    }
     chosen = [k for k in args.only.split(",") if k]
     figures: dict[tuple[str, str], list[float]] = {(k, s): [] for k in chosen for s in sides}
     cpu: dict[str, list[float]] = {s: [] for s in sides}
+    rcpu: dict[str, list[float]] = {s: [] for s in sides}
     for rep in range(args.reps):
         for kind in chosen:
             order = list(sides) if rep % 2 == 0 else list(sides)[::-1]
             for side in order:
-                value = kinds[kind](sides[side])
+                value = kinds[kind](sides[side], fills[side])
                 if kind == "single":
-                    value, us = value
+                    value, us, redis_us = value
                     cpu[side].append(us)
+                    rcpu[side].append(redis_us)
                 figures[kind, side].append(value)
                 print(f"rep {rep + 1} {kind:8} {side} {value:,.0f}/s", flush=True)
     for kind in chosen if args.reps else []:
-        old, new = statistics.median(figures[kind, "old"]), statistics.median(figures[kind, "new"])
-        print(f"{kind:8} median old {old:,.0f}/s  new {new:,.0f}/s  new/old {new / old:.3f}")
+        old = statistics.median(figures[kind, "old"])
+        for name in list(sides)[1:]:
+            new = statistics.median(figures[kind, name])
+            print(f"{kind:8} median old {old:,.0f}/s  {name} {new:,.0f}/s  {name}/old {new / old:.3f}")
     if args.reps and "single" in chosen:
-        old, new = statistics.median(cpu["old"]), statistics.median(cpu["new"])
-        print(f"single   worker CPU/job median old {old:.1f}us  new {new:.1f}us  new/old {new / old:.3f}")
+        old = statistics.median(cpu["old"])
+        for name in list(sides)[1:]:
+            new = statistics.median(cpu[name])
+            print(f"single   worker CPU/job median old {old:.1f}us  {name} {new:.1f}us  {name}/old {new / old:.3f}")
+        old = statistics.median(rcpu["old"])
+        for name in list(sides)[1:]:
+            new = statistics.median(rcpu[name])
+            print(f"single   Redis CPU/job median old {old:.1f}us  {name} {new:.1f}us  {name}/old {new / old:.3f}")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from bench.checkout import app_dir
 from bench.drain import drain_rate
 from bench.redis_server import RedisServer, redis_version
 
-APP = textwrap.dedent('''
+APP = textwrap.dedent("""
     import os, time
     import cogworker
     from cogworker.config import get_config
@@ -53,7 +53,7 @@ APP = textwrap.dedent('''
     def slow(token, seconds):
         get_config().redis().rpush("bench:slow", f"{token} {os.getpid()} {time.time()!r}")
         time.sleep(seconds)
-''')
+""")
 
 
 class Env:
@@ -78,10 +78,13 @@ class Env:
 
     def prefork(self, procs: int, extra: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
         env = {**os.environ, "PYTHONPATH": self.app_path, "COGWORKER_REDIS_URL": self.server.url}
-        return subprocess.Popen([sys.executable, "-m", "cogworker.prefork.cli", "--procs", str(procs), *extra,
-                                 "core_app"],
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "cogworker.prefork.cli", "--procs", str(procs), *extra, "core_app"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -236,8 +239,10 @@ def exporter_cost(reps: int, n: int) -> None:
         off_cpu.append(loop_cpu(n // 2, False))
         on_cpu.append(loop_cpu(n // 2, True))
     print(f"worker loop (a child's), {reps * 2} alternating runs of {n // 2} no-op jobs, CPU us/job of the loop:")
-    print(f"  job metrics off: {summary(off_cpu)}; on: {summary(on_cpu)}; "
-          f"on/off {statistics.median(on_cpu) / statistics.median(off_cpu):.3f}")
+    print(
+        f"  job metrics off: {summary(off_cpu)}; on: {summary(on_cpu)}; "
+        f"on/off {statistics.median(on_cpu) / statistics.median(off_cpu):.3f}"
+    )
     for procs in (1, 2):
         off: list[tuple[float, float, float]] = []
         on: list[tuple[float, float, float]] = []
@@ -246,11 +251,17 @@ def exporter_cost(reps: int, n: int) -> None:
             on.append(exporter_run(procs, n, True))
         print(f"prefork --procs {procs}, {reps} alternating runs of {n} no-op jobs, median [min-max]:")
         for name, runs in (("off", off), ("on ", on)):
-            print(f"  exporter {name}: {summary([x[0] for x in runs])} jobs/s; CPU us/job: master "
-                  f"{summary([x[1] for x in runs])}, children {summary([x[2] for x in runs])}")
+            print(
+                f"  exporter {name}: {summary([x[0] for x in runs])} jobs/s; CPU us/job: master "
+                f"{summary([x[1] for x in runs])}, children {summary([x[2] for x in runs])}"
+            )
         # The master's CPU per job is near psutil's 10 ms resolution over a run: a ratio only if it shows.
-        ratio = [f"{statistics.median(x[i] for x in on) / base:.3f}" if (base := statistics.median(x[i] for x in off))
-                 else "n/a" for i in range(3)]
+        ratio = [
+            f"{statistics.median(x[i] for x in on) / base:.3f}"
+            if (base := statistics.median(x[i] for x in off))
+            else "n/a"
+            for i in range(3)
+        ]
         print(f"  on/off: throughput {ratio[0]}, master CPU/job {ratio[1]}, children CPU/job {ratio[2]}")
 
 
@@ -297,14 +308,22 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.core", description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--jobs", type=int, default=20_000)
-    ap.add_argument("--exporter", action="store_true",
-                    help="only the cost of --metrics-port: prefork no-op throughput and CPU per job, on vs off")
+    ap.add_argument(
+        "--exporter",
+        action="store_true",
+        help="only the cost of --metrics-port: prefork no-op throughput and CPU per job, on vs off",
+    )
     args = ap.parse_args(argv)
     if args.exporter:
         exporter_cost(args.reps, args.jobs)
         return
-    results: dict[str, object] = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cpus": os.cpu_count(),
-                                  "redis": redis_version(), "python": sys.version.split()[0], "reps": args.reps}
+    results: dict[str, object] = {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "cpus": os.cpu_count(),
+        "redis": redis_version(),
+        "python": sys.version.split()[0],
+        "reps": args.reps,
+    }
     rows = []
     single = [single_process_throughput(args.jobs) for _ in range(args.reps)]
     rows.append(("single-process no-op throughput, jobs/s", summary(single)))
@@ -322,8 +341,10 @@ def main(argv: list[str] | None = None) -> None:
     rows.append(("SIGKILL child mid-job -> job running again, ms (10 kills)", summary(rec)))
     results.update(single=single, enqueue=rates, pickup_ms=lat, recovery_ms=rec)
     width = max(len(k) for k, _ in rows)
-    print(f"cogworker core figures: {results['date']}, {results['cpus']} CPUs, redis {results['redis']}, "
-          f"median [min-max] of {args.reps} runs")
+    print(
+        f"cogworker core figures: {results['date']}, {results['cpus']} CPUs, redis {results['redis']}, "
+        f"median [min-max] of {args.reps} runs"
+    )
     for key, value in rows:
         print(f"  {key:<{width}}  {value}")
     out = Path(__file__).parent / "results" / "core-latest.json"

@@ -19,6 +19,7 @@ bench/.venv-peers, which has matplotlib). `--profile` also samples a worker chil
 Runs in the project's interpreter (it enqueues through cogworker itself); re-executes
 itself there if launched by another.
 """
+
 import argparse
 import datetime
 import json
@@ -31,12 +32,30 @@ import time
 from bench import env
 
 PLANS = {
-    "full": dict(reps=3, queues_n=10_000, sched_n=10_000, polls=50, dead_rate=500, dead_s=8.0,
-                 dead_burst=5_000, payload_n={100: 10_000, 10_240: 5_000, 102_400: 2_000, 1_048_576: 400},
-                 enq_n=5_000, cap=15.0),
-    "quick": dict(reps=1, queues_n=2_000, sched_n=5_000, polls=10, dead_rate=500, dead_s=3.0,
-                  dead_burst=1_000, payload_n={100: 2_000, 10_240: 1_000, 102_400: 500, 1_048_576: 100},
-                  enq_n=1_000, cap=5.0),
+    "full": dict(
+        reps=3,
+        queues_n=10_000,
+        sched_n=10_000,
+        polls=50,
+        dead_rate=500,
+        dead_s=8.0,
+        dead_burst=5_000,
+        payload_n={100: 10_000, 10_240: 5_000, 102_400: 2_000, 1_048_576: 400},
+        enq_n=5_000,
+        cap=15.0,
+    ),
+    "quick": dict(
+        reps=1,
+        queues_n=2_000,
+        sched_n=5_000,
+        polls=10,
+        dead_rate=500,
+        dead_s=3.0,
+        dead_burst=1_000,
+        payload_n={100: 2_000, 10_240: 1_000, 102_400: 500, 1_048_576: 100},
+        enq_n=1_000,
+        cap=5.0,
+    ),
 }
 QUEUE_COUNTS = (1, 10, 100)
 
@@ -49,6 +68,7 @@ def bootstrap(argv):
         import redis  # noqa: F401
 
         import cogworker  # noqa: F401
+
         return
     except ImportError:
         pass
@@ -80,6 +100,7 @@ def cog_system(queues=None):
             argv = super().worker_argvs(procs, bindir, python)[0]
             qs = [a for i in range(1, queues + 1) for a in ("-q", f"q{i}")]
             return [argv[:-1] + qs + argv[-1:]]
+
     return CogQueues() if queues else Cogworker()
 
 
@@ -89,8 +110,10 @@ def use_redis(url):
     if str(env.APPS) not in sys.path:
         sys.path.insert(0, str(env.APPS))
     import cogworker
+
     config = cogworker.configure(redis_url=url)
     import bench_cogworker
+
     return config, bench_cogworker
 
 
@@ -106,6 +129,7 @@ def fleet_run(ctx, system, url, n, cap, procs=2, log_name="costs"):
 
     from bench import workloads
     from bench.fleet import Fleet
+
     r = redis.Redis.from_url(url)
     step = max(1, n // 1000)
     r.set("bench:step", step)
@@ -123,13 +147,16 @@ def fleet_run(ctx, system, url, n, cap, procs=2, log_name="costs"):
     (c1, t1), (cn, tn) = marks[0], marks[-1]
     lo = [m for m in marks if m[0] >= 0.1 * cn][0]
     hi = [m for m in marks if m[0] <= 0.9 * cn][-1]
-    return {"n": cn, "capped": capped, "overall": (cn - c1) / (tn - t1) if tn > t1 else None,
-            "steady": (hi[0] - lo[0]) / (hi[1] - lo[1]) if hi[1] > lo[1] else None,
-            "redis_us_per_job": cpu / cn * 1e6,
-            # Redis's time inside each command (commands run by scripts counted under their
-            # own names too); the rest of its CPU is reading and writing sockets.
-            "cmd_us_per_job": {k[len("cmdstat_"):]: v["usec"] / cn for k, v in stats.items()
-                               if v["usec"] / cn >= 0.5}}
+    return {
+        "n": cn,
+        "capped": capped,
+        "overall": (cn - c1) / (tn - t1) if tn > t1 else None,
+        "steady": (hi[0] - lo[0]) / (hi[1] - lo[1]) if hi[1] > lo[1] else None,
+        "redis_us_per_job": cpu / cn * 1e6,
+        # Redis's time inside each command (commands run by scripts counted under their
+        # own names too); the rest of its CPU is reading and writing sockets.
+        "cmd_us_per_job": {k[len("cmdstat_") :]: v["usec"] / cn for k, v in stats.items() if v["usec"] / cn >= 0.5},
+    }
 
 
 def fill_cog(app, n, payload=100, queue="default", fn="noop"):
@@ -140,6 +167,7 @@ def fill_cog(app, n, payload=100, queue="default", fn="noop"):
 
 def fill_bare(r, n, payload):
     from bench.systems.bare import QUEUE
+
     raw = json.dumps({"class": "noop", "args": ["x" * payload]})
     chunk = max(1, min(1000, 50_000_000 // len(raw)))
     for i in range(0, n, chunk):
@@ -148,6 +176,7 @@ def fill_bare(r, n, payload):
 
 def c_queues(ctx, plan):
     from bench.redis_server import RedisServer
+
     out = {}
     for k in QUEUE_COUNTS:
         with RedisServer() as rs:
@@ -158,8 +187,10 @@ def c_queues(ctx, plan):
             out[k] = fleet_run(ctx, cog_system(k), rs.url, plan["queues_n"], plan["cap"], log_name=f"queues-{k}")
             out[k]["fetch_script_us"] = fetch_us
             out[k]["fetch_script_us_first"] = first_us
-        say(f"  queues={k:<4} {out[k]['steady']:8,.0f} jobs/s  Redis {out[k]['redis_us_per_job']:6.1f} µs/job"
-            f"  fetch script {fetch_us:5.1f} µs/call (job on the first queue: {first_us:5.1f})")
+        say(
+            f"  queues={k:<4} {out[k]['steady']:8,.0f} jobs/s  Redis {out[k]['redis_us_per_job']:6.1f} µs/job"
+            f"  fetch script {fetch_us:5.1f} µs/call (job on the first queue: {first_us:5.1f})"
+        )
     return out
 
 
@@ -167,6 +198,7 @@ def _fetch_script_us(config, app, k, n, on=None):
     """Redis's time per fetch-and-ack script call (commandstats) for a worker of k queues,
     the job on the last (or on queue ``on``): cogworker's own Fetcher, non-blocking, in this process."""
     from cogworker.engine.fetch.fetcher import Fetcher
+
     fill_cog(app, n + 1, queue=f"q{on or k}")
     fetcher = Fetcher(config, "bench-costs", [(f"q{i}", None) for i in range(1, k + 1)], block_timeout=0)
     work = fetcher.fetch()
@@ -186,6 +218,7 @@ def c_payload(ctx, plan):
 
     from bench.redis_server import RedisServer
     from bench.systems import by_name
+
     out = {"cogworker": {}, "bare-2rt": {}}
     for size, n in plan["payload_n"].items():
         for name in out:
@@ -230,20 +263,33 @@ def main(argv=None):
     args = ap.parse_args(argv)
     bootstrap(argv)
     from bench import costs_profile, costs_sets, fleet, redis_server
+
     mode = "quick" if args.quick else "full"
     plan = PLANS[mode]
     reps = args.reps or plan["reps"]
     out_dir = env.BENCH / "results"
     ctx = Ctx(out_dir / "logs")
     ctx.log_dir.mkdir(parents=True, exist_ok=True)
-    runners = {"queues": c_queues, "scheduled": costs_sets.c_scheduled, "dead": costs_sets.c_dead,
-               "payload": c_payload, "enqueue": costs_profile.c_enqueue}
-    doc = {"meta": {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "mode": mode,
-                    "reps": reps, "git_commit": env.git_commit(), "cpu_count": os.cpu_count(),
-                    "loadavg_start": os.getloadavg()[0], "plan": {k: v for k, v in plan.items()
-                                                                   if k != "payload_n"},
-                    "payload_n": {str(k): v for k, v in plan["payload_n"].items()}},
-           "curves": {}}
+    runners = {
+        "queues": c_queues,
+        "scheduled": costs_sets.c_scheduled,
+        "dead": costs_sets.c_dead,
+        "payload": c_payload,
+        "enqueue": costs_profile.c_enqueue,
+    }
+    doc = {
+        "meta": {
+            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "mode": mode,
+            "reps": reps,
+            "git_commit": env.git_commit(),
+            "cpu_count": os.cpu_count(),
+            "loadavg_start": os.getloadavg()[0],
+            "plan": {k: v for k, v in plan.items() if k != "payload_n"},
+            "payload_n": {str(k): v for k, v in plan["payload_n"].items()},
+        },
+        "curves": {},
+    }
     try:
         for curve in [c for c in args.curves.split(",") if c]:
             say(f"== {curve}")

@@ -4,6 +4,7 @@ samples of a worker child at a large payload and of a producer (bench.costs --pr
 Measurement only: it calls cogworker's own building blocks (build_payload, dumps, the
 client's pipeline) to time them apart; it changes nothing in cogworker.
 """
+
 import collections
 import json
 import os
@@ -32,21 +33,28 @@ def c_enqueue(ctx, plan):
 
     from bench.costs import say, use_redis
     from bench.redis_server import RedisServer
+
     n, arg = plan["enq_n"], "x" * PAYLOAD
     with RedisServer() as rs:
         config, app = use_redis(rs.url)
         r = redis.Redis.from_url(rs.url)
         app.noop.enqueue(arg)  # connections made, nothing measured yet
         steps = _enqueue_steps(config, app, r, arg)
-        out = {"us_per_call": {name: _rate(fn, n) for name, fn in steps.items()},
-               "ratio": _rounds(steps[BARE], steps[WHOLE], n), "redis_us_per_call": {}, "redis_cmd_us_per_call": {}}
+        out = {
+            "us_per_call": {name: _rate(fn, n) for name, fn in steps.items()},
+            "ratio": _rounds(steps[BARE], steps[WHOLE], n),
+            "redis_us_per_call": {},
+            "redis_cmd_us_per_call": {},
+        }
         for name, step in (("bare client", BARE), ("cogworker enqueue", WHOLE)):
             out["redis_us_per_call"][name], out["redis_cmd_us_per_call"][name] = _redis_per_call(r, steps[step], n)
     for name, us in out["us_per_call"].items():
         say(f"  {us:7.1f} µs  {1e6 / us:9,.0f}/s  {name}")
     ratio = out["ratio"]
-    say(f"  cogworker enqueue ÷ bare client, calls/s in alternating rounds: median {ratio['median']:.3f} "
-        f"[{ratio['min']:.3f}–{ratio['max']:.3f}] of {ratio['rounds']}")
+    say(
+        f"  cogworker enqueue ÷ bare client, calls/s in alternating rounds: median {ratio['median']:.3f} "
+        f"[{ratio['min']:.3f}–{ratio['max']:.3f}] of {ratio['rounds']}"
+    )
     for name, us in out["redis_us_per_call"].items():
         cmds = ", ".join(f"{k} {v:.2f}" for k, v in out["redis_cmd_us_per_call"][name].items())
         say(f"  Redis CPU {us:5.1f} µs per call: {name} (µs per call in commands: {cmds})")
@@ -60,6 +68,7 @@ WHOLE = "cogworker: noop.enqueue() (all of it)"
 def _rounds(bare, whole, n, rounds=21):
     """calls/s of ``whole`` ÷ ``bare`` per round, the two alternating (which goes first too)."""
     import statistics
+
     per = max(100, n)
     ratios = []
     for i in range(rounds):
@@ -68,22 +77,31 @@ def _rounds(bare, whole, n, rounds=21):
         else:
             b, w = _rate(bare, per), _rate(whole, per)
         ratios.append(b / w)
-    return {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios), "rounds": rounds,
-            "calls_per_round": per}
+    return {
+        "median": statistics.median(ratios),
+        "min": min(ratios),
+        "max": max(ratios),
+        "rounds": rounds,
+        "calls_per_round": per,
+    }
 
 
 def _redis_per_call(r, fn, n):
     """Redis's CPU (INFO cpu) per call of ``fn``, and its time inside each command per call
     (commandstats; a script's commands are counted in its EVALSHA and on their own too)."""
     from bench.costs import redis_cpu
+
     r.config_resetstat()
     cpu0 = redis_cpu(r)
     for _ in range(n):
         fn()
     cpu = (redis_cpu(r) - cpu0) / n * 1e6
     stats = r.info("commandstats")
-    return cpu, {k[len("cmdstat_"):]: round(v["usec"] / n, 2) for k, v in stats.items()
-                 if "info" not in k and "config" not in k and v["calls"] >= n / 100}
+    return cpu, {
+        k[len("cmdstat_") :]: round(v["usec"] / n, 2)
+        for k, v in stats.items()
+        if "info" not in k and "config" not in k and v["calls"] >= n / 100
+    }
 
 
 def _enqueue_steps(config, app, r, arg):
@@ -93,6 +111,7 @@ def _enqueue_steps(config, app, r, arg):
     from cogworker.core.payload import build_payload, dumps
     from cogworker.store import lua
     from cogworker.store import pipes as rawpipe
+
     bare_raw = json.dumps({"class": "noop", "args": [arg]})
     job = app.noop
     payload = build_payload(job.name, (arg,), {}, job.opts)
@@ -112,10 +131,12 @@ def _enqueue_steps(config, app, r, arg):
         "cogworker: check_arguments + build_payload + dumps (no Redis)": payload_only,
         "cogworker: its enq:<hour> status field (no Redis)": lambda: status_enqueue.queued_field(config, payload),
         "cogworker payload: LPUSH of the ready string (redis-py)": lambda: r.lpush(queue, encoded),
-        "cogworker payload: HSET + LPUSH in one write (rawpipe) = its write to a backlogged queue":
-            lambda: rawpipe.send(r, ("HSET", bucket, jid, record), ("LPUSH", queue, encoded)),
-        "cogworker payload: push.lua (rawpipe) = its write to a queue that may be empty":
-            lambda: rawpipe.send(r, lua.command(r, "push", push_keys, push_args)),
+        "cogworker payload: HSET + LPUSH in one write (rawpipe) = its write to a backlogged queue": lambda: (
+            rawpipe.send(r, ("HSET", bucket, jid, record), ("LPUSH", queue, encoded))
+        ),
+        "cogworker payload: push.lua (rawpipe) = its write to a queue that may be empty": lambda: rawpipe.send(
+            r, lua.command(r, "push", push_keys, push_args)
+        ),
         WHOLE: lambda: app.noop.enqueue(arg),
     }
 
@@ -160,8 +181,7 @@ def record(target, seconds, out):
     included) and only samples holding the GIL (`--gil`: the Python work itself)."""
     procs = {}
     for view, flag in (("wall", "--idle"), ("gil", "--gil")):
-        argv = [str(PY_SPY), "record", "--format", "raw", "-o", f"{out}.{view}.txt", "-r", "250",
-                "--nonblocking", flag]
+        argv = [str(PY_SPY), "record", "--format", "raw", "-o", f"{out}.{view}.txt", "-r", "250", "--nonblocking", flag]
         argv += ["--pid", str(target), "-d", str(seconds)] if isinstance(target, int) else ["--", *target]
         procs[view] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if not isinstance(target, int):
@@ -183,6 +203,7 @@ def profile_worker(ctx, system_name, size, n, seconds):
     from bench.fleet import Fleet
     from bench.redis_server import RedisServer
     from bench.systems import by_name
+
     with RedisServer() as rs:
         _, app = costs.use_redis(rs.url)
         r = redis.Redis.from_url(rs.url)
@@ -216,6 +237,7 @@ for _ in range({n}):
 def profile_enqueue(ctx, n):
     """A producer process of n single enqueues, sampled from start to end."""
     from bench.redis_server import RedisServer
+
     with RedisServer() as rs:
         code = ENQUEUE_LOOP.format(apps=str(env.APPS), n=n)
         os.environ["BENCH_REDIS_URL"] = rs.url
@@ -230,8 +252,11 @@ def profile_enqueue(ctx, n):
 
 LUA_CASES = {
     "EVALSHA 'return 1' with the payload as ARGV[1] (into Lua, unused)": ("return 1", False, True),
-    "EVALSHA: LINDEX of the payload into Lua, return 1": ("local v = redis.call('LINDEX', KEYS[1], 0) return 1",
-                                                          True, False),
+    "EVALSHA: LINDEX of the payload into Lua, return 1": (
+        "local v = redis.call('LINDEX', KEYS[1], 0) return 1",
+        True,
+        False,
+    ),
     "plain LINDEX of the payload (no Lua)": (None, True, False),
     "plain EXISTS with the payload as argument (no Lua)": (None, False, True),
 }
@@ -243,6 +268,7 @@ def lua_payload_cost(sizes=(100, 10_240, 102_400, 1_048_576), n=300):
     import redis
 
     from bench.redis_server import RedisServer
+
     out = {}
     with RedisServer() as rs:
         r = redis.Redis.from_url(rs.url)
@@ -268,6 +294,7 @@ def lua_payload_cost(sizes=(100, 10_240, 102_400, 1_048_576), n=300):
 
 def profile_all(ctx, plan):
     from bench.costs import say
+
     out = {}
     lua = lua_payload_cost()
     for name, per in lua.items():
@@ -277,6 +304,8 @@ def profile_all(ctx, plan):
     out["enqueue-cogworker"] = profile_enqueue(ctx, 30_000)
     for key, views in out.items():
         for view, prof in views.items():
-            say(f"  {key} ({view}): {prof['samples']} samples; self: " +
-                ", ".join(f"{k} {v}%" for k, v in list(prof["self_pct"].items())[:8]))
+            say(
+                f"  {key} ({view}): {prof['samples']} samples; self: "
+                + ", ".join(f"{k} {v}%" for k, v in list(prof["self_pct"].items())[:8])
+            )
     return {"pyspy": out, "lua_payload_us": lua}

@@ -3,6 +3,7 @@ measures): ``scheduled``, `schedule` and `retry` holding entries not yet due (th
 poller's pass, no-op throughput beside them), and ``dead``, failing jobs with the dead set
 empty or at its cap (Redis CPU per filing, a burst's jobs/s). The fleet, the fills and the
 Redis figures are bench.costs' own."""
+
 import json
 import statistics
 import time
@@ -11,7 +12,7 @@ from bench.costs import cog_system, fill_cog, fleet_run, redis_cpu, say, use_red
 
 SET_SIZES = (0, 100_000, 1_000_000)
 DEAD_CAP = 10_000  # cogworker's default dead_max_jobs
-NOT_DUE = 86_400   # seconds ahead: entries of schedule/retry that are not yet due
+NOT_DUE = 86_400  # seconds ahead: entries of schedule/retry that are not yet due
 
 
 def fill_zset(r, key, template, jid, n, score):
@@ -24,6 +25,7 @@ def c_scheduled(ctx, plan):
     import redis
 
     from bench.redis_server import RedisServer
+
     out = {}
     for size in SET_SIZES:
         with RedisServer() as rs:
@@ -34,12 +36,17 @@ def c_scheduled(ctx, plan):
             r.delete(config.keys.schedule)
             for key in (config.keys.schedule, config.keys.retry):
                 fill_zset(r, key, template, jid, size, time.time() + NOT_DUE)
-            out[size] = {**_poll_cost(config, r, plan["polls"]), **_sched_runs(ctx, plan, rs.url, config, app, r, size),
-                         "entries": r.zcard(config.keys.schedule) + r.zcard(config.keys.retry)}
+            out[size] = {
+                **_poll_cost(config, r, plan["polls"]),
+                **_sched_runs(ctx, plan, rs.url, config, app, r, size),
+                "entries": r.zcard(config.keys.schedule) + r.zcard(config.keys.retry),
+            }
         v = out[size]
         parked = f" (sets renamed away: {v['steady_parked']:,.0f})" if "steady_parked" in v else ""
-        say(f"  sets={size:>9,} each  poll {v['poll_ms']:.3f} ms/pass (Redis {v['poll_redis_us']:.0f} µs)"
-            f"  no-op {v['steady']:,.0f} jobs/s{parked}")
+        say(
+            f"  sets={size:>9,} each  poll {v['poll_ms']:.3f} ms/pass (Redis {v['poll_redis_us']:.0f} µs)"
+            f"  no-op {v['steady']:,.0f} jobs/s{parked}"
+        )
     return out
 
 
@@ -48,6 +55,7 @@ def _poll_cost(config, r, polls):
     time in the poll scripts (commandstats: not the process's CPU, which includes its
     timers and the INFO call itself)."""
     from cogworker.fleet.poller import Poller
+
     poller = Poller(config)
     poller.poll()  # scripts loaded
     r.config_resetstat()
@@ -73,8 +81,7 @@ def _sched_runs(ctx, plan, url, config, app, r, size):
                 r.rename(*((key, f"{key}:parked") if where == "parked" else (f"{key}:parked", key)))
         r.delete("bench:done", "bench:marks")
         fill_cog(app, plan["sched_n"])
-        got[where].append(fleet_run(ctx, cog_system(), url, plan["sched_n"], plan["cap"],
-                                    log_name=f"sched-{size}-{i}"))
+        got[where].append(fleet_run(ctx, cog_system(), url, plan["sched_n"], plan["cap"], log_name=f"sched-{size}-{i}"))
     for key in keys:
         if r.exists(f"{key}:parked"):
             r.rename(f"{key}:parked", key)
@@ -89,9 +96,11 @@ def c_dead(ctx, plan):
     out = {}
     for prefill in (0, DEAD_CAP):
         out[prefill] = {**_dead_paced(ctx, plan, prefill), **_dead_burst(ctx, plan, prefill)}
-        say(f"  dead set {prefill:>6,}: at {plan['dead_rate']}/s Redis {out[prefill]['paced_redis_us']:.1f} µs/job, "
+        say(
+            f"  dead set {prefill:>6,}: at {plan['dead_rate']}/s Redis {out[prefill]['paced_redis_us']:.1f} µs/job, "
             f"scripts {out[prefill]['paced_script_us']:.1f} µs/job, trimming {out[prefill]['paced_trim_us']:.2f} µs/job"
-            f" (dead after: {out[prefill]['dead_after']:,}); burst {out[prefill]['steady']:,.0f} jobs/s")
+            f" (dead after: {out[prefill]['dead_after']:,}); burst {out[prefill]['steady']:,.0f} jobs/s"
+        )
     return out
 
 
@@ -109,6 +118,7 @@ def _dead_setup(ctx, rs, prefill, log_name):
 
     from bench import workloads
     from bench.fleet import Fleet
+
     config, app = use_redis(rs.url)
     r = redis.Redis.from_url(rs.url)
     fleet = Fleet(ctx, cog_system(), 2, rs.url, log_name=log_name).start()
@@ -126,6 +136,7 @@ def _dead_setup(ctx, rs, prefill, log_name):
 def _dead_paced(ctx, plan, prefill):
     from bench import workloads
     from bench.redis_server import RedisServer
+
     n = int(plan["dead_rate"] * plan["dead_s"])
     with RedisServer() as rs:
         config, app, r, fleet = _dead_setup(ctx, rs, prefill, f"dead-paced-{prefill}")
@@ -147,12 +158,18 @@ def _dead_paced(ctx, plan, prefill):
         # scripts' own time (fetch, ack, file) is where trimming would show.
         # The trimming itself: file.lua's two ZREMRANGEBY* calls (counted on their own too).
         trim = sum(stats.get(f"cmdstat_{c}", {}).get("usec", 0) for c in ("zremrangebyscore", "zremrangebyrank"))
-        return {"paced_n": n, "paced_redis_us": cpu / n * 1e6, "paced_script_us": scripts / n,
-                "paced_trim_us": trim / n, "dead_after": r.zcard(config.keys.dead)}
+        return {
+            "paced_n": n,
+            "paced_redis_us": cpu / n * 1e6,
+            "paced_script_us": scripts / n,
+            "paced_trim_us": trim / n,
+            "dead_after": r.zcard(config.keys.dead),
+        }
 
 
 def _dead_burst(ctx, plan, prefill):
     from bench.redis_server import RedisServer
+
     with RedisServer() as rs:
         config, app, r, fleet = _dead_setup(ctx, rs, prefill, f"dead-burst-{prefill}")
         fleet.stop()

@@ -4,6 +4,7 @@
 It imports the system's job module (PYTHONPATH has bench/apps) and enqueues through
 the system's own client API, so enqueue costs are each library's own.
 """
+
 import json
 import os
 import random
@@ -18,7 +19,7 @@ from bench.systems import by_name
 
 def in_chunks(items, size):
     for i in range(0, len(items), size):
-        yield items[i:i + size]
+        yield items[i : i + size]
 
 
 def fill(client, fn, args, n, chunk=1000, max_seconds=None):
@@ -44,8 +45,9 @@ def main():
     action = spec["action"]
     out = {}
     if action == "fill":
-        out["seconds"], out["n"] = fill(client, spec["fn"], spec["args"], spec["n"],
-                                        max_seconds=spec.get("max_seconds"))
+        out["seconds"], out["n"] = fill(
+            client, spec["fn"], spec["args"], spec["n"], max_seconds=spec.get("max_seconds")
+        )
     elif action == "enqueue":
         # Redis's CPU and commands per enqueued job too (bench/rcpu.py), single and bulk.
         args = ("x" * spec["payload"],)

@@ -28,7 +28,7 @@ from pathlib import Path
 from bench.checkout import run_child
 from bench.redis_server import RedisServer
 
-CHILD = textwrap.dedent('''
+CHILD = textwrap.dedent("""
     import json, os, statistics, sys, time
     sys.path.insert(0, os.path.join(os.getcwd(), "bench", "apps"))
     import redis
@@ -71,7 +71,7 @@ CHILD = textwrap.dedent('''
         out[name + "_cmd_us"] = {k[8:]: round(v["usec"] / n, 2) for k, v in r.info("commandstats").items()
                                  if v["calls"] >= n and "info" not in k and "config" not in k}
     print(json.dumps(out))
-''')
+""")
 
 
 def child(checkout: str, url: str, argv: list[str], prefix: list[str] | None = None) -> str:
@@ -84,8 +84,12 @@ def instructions(checkout: str, mode: str) -> float:
     with RedisServer() as server, tempfile.TemporaryDirectory() as tmp:
         for n in (1000, 3000):
             out = os.path.join(tmp, f"cg{n}")
-            child(checkout, server.url, [mode, str(n), "0"],
-                  ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no"])
+            child(
+                checkout,
+                server.url,
+                [mode, str(n), "0"],
+                ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no"],
+            )
             found = re.search(r"^(?:summary|totals):\s+(\d+)", Path(out).read_text(), re.M)
             if not found:
                 raise RuntimeError(f"no totals in {out}")
@@ -109,17 +113,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{side} noop.enqueue(): {instructions(path, 'cog'):,.0f} instructions/call", flush=True)
     got: dict[str, list[dict[str, object]]] = {side: [] for side in sides}
     for i in range(args.procs):
-        for side in (list(sides) if i % 2 == 0 else list(sides)[::-1]):
+        for side in list(sides) if i % 2 == 0 else list(sides)[::-1]:
             with RedisServer() as server:
                 got[side].append(json.loads(child(sides[side], server.url, ["ab", str(args.calls), str(args.rounds)])))
             v = got[side][-1]
-            print(f"{side} process {i + 1}: enqueue ÷ bare calls/s {v['ratio']:.3f} [{v['min']:.3f}–{v['max']:.3f}]; "
-                  f"Redis CPU µs/call bare {v['bare_redis_cpu_us']:.1f}, enqueue {v['cog_redis_cpu_us']:.1f}; "
-                  f"in commands: bare {v['bare_cmd_us']}, enqueue {v['cog_cmd_us']}", flush=True)
+            print(
+                f"{side} process {i + 1}: enqueue ÷ bare calls/s {v['ratio']:.3f} [{v['min']:.3f}–{v['max']:.3f}]; "
+                f"Redis CPU µs/call bare {v['bare_redis_cpu_us']:.1f}, enqueue {v['cog_redis_cpu_us']:.1f}; "
+                f"in commands: bare {v['bare_cmd_us']}, enqueue {v['cog_cmd_us']}",
+                flush=True,
+            )
     for side in sides:
         ratios = [float(v["ratio"]) for v in got[side]]  # type: ignore[arg-type]
-        print(f"{side}: enqueue ÷ bare calls/s, median of {len(ratios)} processes {statistics.median(ratios):.3f} "
-              f"[{min(ratios):.3f}–{max(ratios):.3f}]")
+        print(
+            f"{side}: enqueue ÷ bare calls/s, median of {len(ratios)} processes {statistics.median(ratios):.3f} "
+            f"[{min(ratios):.3f}–{max(ratios):.3f}]"
+        )
     return 0
 
 

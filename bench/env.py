@@ -2,6 +2,7 @@
 
 Standard library only: this runs before the orchestrator knows it can import redis.
 """
+
 import hashlib
 import json
 import os
@@ -28,8 +29,10 @@ def ensure_peers_venv():
     if not PEERS_PYTHON.exists():
         # The launcher may itself be a venv's python: venv then builds on its base interpreter.
         subprocess.run([sys.executable, "-m", "venv", str(PEERS_VENV)], check=True)
-    subprocess.run([str(PEERS_PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    "-r", str(REQUIREMENTS)], check=True)
+    subprocess.run(
+        [str(PEERS_PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", str(REQUIREMENTS)],
+        check=True,
+    )
     STAMP.write_text(want + "\n")
 
 
@@ -43,16 +46,22 @@ def ensure_project_venv():
     if not PROJECT_PYTHON.exists():
         base = getattr(sys, "_base_executable", sys.executable)
         subprocess.run([base, "-m", "venv", str(REPO / ".venv")], check=True)
-    subprocess.run([str(PROJECT_PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    "-e", str(REPO)], check=True)
+    subprocess.run(
+        [str(PROJECT_PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-e", str(REPO)],
+        check=True,
+    )
     return str(PROJECT_PYTHON)
 
 
 def worker_env(redis_url, extra=None):
     """The environment of every process the bench starts (workers and drivers)."""
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME")}
-    env.update(PYTHONPATH=f"{APPS}{os.pathsep}{REPO}", BENCH_REDIS_URL=redis_url,
-               COGWORKER_REDIS_URL=redis_url, PYTHONUNBUFFERED="1")
+    env.update(
+        PYTHONPATH=f"{APPS}{os.pathsep}{REPO}",
+        BENCH_REDIS_URL=redis_url,
+        COGWORKER_REDIS_URL=redis_url,
+        PYTHONUNBUFFERED="1",
+    )
     env.pop("BENCH_BALLAST", None)
     env.update(extra or {})
     return env
@@ -64,8 +73,13 @@ def find_cogworker_python(candidates):
     for py in candidates:
         if not py or not Path(py).exists():
             continue
-        p = subprocess.run([py, "-c", "import cogworker.prefork.cli"], cwd=REPO,
-                           env=worker_env("redis://127.0.0.1:1/0"), capture_output=True, text=True)
+        p = subprocess.run(
+            [py, "-c", "import cogworker.prefork.cli"],
+            cwd=REPO,
+            env=worker_env("redis://127.0.0.1:1/0"),
+            capture_output=True,
+            text=True,
+        )
         if p.returncode == 0:
             return py, None
         errors.append(f"{py}: {(p.stderr.strip().splitlines() or ['?'])[-1]}")
@@ -85,15 +99,21 @@ print(json.dumps(out))
 
 
 def versions(python, names):
-    p = subprocess.run([python, "-c", _VERSIONS, *names], capture_output=True, text=True,
-                       cwd=REPO, env=worker_env("redis://127.0.0.1:1/0"))
+    p = subprocess.run(
+        [python, "-c", _VERSIONS, *names],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=worker_env("redis://127.0.0.1:1/0"),
+    )
     return json.loads(p.stdout) if p.returncode == 0 else {}
 
 
 def cogworker_version(python):
     code = "import cogworker; print(getattr(cogworker, '__version__', '') or 'checkout')"
-    p = subprocess.run([python, "-c", code], capture_output=True, text=True, cwd=REPO,
-                       env=worker_env("redis://127.0.0.1:1/0"))
+    p = subprocess.run(
+        [python, "-c", code], capture_output=True, text=True, cwd=REPO, env=worker_env("redis://127.0.0.1:1/0")
+    )
     return p.stdout.strip() if p.returncode == 0 else None
 
 

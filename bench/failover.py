@@ -1,4 +1,4 @@
-"""What a failover loses, Jepsen-style (README "Past one Redis"; docs/architecture.md#replication).
+"""What a failover loses, Jepsen-style (docs/operations/failover.md; docs/architecture.md#replication).
 
     python -m bench.failover                 # 10 SIGKILLs of the Sentinel master, without and with wait_replicas=1
     python -m bench.failover --target cluster   # the same on a Redis Cluster: its namespace's master killed
@@ -65,10 +65,12 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 
 
-def _producer(stop: threading.Event, rate: float, acked: list[tuple[str, float]], refused: Counter[str],
-              padding: str = "") -> None:
+def _producer(
+    stop: threading.Event, rate: float, acked: list[tuple[str, float]], refused: Counter[str], padding: str = ""
+) -> None:
     import cogworker
     from bench.apps import failover_app
+
     interval = 1.0 / rate
     next_at = time.monotonic()
     while not stop.is_set():
@@ -130,8 +132,11 @@ def analyse(acked: list[tuple[str, float]], log: Path, kills: list[float] | None
         "unacknowledged_ran": sum(1 for tag in starts if tag not in acked_at),
     }
     if kills is not None:
-        first = {tag: min(at for event, _pid, at in events if event == "start") for tag, events in runs.items()
-                 if any(e[0] == "start" for e in events)}
+        first = {
+            tag: min(at for event, _pid, at in events if event == "start")
+            for tag, events in runs.items()
+            if any(e[0] == "start" for e in events)
+        }
         figures["lost_per_kill"] = _per_kill([acked_at[tag] for tag in lost], kills)
         figures["twice_per_kill"] = _per_kill([first[tag] for tag in twice], kills)
         figures["twice_at_once_per_kill"] = _per_kill([first[tag] for tag in at_once], kills)
@@ -163,6 +168,7 @@ def drained_within(deadline: float) -> bool:
     of the master serving them."""
     import cogworker
     from cogworker.testing.servers import PreforkWorker
+
     quiet = 0
     while time.monotonic() < deadline:
         try:
@@ -203,11 +209,22 @@ def start_run(target_name: str, wait: int, procs: int, job_seconds: float, layou
     target: Target = TARGETS[target_name](layout=layout)
     url = target.url()
     cogworker.config._config = None
-    cogworker.configure(redis_url=url, namespace=target.namespace, wait_replicas=wait, wait_timeout=0.5,
-                        socket_timeout=2.0, cluster_layout=layout)
-    env = {"BENCH_FAILOVER_LOG": str(log), "COGWORKER_WAIT_REPLICAS": str(wait), "COGWORKER_WAIT_TIMEOUT": "0.5",
-           "PYTHONPATH": str(ROOT), "BENCH_FAILOVER_JOB_SECONDS": str(job_seconds),
-           "COGWORKER_CLUSTER_LAYOUT": layout}
+    cogworker.configure(
+        redis_url=url,
+        namespace=target.namespace,
+        wait_replicas=wait,
+        wait_timeout=0.5,
+        socket_timeout=2.0,
+        cluster_layout=layout,
+    )
+    env = {
+        "BENCH_FAILOVER_LOG": str(log),
+        "COGWORKER_WAIT_REPLICAS": str(wait),
+        "COGWORKER_WAIT_TIMEOUT": "0.5",
+        "PYTHONPATH": str(ROOT),
+        "BENCH_FAILOVER_JOB_SECONDS": str(job_seconds),
+        "COGWORKER_CLUSTER_LAYOUT": layout,
+    }
     try:
         worker = PreforkWorker(url, "bench.apps.failover_app", procs=procs, env=env, namespace=target.namespace)
     except BaseException:
@@ -218,8 +235,9 @@ def start_run(target_name: str, wait: int, procs: int, job_seconds: float, layou
 
 def start_producer(run: Run, rate: float, payload_kb: int = 0) -> threading.Thread:
     """The producer, enqueueing into ``run.acked`` until ``run.stop`` is set."""
-    producer = threading.Thread(target=_producer, args=(run.stop, rate, run.acked, run.refused,
-                                                        "x" * (payload_kb * 1024)), daemon=True)
+    producer = threading.Thread(
+        target=_producer, args=(run.stop, rate, run.acked, run.refused, "x" * (payload_kb * 1024)), daemon=True
+    )
     producer.start()
     return producer
 
@@ -248,15 +266,29 @@ def one_kill(run: Run, pause: float, link_break: float) -> None:
 def _not_drained(run: Run) -> None:
     """Says where the jobs are, and what the worker said."""
     import cogworker
+
     client = cogworker.get_config().shard(QUEUE).redis()
-    where = {key.decode(): client.llen(key) for key in client.scan_iter(match=f"{run.target.jobs_namespace}:*")
-             if client.type(key) == b"list"}
+    where = {
+        key.decode(): client.llen(key)
+        for key in client.scan_iter(match=f"{run.target.jobs_namespace}:*")
+        if client.type(key) == b"list"
+    }
     print(f"  not drained: {where}\n{run.worker.output()[-6000:]}", flush=True)
 
 
-def one_mode(wait: int, rounds: int, load: float, rate: float, procs: int, pause: float,
-             link_break: float, job_seconds: float, payload_kb: int = 0,
-             target: str = "sentinel", layout: str = "namespace") -> dict[str, object]:
+def one_mode(
+    wait: int,
+    rounds: int,
+    load: float,
+    rate: float,
+    procs: int,
+    pause: float,
+    link_break: float,
+    job_seconds: float,
+    payload_kb: int = 0,
+    target: str = "sentinel",
+    layout: str = "namespace",
+) -> dict[str, object]:
     run = start_run(target, wait, procs, job_seconds, layout)
     try:
         run.worker.wait_ready()
@@ -264,8 +296,11 @@ def one_mode(wait: int, rounds: int, load: float, rate: float, procs: int, pause
         for number in range(rounds):
             time.sleep(load)
             one_kill(run, pause, link_break)
-            print(f"  {run.target.name} wait_replicas={wait} round {number + 1}/{rounds}: promoted in "
-                  f"{run.failovers[-1]:.1f}s, {len(run.acked)} acknowledged so far", flush=True)
+            print(
+                f"  {run.target.name} wait_replicas={wait} round {number + 1}/{rounds}: promoted in "
+                f"{run.failovers[-1]:.1f}s, {len(run.acked)} acknowledged so far",
+                flush=True,
+            )
         time.sleep(load)
         run.stop.set()
         producer.join(30)
@@ -279,12 +314,23 @@ def one_mode(wait: int, rounds: int, load: float, rate: float, procs: int, pause
         if run.worker.stopped is None:
             run.worker.stop()
         run.target.cleanup()
-    return {"target": run.target.name, "layout": layout, "wait_replicas": wait, "rounds": rounds,
-            "drained": drained, **figures,
-            "refused": dict(run.refused), "failover_seconds": [round(s, 2) for s in run.failovers],
-            "enqueue_rate": rate, "procs": procs, "load_seconds": load, "replica_paused_before_kill": pause,
-            "replica_link_broken_before_kill": link_break, "job_seconds": job_seconds,
-            "payload_kb": payload_kb}
+    return {
+        "target": run.target.name,
+        "layout": layout,
+        "wait_replicas": wait,
+        "rounds": rounds,
+        "drained": drained,
+        **figures,
+        "refused": dict(run.refused),
+        "failover_seconds": [round(s, 2) for s in run.failovers],
+        "enqueue_rate": rate,
+        "procs": procs,
+        "load_seconds": load,
+        "replica_paused_before_kill": pause,
+        "replica_link_broken_before_kill": link_break,
+        "job_seconds": job_seconds,
+        "payload_kb": payload_kb,
+    }
 
 
 def _median(values: list[float] | list[int]) -> float:
@@ -301,20 +347,32 @@ def report(rows: list[dict[str, Any]], command: str) -> str:
     job, rate, size = first.get("job_seconds", 0.002), first.get("enqueue_rate", 0), first.get("payload_kb", 0)
     title += f" ({job:g} s jobs{f' of {size} KB' if size else ''} at up to {rate:g} enqueues/s)"
     target = str(first.get("target", "Sentinel"))
-    what = ("a Sentinel failover" if target == "Sentinel" else "a Redis Cluster master's failover"
-            if target == "Cluster" else f"a Redis Cluster master's failover ({target.split(', ', 1)[1]})")
-    lines = [f"# What {what} loses{title}", "", f"`{command}` ({when})",
-             "", "| wait_replicas | master SIGKILLs | acknowledged enqueues | lost (median per kill) "
-             "| ran twice (median per kill) | twice at once | enqueues refused | failover (median s) |",
-             "|---|---|---|---|---|---|---|---|"]
+    what = (
+        "a Sentinel failover"
+        if target == "Sentinel"
+        else "a Redis Cluster master's failover"
+        if target == "Cluster"
+        else f"a Redis Cluster master's failover ({target.split(', ', 1)[1]})"
+    )
+    lines = [
+        f"# What {what} loses{title}",
+        "",
+        f"`{command}` ({when})",
+        "",
+        "| wait_replicas | master SIGKILLs | acknowledged enqueues | lost (median per kill) "
+        "| ran twice (median per kill) | twice at once | enqueues refused | failover (median s) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for row in rows:
         kills = int(row["rounds"])
         lost = _median(row.get("lost_per_kill", [0])[:kills])
         twice = _median(row.get("twice_per_kill", [0])[:kills])
         refused = sum(row["refused"].values())
-        lines.append(f"| {row['wait_replicas']} | {kills} | {row['acknowledged']:,} | {row['lost']:,} ({lost:g}) | "
-                     f"{row['twice']:,} ({twice:g}) | {row['twice_at_once']:,} | {refused:,} | "
-                     f"{_median(row['failover_seconds']):.1f} |")
+        lines.append(
+            f"| {row['wait_replicas']} | {kills} | {row['acknowledged']:,} | {row['lost']:,} ({lost:g}) | "
+            f"{row['twice']:,} ({twice:g}) | {row['twice_at_once']:,} | {refused:,} | "
+            f"{_median(row['failover_seconds']):.1f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -326,43 +384,91 @@ def _prefix(args: argparse.Namespace) -> str:
 
 def _result_name(args: argparse.Namespace) -> str:
     base = _prefix(args)
-    nemesis = ("-large" if args.payload_kb else "-backlog" if args.link_break and args.job_seconds > 0.002 else
-               "-link-break" if args.link_break else "-paused" if args.replica_pause else "")
+    nemesis = (
+        "-large"
+        if args.payload_kb
+        else "-backlog"
+        if args.link_break and args.job_seconds > 0.002
+        else "-link-break"
+        if args.link_break
+        else "-paused"
+        if args.replica_pause
+        else ""
+    )
     return f"{base}{nemesis}-latest.md"
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.failover", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--target", choices=sorted(TARGETS), default="sentinel",
-                        help="sentinel: a master, a replica, 3 sentinels; cluster: 3 masters + 3 replicas, "
-                             "the master of the namespace's slot killed; cluster-other: another master killed "
-                             "(the cluster is down meanwhile)")
-    parser.add_argument("--layout", choices=("namespace", "queue"), default="namespace",
-                        help="on a cluster: namespace (all in one slot) or queue (the job queue's shard a slot "
-                             "of its own, its master the one killed)")
+    parser.add_argument(
+        "--target",
+        choices=sorted(TARGETS),
+        default="sentinel",
+        help="sentinel: a master, a replica, 3 sentinels; cluster: 3 masters + 3 replicas, "
+        "the master of the namespace's slot killed; cluster-other: another master killed "
+        "(the cluster is down meanwhile)",
+    )
+    parser.add_argument(
+        "--layout",
+        choices=("namespace", "queue"),
+        default="namespace",
+        help="on a cluster: namespace (all in one slot) or queue (the job queue's shard a slot "
+        "of its own, its master the one killed)",
+    )
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--load", type=float, default=2.0, help="seconds of load before each kill")
     parser.add_argument("--rate", type=float, default=500.0, help="enqueues per second (at most)")
     parser.add_argument("--procs", type=int, default=2)
     parser.add_argument("--modes", default="0,1", help="wait_replicas values to run, in order")
-    parser.add_argument("--replica-pause", type=float, default=0.0,
-                        help="SIGSTOP the replica this many seconds before each kill (SIGCONT just after)")
-    parser.add_argument("--job-seconds", type=float, default=0.002,
-                        help="how long each job sleeps (longer than procs/rate: a backlog builds up)")
-    parser.add_argument("--payload-kb", type=int, default=0,
-                        help="pad each job to about this many KB (large jobs outrun the socket buffers)")
-    parser.add_argument("--link-break", type=float, default=0.0,
-                        help="drop the replica's link (CLIENT KILL TYPE replica) this many seconds before each kill")
+    parser.add_argument(
+        "--replica-pause",
+        type=float,
+        default=0.0,
+        help="SIGSTOP the replica this many seconds before each kill (SIGCONT just after)",
+    )
+    parser.add_argument(
+        "--job-seconds",
+        type=float,
+        default=0.002,
+        help="how long each job sleeps (longer than procs/rate: a backlog builds up)",
+    )
+    parser.add_argument(
+        "--payload-kb",
+        type=int,
+        default=0,
+        help="pad each job to about this many KB (large jobs outrun the socket buffers)",
+    )
+    parser.add_argument(
+        "--link-break",
+        type=float,
+        default=0.0,
+        help="drop the replica's link (CLIENT KILL TYPE replica) this many seconds before each kill",
+    )
     args = parser.parse_args(argv)
     if args.layout == "queue" and args.target == "sentinel":
         parser.error("--layout queue is a Redis Cluster's: give --target cluster or cluster-other")
     sys.path.insert(0, str(ROOT))
     rows = []
     for wait in (int(w) for w in args.modes.split(",")):
-        print(f"{args.target} ({args.layout} layout), wait_replicas={wait}: {args.rounds} SIGKILLs of the master",
-              flush=True)
-        rows.append(one_mode(wait, args.rounds, args.load, args.rate, args.procs, args.replica_pause,
-                             args.link_break, args.job_seconds, args.payload_kb, args.target, args.layout))
+        print(
+            f"{args.target} ({args.layout} layout), wait_replicas={wait}: {args.rounds} SIGKILLs of the master",
+            flush=True,
+        )
+        rows.append(
+            one_mode(
+                wait,
+                args.rounds,
+                args.load,
+                args.rate,
+                args.procs,
+                args.replica_pause,
+                args.link_break,
+                args.job_seconds,
+                args.payload_kb,
+                args.target,
+                args.layout,
+            )
+        )
         print(json.dumps(rows[-1]), flush=True)
     command = "python -m bench.failover " + " ".join(argv if argv is not None else sys.argv[1:])
     RESULTS.mkdir(exist_ok=True)

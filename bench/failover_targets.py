@@ -37,6 +37,7 @@ class SentinelTarget:
 
     def __init__(self) -> None:
         from cogworker.testing.sentinel import Sentinels
+
         self.deployment = Sentinels().start()
 
     def url(self) -> str:
@@ -72,6 +73,7 @@ class ClusterTarget:
 
     def __init__(self, node_timeout: int = 1000, victim: str = "owner", layout: str = "namespace") -> None:
         from cogworker.testing.cluster import Cluster
+
         self.layout = layout
         self.locate, self.jobs_namespace = job_queue_key(self.namespace, layout)
         if layout == "queue":
@@ -86,8 +88,11 @@ class ClusterTarget:
         # A node that never serves the namespace's slot: never killed, so every process
         # started later (a replaced child) still finds the cluster through it.
         owner = self.owner()
-        self._url_port = next(s.port for s in self.deployment.servers
-                              if s.port != owner.port and s.port != self.deployment.replica_of(owner).port)
+        self._url_port = next(
+            s.port
+            for s in self.deployment.servers
+            if s.port != owner.port and s.port != self.deployment.replica_of(owner).port
+        )
 
     def url(self) -> str:
         return f"redis://127.0.0.1:{self._url_port}/0"
@@ -104,8 +109,9 @@ class ClusterTarget:
     def kill_master(self) -> Any:
         owner = self.owner()
         if self.victim == "other":
-            owner = next(m for m in self.deployment.masters() if m.node_id != owner.node_id
-                         and m.port != self._url_port)
+            owner = next(
+                m for m in self.deployment.masters() if m.node_id != owner.node_id and m.port != self._url_port
+            )
         self.deployment.kill(owner.port)
         return owner
 
@@ -132,8 +138,11 @@ def online_replicas(client: Any) -> int:
     """How many replicas the master behind ``client`` counts as online (synced)."""
     with contextlib.suppress(Exception):
         info = client.info("replication")
-        return sum(1 for key, value in info.items() if key.startswith("slave") and isinstance(value, dict)
-                   and value.get("state") == "online")
+        return sum(
+            1
+            for key, value in info.items()
+            if key.startswith("slave") and isinstance(value, dict) and value.get("state") == "online"
+        )
     return 0
 
 
@@ -141,8 +150,10 @@ def job_queue_key(namespace: str, layout: str, queue: str = "default") -> tuple[
     """The key of ``queue``'s list, and the namespace that holds its jobs, in ``layout``
     (``config.shard(queue).keys.queue(queue)``: the shard's, in the queue layout)."""
     import cogworker
-    config = cogworker.Config(redis_url="redis://127.0.0.1:1/0", namespace=namespace, redis_cluster=True,
-                              cluster_layout=layout)
+
+    config = cogworker.Config(
+        redis_url="redis://127.0.0.1:1/0", namespace=namespace, redis_cluster=True, cluster_layout=layout
+    )
     shard = config.shard(queue)
     return shard.keys.queue(queue), shard.keys.namespace
 

@@ -4,6 +4,7 @@ Each launched process gets a session (and process group) of its own, so stopping
 kills the whole group: masters, forked children, work horses. Descendants seen
 before the stop are killed too, in case one left the group.
 """
+
 import os
 import signal
 import subprocess
@@ -40,8 +41,10 @@ class Fleet:
 
     def start(self):
         python = self.ctx.python_for(self.system)
-        self.argvs = [[a.replace("$BENCH_REDIS_URL", self.redis_url) for a in argv]
-                      for argv in self.system.worker_argvs(self.procs, str(env.PEERS_BIN), python)]
+        self.argvs = [
+            [a.replace("$BENCH_REDIS_URL", self.redis_url) for a in argv]
+            for argv in self.system.worker_argvs(self.procs, str(env.PEERS_BIN), python)
+        ]
         LIVE.add(self)
         self.launched_at = time.time()
         self.started_mono = time.monotonic()
@@ -50,8 +53,15 @@ class Fleet:
 
     def _launch(self, argv):
         with open(self.log_path, "ab") as log:
-            return subprocess.Popen(argv, env=self.env, cwd=env.REPO, stdin=subprocess.DEVNULL,
-                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            return subprocess.Popen(
+                argv,
+                env=self.env,
+                cwd=env.REPO,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def exited(self):
         """Indexes of the launched commands whose process has exited."""

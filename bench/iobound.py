@@ -15,6 +15,7 @@ the fleet's CPU seconds per 1,000 jobs (user + system of every process of the fl
 just before it is stopped); the ratio to Celery prefork of the same run. Results go to
 bench/results/latest-io.md and .json.
 """
+
 import argparse
 import datetime
 import json
@@ -67,16 +68,24 @@ def measure(ctx, system, procs, n, wait, cap):
             fleet.stop()
         marks = workloads.marks_of(r)
     (c1, t1), (cn, tn) = marks[0], marks[-1]
-    return {"n": cn, "enqueued": n, "capped": capped, "rate": (cn - c1) / (tn - t1) if tn > t1 else None,
-            "cpu_s_per_1000": cpu / cn * 1000 if cn else None}
+    return {
+        "n": cn,
+        "enqueued": n,
+        "capped": capped,
+        "rate": (cn - c1) / (tn - t1) if tn > t1 else None,
+        "cpu_s_per_1000": cpu / cn * 1000 if cn else None,
+    }
 
 
 def table(systems, results, baseline, args):
     base = statistics.median(r["rate"] for r in results[baseline]) if results.get(baseline) else None
-    lines = [f"I/O workload: {args.jobs:,} jobs each waiting {args.wait * 1000:.0f} ms, {args.procs} processes per "
-             f"row, {args.reps} rep(s), alternating order; median [min-max].", "",
-             "| system | configuration | jobs/s | × Celery prefork | fleet CPU s per 1,000 jobs | jobs run |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        f"I/O workload: {args.jobs:,} jobs each waiting {args.wait * 1000:.0f} ms, {args.procs} processes per "
+        f"row, {args.reps} rep(s), alternating order; median [min-max].",
+        "",
+        "| system | configuration | jobs/s | × Celery prefork | fleet CPU s per 1,000 jobs | jobs run |",
+        "|---|---|---|---|---|---|",
+    ]
     for system in systems:
         reps = results.get(system.name) or []
         if not reps:
@@ -88,8 +97,10 @@ def table(systems, results, baseline, args):
         ran = min(r["n"] for r in reps)
         capped = " (time cap)" if any(r["capped"] for r in reps) else ""
         ratio = f"{med / base:.1f}×" if base else "—"
-        lines.append(f"| {system.name} | {system.config} | {med:,.0f} [{min(rates):,.0f}–{max(rates):,.0f}] | "
-                     f"{ratio} | {cpu:.2f} | {ran:,} of {reps[0]['enqueued']:,}{capped} |")
+        lines.append(
+            f"| {system.name} | {system.config} | {med:,.0f} [{min(rates):,.0f}–{max(rates):,.0f}] | "
+            f"{ratio} | {cpu:.2f} | {ran:,} of {reps[0]['enqueued']:,}{capped} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -123,15 +134,23 @@ def main(argv=None):
                     print(f"  rep {rep + 1} {system.name:<18} ERROR {str(exc).splitlines()[0][:200]}", flush=True)
                     continue
                 results.setdefault(system.name, []).append(value)
-                print(f"  rep {rep + 1} {system.name:<18} {value['rate']:8,.0f} jobs/s  "
-                      f"{value['cpu_s_per_1000']:.2f} CPU s/1000  ({value['n']} jobs)", flush=True)
+                print(
+                    f"  rep {rep + 1} {system.name:<18} {value['rate']:8,.0f} jobs/s  "
+                    f"{value['cpu_s_per_1000']:.2f} CPU s/1000  ({value['n']} jobs)",
+                    flush=True,
+                )
     finally:
         stop_all()
     text = table(systems, results, "celery-reliable", args)
     print("\n" + text)
-    meta = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "args": vars(args),
-            "seconds": time.time() - started, "loadavg_end": os.getloadavg()[0], "git_commit": env.git_commit(),
-            "peers": env.versions(str(env.PEERS_PYTHON), ["celery", "dramatiq", "saq", "redis"])}
+    meta = {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "args": vars(args),
+        "seconds": time.time() - started,
+        "loadavg_end": os.getloadavg()[0],
+        "git_commit": env.git_commit(),
+        "peers": env.versions(str(env.PEERS_PYTHON), ["celery", "dramatiq", "saq", "redis"]),
+    }
     (out_dir / "latest-io.md").write_text(text)
     (out_dir / "latest-io.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
 

@@ -35,7 +35,7 @@ from bench.checkout import app_dir, old_new_parser, run_child
 from bench.drain import checkout_drain_rate
 from bench.redis_server import RedisServer
 
-CHILD = textwrap.dedent('''
+CHILD = textwrap.dedent("""
     import sys, time
     mode, kind, url, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     sys.path.insert(0, sys.argv[5])
@@ -52,9 +52,9 @@ CHILD = textwrap.dedent('''
         started = time.perf_counter()
         worker.run()
         print(n / (time.perf_counter() - started))
-''')
+""")
 
-APP = textwrap.dedent('''
+APP = textwrap.dedent("""
     import cogworker
 
     @cogworker.job
@@ -65,7 +65,7 @@ APP = textwrap.dedent('''
         @cogworker.job(limits=[cogworker.Concurrency("bench", 1000)])
         def limited(i):
             pass
-''')
+""")
 
 
 APP_PATH = app_dir("limits_app", APP)
@@ -84,8 +84,11 @@ def single(checkout: str, kind: str, n: int) -> tuple[float, dict[str, float]]:
         r = redis.Redis.from_url(server.url)
         r.config_resetstat()
         rate = float(child(checkout, "work", kind, server.url, n))
-        calls = {name.removeprefix("cmdstat_"): float(v["calls"]) / n for name, v in r.info("commandstats").items()
-                 if name in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_exec", "cmdstat_lmove", "cmdstat_lrem")}
+        calls = {
+            name.removeprefix("cmdstat_"): float(v["calls"]) / n
+            for name, v in r.info("commandstats").items()
+            if name in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_exec", "cmdstat_lmove", "cmdstat_lrem")
+        }
         r.close()
     return rate, calls
 
@@ -95,8 +98,14 @@ def instructions(checkout: str, kind: str, n: int) -> int:
     with RedisServer() as server, tempfile.TemporaryDirectory() as tmp:
         child(checkout, "enqueue", kind, server.url, n)
         out = os.path.join(tmp, "cg.out")
-        child(checkout, "work", kind, server.url, n,
-              ("valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no"))
+        child(
+            checkout,
+            "work",
+            kind,
+            server.url,
+            n,
+            ("valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no"),
+        )
         found = re.search(r"^(?:summary|totals):\s+(\d+)", Path(out).read_text(), re.M)
         if not found:
             raise RuntimeError(f"no totals in {out}")
@@ -129,18 +138,24 @@ def main(argv: list[str] | None = None) -> None:
             figures.setdefault(("single", side, kind), []).append(rate)
             pre = prefork2(checkout, kind, args.jobs)
             figures.setdefault(("prefork2", side, kind), []).append(pre)
-            print(f"rep {rep + 1} {side} {kind:9} single {rate:8,.0f} jobs/s  prefork2 {pre:8,.0f} jobs/s  "
-                  f"commands/job {calls}", flush=True)
+            print(
+                f"rep {rep + 1} {side} {kind:9} single {rate:8,.0f} jobs/s  prefork2 {pre:8,.0f} jobs/s  "
+                f"commands/job {calls}",
+                flush=True,
+            )
     if not args.reps:
         return
     print()
-    print("| figure | OLD unlimited | NEW unlimited | NEW limited | NEW unlimited ÷ OLD "
-          "| NEW limited ÷ NEW unlimited |")
+    print(
+        "| figure | OLD unlimited | NEW unlimited | NEW limited | NEW unlimited ÷ OLD | NEW limited ÷ NEW unlimited |"
+    )
     print("|---|---|---|---|---|---|")
     for figure in ("single", "prefork2"):
         old, new, limited = (statistics.median(figures[figure, side, kind]) for side, _, kind in rows)
-        print(f"| {figure} jobs/s (median of {args.reps}) | {old:,.0f} | {new:,.0f} | {limited:,.0f} | "
-              f"{new / old:.3f} | {limited / new:.3f} |")
+        print(
+            f"| {figure} jobs/s (median of {args.reps}) | {old:,.0f} | {new:,.0f} | {limited:,.0f} | "
+            f"{new / old:.3f} | {limited / new:.3f} |"
+        )
     for key, calls in sorted(commands.items()):
         print(f"Redis commands per job, {key[0]} {key[1]}: {calls}")
 

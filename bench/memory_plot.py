@@ -4,6 +4,7 @@ bench/.venv-peers, as bench/costs_report.py):
 
     bench/.venv-peers/bin/python -m bench.memory_plot bench/results/memory-hour-*.json [--out docs/x.png]
 """
+
 import argparse
 import json
 from pathlib import Path
@@ -30,23 +31,38 @@ def plot(result: dict, out: Path) -> None:
     ax.plot(done, used, marker=".", linewidth=1.2, label="used_memory")
     if "less_queued_spread" in result["verdict"]:
         less = [(s["used_memory"] - queued(s) * 337) / 1e6 for s in samples]  # bench.memory_run.QUEUED_JOB_BYTES
-        ax.plot(done, less, linestyle="--", linewidth=1.0, color="tab:blue", alpha=0.6,
-                label="used_memory less the queued jobs (337 B each)")
+        ax.plot(
+            done,
+            less,
+            linestyle="--",
+            linewidth=1.0,
+            color="tab:blue",
+            alpha=0.6,
+            label="used_memory less the queued jobs (337 B each)",
+        )
     ax.axhline(result["empty_used_memory"] / 1e6, color="grey", linestyle=":", label="empty instance")
     verdict = result["verdict"]
     if "last_half_spread" in verdict:
         end = samples[-1]["t"]
         tail = [d for d, s in zip(done, samples, strict=True) if s["t"] >= end / 2]
-        ax.axvspan(tail[0], tail[-1], color="tab:green", alpha=0.08,
-                   label=f"last half: {verdict['last_half_min_mb']}-{verdict['last_half_max_mb']} MB "
-                         f"({verdict['last_half_spread'] * 100:.1f} %)"
-                         + (f"; less queued {verdict['less_queued_spread'] * 100:.1f} %"
-                            if "less_queued_spread" in verdict else ""))
-        title = f"{float(result['args']['minutes']):g} min at {float(result['args']['rate']):g} jobs/s, " \
-                f"--procs {result['args']['procs']}, default retention"
+        ax.axvspan(
+            tail[0],
+            tail[-1],
+            color="tab:green",
+            alpha=0.08,
+            label=f"last half: {verdict['last_half_min_mb']}-{verdict['last_half_max_mb']} MB "
+            f"({verdict['last_half_spread'] * 100:.1f} %)"
+            + (f"; less queued {verdict['less_queued_spread'] * 100:.1f} %" if "less_queued_spread" in verdict else ""),
+        )
+        title = (
+            f"{float(result['args']['minutes']):g} min at {float(result['args']['rate']):g} jobs/s, "
+            f"--procs {result['args']['procs']}, default retention"
+        )
     else:
-        title = f"{result['enqueued']:,} jobs, {float(result['args']['fail_rate']) * 100:g} % failing: " \
-                f"{verdict['final_minus_empty_mb']} MB over the empty instance"
+        title = (
+            f"{result['enqueued']:,} jobs, {float(result['args']['fail_rate']) * 100:g} % failing: "
+            f"{verdict['final_minus_empty_mb']} MB over the empty instance"
+        )
     backlog = [queued(s) / 1000 for s in samples]
     if max(backlog) > 0:  # queued jobs take memory too: shown, to tell them from what is retained
         twin = ax.twinx()

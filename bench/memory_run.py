@@ -20,6 +20,7 @@ bench/.venv-peers; ``python -m bench.memory_plot FILE``), the plot. Run from the
     nice -n 10 .venv/bin/python -m bench.memory_run --minutes 60
     .venv/bin/python -m bench.memory_run --jobs 50000 --fail-rate 0.05
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,9 +61,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def start_worker(url: str, procs: int, log: Path) -> subprocess.Popen:
     env = dict(os.environ, BENCH_REDIS_URL=url, PYTHONPATH=os.pathsep.join([str(APPS), str(HERE.parent)]))
     with log.open("w") as out:
-        return subprocess.Popen([sys.executable, "-m", "cogworker.prefork.cli", "--procs", str(procs),
-                                 "--redis-url", url, "bench_memory"], env=env, stdout=out, stderr=subprocess.STDOUT,
-                                cwd=str(APPS), start_new_session=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "cogworker.prefork.cli", "--procs", str(procs), "--redis-url", url, "bench_memory"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=str(APPS),
+            start_new_session=True,
+        )
 
 
 def sample(client, keys, t0: float, enqueued: int) -> dict:
@@ -75,11 +81,20 @@ def sample(client, keys, t0: float, enqueued: int) -> dict:
     pipe.dbsize()
     pipe.llen(keys.queue("default"))
     processed, failed, kept_ok, kept_failed, dead, retry, dbsize, queued = pipe.execute()
-    return {"t": round(time.time() - t0, 1), "used_memory": info["used_memory"],
-            "used_memory_rss": info.get("used_memory_rss"), "enqueued": enqueued,
-            "processed": int(processed or 0), "failed": int(failed or 0),
-            "retained_succeeded": kept_ok, "retained_failed": kept_failed, "dead": dead, "retry": retry,
-            "keys": dbsize, "queued": queued}
+    return {
+        "t": round(time.time() - t0, 1),
+        "used_memory": info["used_memory"],
+        "used_memory_rss": info.get("used_memory_rss"),
+        "enqueued": enqueued,
+        "processed": int(processed or 0),
+        "failed": int(failed or 0),
+        "retained_succeeded": kept_ok,
+        "retained_failed": kept_failed,
+        "dead": dead,
+        "retry": retry,
+        "keys": dbsize,
+        "queued": queued,
+    }
 
 
 def pick(rng: random.Random, fail_rate: float | None) -> str:
@@ -109,12 +124,14 @@ def run(args: argparse.Namespace) -> dict:
         import redis
 
         import cogworker
+
         client = redis.Redis.from_url(server.url)
         empty = client.info("memory")["used_memory"]
         config = cogworker.configure(redis_url=server.url)
         sys.path.insert(0, str(APPS))
         os.environ["BENCH_REDIS_URL"] = server.url
         import bench_memory as app
+
         log = Path(tempfile.gettempdir()) / f"cogworker-memory-run-{os.getpid()}.log"
         worker = start_worker(server.url, args.procs, log)
         try:
@@ -132,11 +149,19 @@ def run(args: argparse.Namespace) -> dict:
                 worker.wait()
         after_stop = client.info("memory")["used_memory"]
         total = args.jobs
-        return {"mode": "jobs" if total is not None else "minutes", "args": {k: str(v) for k, v in vars(args).items()},
-                "redis": redis_version(), "empty_used_memory": empty, "idle_used_memory": idle,
-                "after_stop_used_memory": after_stop, "enqueued": enqueued, "drained": drained,
-                "samples": samples, "verdict": verdict(samples, empty, total is not None),
-                "bytes_per_job_over_idle": round((samples[-1]["used_memory"] - idle) / max(enqueued, 1))}
+        return {
+            "mode": "jobs" if total is not None else "minutes",
+            "args": {k: str(v) for k, v in vars(args).items()},
+            "redis": redis_version(),
+            "empty_used_memory": empty,
+            "idle_used_memory": idle,
+            "after_stop_used_memory": after_stop,
+            "enqueued": enqueued,
+            "drained": drained,
+            "samples": samples,
+            "verdict": verdict(samples, empty, total is not None),
+            "bytes_per_job_over_idle": round((samples[-1]["used_memory"] - idle) / max(enqueued, 1)),
+        }
 
 
 def drive(args: argparse.Namespace, client, config, app, rng: random.Random) -> tuple[list, float, int]:
@@ -207,11 +232,17 @@ def verdict(samples: list, empty: int, fixed: bool) -> dict:
     tail = [s["used_memory"] for s in half]
     less = [s["used_memory"] - queued(s) * QUEUED_JOB_BYTES for s in half]
     spread, spread_less = max(tail) / min(tail) - 1, max(less) / min(less) - 1
-    return {"last_half_min_mb": round(min(tail) / 1e6, 2), "last_half_max_mb": round(max(tail) / 1e6, 2),
-            "last_half_spread": round(spread, 4), "flat_within_10pct": spread <= 0.10,
-            "last_half_most_queued": max(queued(s) for s in half),
-            "less_queued_min_mb": round(min(less) / 1e6, 2), "less_queued_max_mb": round(max(less) / 1e6, 2),
-            "less_queued_spread": round(spread_less, 4), "less_queued_flat_within_10pct": spread_less <= 0.10}
+    return {
+        "last_half_min_mb": round(min(tail) / 1e6, 2),
+        "last_half_max_mb": round(max(tail) / 1e6, 2),
+        "last_half_spread": round(spread, 4),
+        "flat_within_10pct": spread <= 0.10,
+        "last_half_most_queued": max(queued(s) for s in half),
+        "less_queued_min_mb": round(min(less) / 1e6, 2),
+        "less_queued_max_mb": round(max(less) / 1e6, 2),
+        "less_queued_spread": round(spread_less, 4),
+        "less_queued_flat_within_10pct": spread_less <= 0.10,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

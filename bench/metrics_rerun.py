@@ -30,8 +30,18 @@ from redis_server import RedisServer, free_port  # noqa: E402
 
 
 def unknown(name: str) -> str:
-    return json.dumps({"class": name, "args": [], "kwargs": {}, "jid": secrets.token_hex(12), "queue": "default",
-                       "retry": 0, "created_at": time.time(), "enqueued_at": time.time()})
+    return json.dumps(
+        {
+            "class": name,
+            "args": [],
+            "kwargs": {},
+            "jid": secrets.token_hex(12),
+            "queue": "default",
+            "retry": 0,
+            "created_at": time.time(),
+            "enqueued_at": time.time(),
+        }
+    )
 
 
 def hammer(port: int, stop: threading.Event, out: dict) -> None:
@@ -46,9 +56,21 @@ def hammer(port: int, stop: threading.Event, out: dict) -> None:
 
 
 def rerun(r: redis.Redis, tag: str) -> float:
-    r.lpush("cogworker:queue:default", json.dumps({
-        "class": "apps.obs_app.hang", "args": [tag], "kwargs": {}, "jid": secrets.token_hex(12), "queue": "default",
-        "retry": 3, "created_at": time.time(), "enqueued_at": time.time()}))
+    r.lpush(
+        "cogworker:queue:default",
+        json.dumps(
+            {
+                "class": "apps.obs_app.hang",
+                "args": [tag],
+                "kwargs": {},
+                "jid": secrets.token_hex(12),
+                "queue": "default",
+                "retry": 3,
+                "created_at": time.time(),
+                "enqueued_at": time.time(),
+            }
+        ),
+    )
     mine = lambda: [x.decode() for x in r.lrange("test:started", 0, -1) if x.decode().startswith(tag + ":")]  # noqa: E731
     started = wait_for(mine, 30, 0.005, "the first run")
     killed_at = time.monotonic()
@@ -70,8 +92,10 @@ def main() -> None:
     try:
         master.wait_children(timeout=60)
         r = server.client()
-        r.lpush("cogworker:queue:default", *[unknown(f"apps.obs_app.u{i:04d}" + "L" * args.label_chars)
-                                             for i in range(args.classes)])
+        r.lpush(
+            "cogworker:queue:default",
+            *[unknown(f"apps.obs_app.u{i:04d}" + "L" * args.label_chars) for i in range(args.classes)],
+        )
         wait_for(lambda: r.zcard("cogworker:dead") == args.classes, 120, 0.1, "the classes counted")
         times: dict[str, list[float]] = {"idle": [], "scraped": []}
         scrapes: dict = {}
@@ -79,8 +103,9 @@ def main() -> None:
             times["idle"].append(rerun(r, f"idle{i}"))
             master.wait_children(timeout=30)
             stop = threading.Event()
-            threads = [threading.Thread(target=hammer, args=(port, stop, scrapes), daemon=True)
-                       for _ in range(args.scrapers)]
+            threads = [
+                threading.Thread(target=hammer, args=(port, stop, scrapes), daemon=True) for _ in range(args.scrapers)
+            ]
             for t in threads:
                 t.start()
             time.sleep(1.0)
@@ -91,10 +116,14 @@ def main() -> None:
             master.wait_children(timeout=30)
         took = scrapes.get("took", [0.0])
         for what, values in times.items():
-            print(f"re-run after SIGKILL, {what:7}: median {statistics.median(values):.3f} s, "
-                  f"max {max(values):.3f} s  ({', '.join(f'{v:.3f}' for v in values)})")
-        print(f"scrapes: {len(took)} answered, {scrapes.get('failed', 0)} failed, "
-              f"median {statistics.median(took):.3f} s, body {scrapes.get('bytes', 0) / 1e6:.2f} MB")
+            print(
+                f"re-run after SIGKILL, {what:7}: median {statistics.median(values):.3f} s, "
+                f"max {max(values):.3f} s  ({', '.join(f'{v:.3f}' for v in values)})"
+            )
+        print(
+            f"scrapes: {len(took)} answered, {scrapes.get('failed', 0)} failed, "
+            f"median {statistics.median(took):.3f} s, body {scrapes.get('bytes', 0) / 1e6:.2f} MB"
+        )
     finally:
         master.signal(signal.SIGTERM)
         master.proc.wait(30)

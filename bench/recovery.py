@@ -1,5 +1,6 @@
 """The recovery workload: SIGKILL the process running a job, then wait, as a supervisor
 would, until that job starts again (one repetition, one system, fresh Redis)."""
+
 import os
 import signal
 import time
@@ -30,8 +31,9 @@ def recovery(ctx, system, procs, job_seconds, bound, trickle_rate):
         trickle = None
         try:
             fleet.start()
-            trickle = start_driver(ctx, system, rs.url, {"action": "trickle", "rate": trickle_rate,
-                                                         "seconds": bound + 60})
+            trickle = start_driver(
+                ctx, system, rs.url, {"action": "trickle", "rate": trickle_rate, "seconds": bound + 60}
+            )
             warm_up(ctx, system, r, fleet, 2 * procs)
             ctx.prefill.restore(ctx, system, r, "slow", [token, job_seconds], 1)
             starts = _wait_starts(r, token, 1, time.monotonic() + START_TIMEOUT)
@@ -54,9 +56,13 @@ def recovery(ctx, system, procs, job_seconds, bound, trickle_rate):
                 trickle.kill()
                 trickle.wait()
             fleet.stop()
-    out = {"lost": len(starts) < 2, "rerun_s": starts[1][1] - t_kill if len(starts) >= 2 else None,
-           "fleet_exited": seen["all_exited"], "restarted": seen["restarted"],
-           "restart_s": seen["restart_at"] - t_kill if seen["restart_at"] else None}
+    out = {
+        "lost": len(starts) < 2,
+        "rerun_s": starts[1][1] - t_kill if len(starts) >= 2 else None,
+        "fleet_exited": seen["all_exited"],
+        "restarted": seen["restarted"],
+        "restart_s": seen["restart_at"] - t_kill if seen["restart_at"] else None,
+    }
     return out
 
 
@@ -84,8 +90,11 @@ def _wait_rerun(r, token, fleet, deadline):
 
 
 def _starts(r, token):
-    return [(int(pid), float(t)) for tok, pid, t in
-            (line.decode().split() for line in r.lrange("bench:slow", 0, -1)) if tok == token]
+    return [
+        (int(pid), float(t))
+        for tok, pid, t in (line.decode().split() for line in r.lrange("bench:slow", 0, -1))
+        if tok == token
+    ]
 
 
 def _wait_starts(r, token, count, deadline):

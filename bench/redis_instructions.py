@@ -6,8 +6,8 @@ the figure is deterministic: it does not move with the machine's load as Redis's
 time does. Two checkouts as `bench.compare_commits` takes them (each with its own
 `.venv`), each against a fresh redis-server per measurement:
 
-- **fetcher**: one `Fetcher` draining `--jobs` no-op jobs by look-ahead batches of `--k`
-  (`send_ahead` then `read_ahead_all`), each batch's acks riding on the next: the fetch
+- **fetcher**: one `Fetcher` draining `--jobs` no-op jobs by look-aheads of `--k`
+  (`send_ahead` then `read_ahead_all`), each look-ahead's acks riding on the next: the fetch
   and ack path alone;
 - **prefork**: `cogworker.prefork.cli --procs 2` draining `--jobs` true no-op jobs
   (bench.compare_commits' app: the job body makes no Redis call), everything it sends
@@ -37,8 +37,8 @@ from bench.compare_commits import APP_PATH, child
 from bench.drain import checkout_prefork
 from bench.redis_server import free_port
 
-# Run by each checkout's own interpreter: its Fetcher, batches of k, acks riding on the next.
-FETCHER = textwrap.dedent('''
+# Run by each checkout's own interpreter: its Fetcher, look-aheads of k, acks riding on the next.
+FETCHER = textwrap.dedent("""
     import sys
     import cogworker
     from cogworker.engine.fetch.fetcher import Fetcher
@@ -51,7 +51,7 @@ FETCHER = textwrap.dedent('''
         if not works:
             break
         acks = [(w.raw, None) for w in works]
-''')
+""")
 
 
 @contextmanager
@@ -63,10 +63,30 @@ def callgrind_redis() -> Iterator[tuple[Any, str, int, str]]:
     port, work = free_port(), tempfile.mkdtemp(prefix="cogbench-cg-")
     out = os.path.join(work, "cg.out")
     proc = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}", "--dump-instr=no",
-         "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", work, "--loglevel", "warning"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            f"--callgrind-out-file={out}",
+            "--dump-instr=no",
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            work,
+            "--loglevel",
+            "warning",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     r = redis.Redis(port=port)
     try:
         deadline = time.monotonic() + 120
@@ -87,8 +107,7 @@ def callgrind_redis() -> Iterator[tuple[Any, str, int, str]]:
 
 
 def instrumented(pid: int, on: bool) -> None:
-    subprocess.run(["callgrind_control", "-i", "on" if on else "off", str(pid)], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(["callgrind_control", "-i", "on" if on else "off", str(pid)], check=True, stdout=subprocess.DEVNULL)
 
 
 def window_ir(pid: int, out: str) -> int:
@@ -128,13 +147,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("old")
     ap.add_argument("new")
     ap.add_argument("--jobs", type=int, default=10_000)
-    ap.add_argument("--k", type=int, default=32, help="the fetcher's batch size")
+    ap.add_argument("--k", type=int, default=32, help="jobs per look-ahead fetch")
     ap.add_argument("--only", default="fetcher,prefork")
     args = ap.parse_args(argv)
     for mode in args.only.split(","):
         ir = {side: measure(path, mode, args.jobs, args.k) for side, path in (("old", args.old), ("new", args.new))}
-        print(f"{mode}: Redis instructions/job old {ir['old']:,.0f}  new {ir['new']:,.0f}  "
-              f"new/old {ir['new'] / ir['old']:.3f}", flush=True)
+        print(
+            f"{mode}: Redis instructions/job old {ir['old']:,.0f}  new {ir['new']:,.0f}  "
+            f"new/old {ir['new'] / ir['old']:.3f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

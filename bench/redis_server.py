@@ -1,94 +1,68 @@
-"""A private, throw-away redis-server on a free loopback port.
+"""A private, throw-away server on a free loopback port, for one measurement.
 
 Every measurement gets its own: nothing is shared with the machine's Redis on 6379,
 nothing is persisted, and no state (scripts, keys, client lists) leaks from one run
-into the next.
+into the next. The server is the test fixtures' (`cogworker.testing.servers`): the same
+binary (`redis-server` on PATH, else the embedded Valkey; `COGWORKER_TEST_SERVER` picks
+another), started the same way; a bench adds a registry of live servers, so an
+interrupted run stops them all, and a retry when a port is taken between its choice and
+the server's bind.
 """
+
+from __future__ import annotations
+
 import os
 import shutil
-import socket
-import subprocess
 import tempfile
-import time
+
+from cogworker.testing.binaries import server_binary
+from cogworker.testing.servers import RedisServer as FixtureServer
+from cogworker.testing.servers import free_port
+
+__all__ = ["LIVE", "RedisServer", "free_port", "redis_version", "stop_all"]
+
+LIVE: set[RedisServer] = set()  # every server not yet stopped, so an interrupted run can stop them all
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def redis_version() -> str:
+    """The server's name and version, as the results record it (``Redis 7.0.15``)."""
+    return server_binary().version
 
 
-def redis_version():
-    out = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout
-    for part in out.split():
-        if part.startswith("v="):
-            return part[2:]
-    return out.strip()
-
-
-LIVE = set()  # every server not yet stopped, so an interrupted run can stop them all
-
-
-def stop_all():
+def stop_all() -> None:
     for server in list(LIVE):
         server.stop()
 
 
-class RedisServer:
-    def __init__(self):
-        self.port = None
-        self.proc = None
-        self.dir = None
+class RedisServer(FixtureServer):
+    """The fixtures' server with room for a bench's connections; ``with RedisServer() as s``."""
 
-    @property
-    def url(self):
-        return f"redis://127.0.0.1:{self.port}/0"
+    def __init__(self) -> None:
+        super().__init__(args=("--maxclients", "1000"))
 
-    def start(self):
-        # A port can be taken between free_port() and bind(): retry a few times.
-        for _ in range(5):
-            self.port = free_port()
-            self.dir = tempfile.mkdtemp(prefix="cogbench-redis-")
-            self.proc = subprocess.Popen(
-                ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-                 "--save", "", "--appendonly", "no", "--dir", self.dir,
-                 "--maxclients", "1000", "--loglevel", "warning"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-            LIVE.add(self)
-            if self._wait_ready():
-                return self
-            self.stop()
-        raise RuntimeError("could not start a private redis-server")
-
-    def _wait_ready(self, timeout=5.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return False
+    def start(self, timeout: float = 5.0) -> RedisServer:
+        for _ in range(5):  # a port can be taken between free_port() and the server's bind
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(16).startswith(b"+PONG"):
-                        return True
-            except OSError:
-                pass
-            time.sleep(0.01)
-        return False
+                super().start(timeout)
+            except RuntimeError:
+                self.kill()
+                shutil.rmtree(self.dir, ignore_errors=True)
+                self.port, self.dir = free_port(), tempfile.mkdtemp(prefix="cogworker-redis-")
+                continue
+            LIVE.add(self)
+            return self
+        raise RuntimeError(f"could not start a private {self.server.version}")
 
-    def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc = None
+    def stop(self) -> None:
+        """Stopped, and its folder removed (a bench never restarts one)."""
+        super().stop()
         LIVE.discard(self)
-        if self.dir:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir = None
+        shutil.rmtree(self.dir, ignore_errors=True)
 
-    def __enter__(self):
+    def __enter__(self) -> RedisServer:
         return self.start()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 

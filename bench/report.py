@@ -1,4 +1,5 @@
 """Turn the repetitions into medians [min-max], tables (markdown) and JSON files."""
+
 import json
 import math
 import statistics
@@ -29,11 +30,17 @@ def summarize(workload, slot):
         times = sorted(INF if r["lost"] else r["rerun_s"] for r in reps)
         med = statistics.median(times)
         found = [t for t in times if t != INF]
-        out.update(trials=len(reps), lost=sum(r["lost"] for r in reps),
-                   fleet_exited=sum(bool(r.get("fleet_exited")) for r in reps),
-                   restarted=sum(bool(r.get("restarted")) for r in reps),
-                   rerun_s={"median": None if med == INF else med,
-                            "min": min(found) if found else None, "max": max(found) if found else None})
+        out.update(
+            trials=len(reps),
+            lost=sum(r["lost"] for r in reps),
+            fleet_exited=sum(bool(r.get("fleet_exited")) for r in reps),
+            restarted=sum(bool(r.get("restarted")) for r in reps),
+            rerun_s={
+                "median": None if med == INF else med,
+                "min": min(found) if found else None,
+                "max": max(found) if found else None,
+            },
+        )
         return out
     keys = [k for k, v in reps[0].items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
     for k in keys:
@@ -44,17 +51,21 @@ def summarize(workload, slot):
 
 
 def build(meta, systems, data):
-    results = {w: {p: {name: summarize(w, slot) for name, slot in per.items()}
-                   for p, per in points.items()} for w, points in data.items()}
-    doc = {"meta": meta,
-           "systems": {s.name: {"lib": s.lib, "config": s.config, "interpreter": s.interpreter}
-                       for s in systems},
-           "results": results}
+    results = {
+        w: {p: {name: summarize(w, slot) for name, slot in per.items()} for p, per in points.items()}
+        for w, points in data.items()
+    }
+    doc = {
+        "meta": meta,
+        "systems": {s.name: {"lib": s.lib, "config": s.config, "interpreter": s.interpreter} for s in systems},
+        "results": results,
+    }
     doc["targets"] = targets(doc)  # bench/targets.py
     return doc
 
 
 # ---------------------------------------------------------------- formatting
+
 
 def num(x, digits=0):
     if x is None:
@@ -76,19 +87,26 @@ def brief(workload, v):
     """One line for the progress log."""
     if workload in ("throughput", "curves", "truenoop"):
         cut = f", cut at {v['n']}" if v["capped"] else ""
-        red = (f"; Redis {num(v['redis_us'], 1)} µs, {num(v['redis_cmds'], 2)} cmds per job"
-               if v.get("redis_us") is not None else "")
+        red = (
+            f"; Redis {num(v['redis_us'], 1)} µs, {num(v['redis_cmds'], 2)} cmds per job"
+            if v.get("redis_us") is not None
+            else ""
+        )
         return f"{num(v['overall'])} jobs/s (steady {num(v['steady'])}{cut}){red}"
     if workload == "cpu":
         return f"{num(v['rate'], 1)} jobs/s, efficiency {v['efficiency'] * 100:.1f}%"
     if workload == "latency":
         return f"p50 {v['p50_ms']:.2f} ms, p99 {v['p99_ms']:.2f} ms"
     if workload == "enqueue":
-        return (f"single {num(v['single'])}/s ({num(v.get('single_redis_us'), 1)} µs Redis), "
-                f"bulk {num(v['bulk'])}/s ({num(v.get('bulk_redis_us'), 1)} µs Redis)")
+        return (
+            f"single {num(v['single'])}/s ({num(v.get('single_redis_us'), 1)} µs Redis), "
+            f"bulk {num(v['bulk'])}/s ({num(v.get('bulk_redis_us'), 1)} µs Redis)"
+        )
     if workload == "memory":
-        return (f"child USS {v['child_uss_mb']:.1f} MB, RSS {v['child_rss_mb']:.1f} MB, "
-                f"total USS {v['total_uss_mb']:.1f} MB")
+        return (
+            f"child USS {v['child_uss_mb']:.1f} MB, RSS {v['child_rss_mb']:.1f} MB, "
+            f"total USS {v['total_uss_mb']:.1f} MB"
+        )
     if workload == "recovery":
         why = _restart_note(v.get("fleet_exited"), v.get("restarted"))
         if v["lost"]:
@@ -137,8 +155,19 @@ def markdown(doc):
     meta = doc["meta"]
     md = [f"## Benchmark results ({meta['mode']} run)", "", header_line(meta), ""]
     md += [f"> {n}\n" for n in meta.get("notes", [])]
-    for section in (s_summary, s_throughput, report_redis.s_truenoop, report_redis.s_projection, s_curves,
-                    s_cpu, s_latency, s_enqueue, s_memory, s_recovery, s_targets):
+    for section in (
+        s_summary,
+        s_throughput,
+        report_redis.s_truenoop,
+        report_redis.s_projection,
+        s_curves,
+        s_cpu,
+        s_latency,
+        s_enqueue,
+        s_memory,
+        s_recovery,
+        s_targets,
+    ):
         part = section(doc)
         if part:
             md += part + [""]
@@ -152,10 +181,12 @@ def header_line(meta):
     if meta.get("git_commit"):
         versions += f" (commit {meta['git_commit']})"
     load = meta.get("loadavg_start")
-    return (f"{meta['date']}; {meta['cpu_count']} CPUs ({meta['machine']}); "
-            f"load average at start {load:.2f}; redis-server {meta['redis_server']}; "
-            f"Python {meta['peers'].get('python')}. {meta['reps']} repetition(s) per number, "
-            f"shown as median [min–max]. Versions: {versions}.")
+    return (
+        f"{meta['date']}; {meta['cpu_count']} CPUs ({meta['machine']}); "
+        f"load average at start {load:.2f}; redis-server {meta['redis_server']}; "
+        f"Python {meta['peers'].get('python')}. {meta['reps']} repetition(s) per number, "
+        f"shown as median [min–max]. Versions: {versions}."
+    )
 
 
 def _names(doc, workload, *points):
@@ -171,16 +202,35 @@ def s_summary(doc):
     meta = doc["meta"]
     rows = []
     for n, s in doc["systems"].items():
-        rows.append([
-            n, s["config"], sigkill_cell(get(doc, "recovery", "2p", n), s["lib"], meta["plan"].get("rec_bound")),
-            _m(get(doc, "throughput", _main_point(meta), n), "overall"),
-            _pct(get(doc, "cpu", "2p", n)),
-            _ms(get(doc, "latency", "2p", n), "p99_ms"),
-            _enq(get(doc, "enqueue", f"{meta['plan']['payload']}B", n)),
-            _mb(get(doc, "memory", "2p", n), "child_uss_mb")])
-    return ["### Summary", "", table(
-        ["system", "configuration", "SIGKILL mid-job (measured)", "no-op jobs/s, N=2",
-         "CPU efficiency, N=2", "pickup p99 ms", "enqueue/s single · bulk", "USS MB per child, N=2"], rows)]
+        rows.append(
+            [
+                n,
+                s["config"],
+                sigkill_cell(get(doc, "recovery", "2p", n), s["lib"], meta["plan"].get("rec_bound")),
+                _m(get(doc, "throughput", _main_point(meta), n), "overall"),
+                _pct(get(doc, "cpu", "2p", n)),
+                _ms(get(doc, "latency", "2p", n), "p99_ms"),
+                _enq(get(doc, "enqueue", f"{meta['plan']['payload']}B", n)),
+                _mb(get(doc, "memory", "2p", n), "child_uss_mb"),
+            ]
+        )
+    return [
+        "### Summary",
+        "",
+        table(
+            [
+                "system",
+                "configuration",
+                "SIGKILL mid-job (measured)",
+                "no-op jobs/s, N=2",
+                "CPU efficiency, N=2",
+                "pickup p99 ms",
+                "enqueue/s single · bulk",
+                "USS MB per child, N=2",
+            ],
+            rows,
+        ),
+    ]
 
 
 def s_throughput(doc):
@@ -192,14 +242,36 @@ def s_throughput(doc):
         if not r.get("overall"):
             rows.append([n, _err(r), "", "", ""])
             continue
-        rows.append([n, _jobs(r), rng(r["overall"]), rng(r.get("steady")), rng(r.get("startup_s"), 2),
-                     _m(r, "redis_us", 1), _m(r, "redis_cmds", 2)])
+        rows.append(
+            [
+                n,
+                _jobs(r),
+                rng(r["overall"]),
+                rng(r.get("steady")),
+                rng(r.get("startup_s"), 2),
+                _m(r, "redis_us", 1),
+                _m(r, "redis_cmds", 2),
+            ]
+        )
     if not rows:
         return None
-    return [f"### Throughput: {meta['plan']['thr_n']:,} no-op jobs enqueued before the workers start, N = 2 "
-            "(the body counts itself in Redis: one script call per job, in the Redis columns too)",
-            "", table(["system", "jobs run", "jobs/s first→last", "jobs/s steady (10–90%)", "start-up s",
-                       "Redis CPU µs/job (steady)", "commands/job"], rows)]
+    return [
+        f"### Throughput: {meta['plan']['thr_n']:,} no-op jobs enqueued before the workers start, N = 2 "
+        "(the body counts itself in Redis: one script call per job, in the Redis columns too)",
+        "",
+        table(
+            [
+                "system",
+                "jobs run",
+                "jobs/s first→last",
+                "jobs/s steady (10–90%)",
+                "start-up s",
+                "Redis CPU µs/job (steady)",
+                "commands/job",
+            ],
+            rows,
+        ),
+    ]
 
 
 def s_curves(doc):
@@ -208,11 +280,16 @@ def s_curves(doc):
         return None
     cols = [(f"{p}p-{b}B", f"N={p}, {_bytes(b)}") for p, b in meta["plan"]["curve_points"]]
     cols.insert(1, (_main_point(meta), f"N=2, {_bytes(meta['plan']['payload'])}"))
-    rows = [[n] + [_m(_curve(doc, p, n, meta), "steady") for p, _ in cols]
-            for n in _names(doc, "curves", *(p for p, _ in cols))]
-    return [f"### Scaling curves: steady-state jobs/s by processes and payload size "
-            f"({meta['plan']['curve_n']:,} jobs per point; N=2, 100 B is the throughput run)", "",
-            table(["system"] + [h for _, h in cols], rows)]
+    rows = [
+        [n] + [_m(_curve(doc, p, n, meta), "steady") for p, _ in cols]
+        for n in _names(doc, "curves", *(p for p, _ in cols))
+    ]
+    return [
+        f"### Scaling curves: steady-state jobs/s by processes and payload size "
+        f"({meta['plan']['curve_n']:,} jobs per point; N=2, 100 B is the throughput run)",
+        "",
+        table(["system"] + [h for _, h in cols], rows),
+    ]
 
 
 def s_cpu(doc):
@@ -224,14 +301,19 @@ def s_cpu(doc):
     rows = []
     for n in names:
         r1, r2 = get(doc, "cpu", "1p", n), get(doc, "cpu", "2p", n)
-        rows.append([n, _m(r1, "rate", 1), _pct(r1), _m(r1, "job_ms", 1), _m(r2, "rate", 1), _pct(r2),
-                     _m(r2, "job_ms", 1)])
-    return [f"### CPU scaling: {meta['plan']['cpu_n']} jobs of {cj['iterations']:,} iterations of "
-            f"pure Python (~{cj['seconds'] * 1000:.1f} ms measured alone); "
-            "efficiency = jobs/s ÷ (N / job time), job time = the work's mean CPU time in the run; "
-            "each job records itself in a file (no Redis round trip in the body)", "",
-            table(["system", "N=1 jobs/s", "N=1 efficiency", "N=1 job ms", "N=2 jobs/s", "N=2 efficiency",
-                   "N=2 job ms"], rows)]
+        rows.append(
+            [n, _m(r1, "rate", 1), _pct(r1), _m(r1, "job_ms", 1), _m(r2, "rate", 1), _pct(r2), _m(r2, "job_ms", 1)]
+        )
+    return [
+        f"### CPU scaling: {meta['plan']['cpu_n']} jobs of {cj['iterations']:,} iterations of "
+        f"pure Python (~{cj['seconds'] * 1000:.1f} ms measured alone); "
+        "efficiency = jobs/s ÷ (N / job time), job time = the work's mean CPU time in the run; "
+        "each job records itself in a file (no Redis round trip in the body)",
+        "",
+        table(
+            ["system", "N=1 jobs/s", "N=1 efficiency", "N=1 job ms", "N=2 jobs/s", "N=2 efficiency", "N=2 job ms"], rows
+        ),
+    ]
 
 
 def s_latency(doc):
@@ -241,8 +323,11 @@ def s_latency(doc):
         return None
     keys = ("p50_ms", "p95_ms", "p99_ms", "max_ms")
     rows = [[n] + [_ms(get(doc, "latency", "2p", n), k) for k in keys] for n in names]
-    return [f"### Pickup latency on idle workers (N=2): {meta['plan']['lat_n']} jobs one at a time, "
-            "enqueue → start, ms", "", table(["system", "p50", "p95", "p99", "max"], rows)]
+    return [
+        f"### Pickup latency on idle workers (N=2): {meta['plan']['lat_n']} jobs one at a time, enqueue → start, ms",
+        "",
+        table(["system", "p50", "p95", "p99", "max"], rows),
+    ]
 
 
 def s_enqueue(doc):
@@ -255,15 +340,28 @@ def s_enqueue(doc):
             rows.append([n, _err(r), ""])
             continue
         bulk = r.get("bulk")
-        rows.append([n, _m(r, "single"), _m(r, "single_redis_us", 1), _m(r, "single_redis_cmds", 2),
-                     _m(r, "bulk") if bulk else "— (no bulk API)", _m(r, "bulk_redis_us", 1) if bulk else "—",
-                     _m(r, "bulk_redis_cmds", 2) if bulk else "—"])
+        rows.append(
+            [
+                n,
+                _m(r, "single"),
+                _m(r, "single_redis_us", 1),
+                _m(r, "single_redis_cmds", 2),
+                _m(r, "bulk") if bulk else "— (no bulk API)",
+                _m(r, "bulk_redis_us", 1) if bulk else "—",
+                _m(r, "bulk_redis_cmds", 2) if bulk else "—",
+            ]
+        )
     if not rows:
         return None
-    return [f"### Enqueue, one producer: {meta['plan']['enq_single']:,} single calls, "
-            f"{meta['plan']['enq_bulk']:,} through the bulk API (jobs/s; Redis CPU µs and commands per job)", "",
-            table(["system", "single jobs/s", "Redis µs/job", "commands/job", "bulk jobs/s", "Redis µs/job",
-                   "commands/job"], rows)]
+    return [
+        f"### Enqueue, one producer: {meta['plan']['enq_single']:,} single calls, "
+        f"{meta['plan']['enq_bulk']:,} through the bulk API (jobs/s; Redis CPU µs and commands per job)",
+        "",
+        table(
+            ["system", "single jobs/s", "Redis µs/job", "commands/job", "bulk jobs/s", "Redis µs/job", "commands/job"],
+            rows,
+        ),
+    ]
 
 
 def s_memory(doc):
@@ -275,9 +373,11 @@ def s_memory(doc):
         head += [f"N={p} child USS", "child RSS", "master USS", "total USS"]
     keys = ("child_uss_mb", "child_rss_mb", "master_uss_mb", "total_uss_mb")
     rows = [[n] + [_mb(get(doc, "memory", p, n), k) for p in ("2p", "4p") for k in keys] for n in names]
-    return ["### Memory with a preloaded 50 MB module "
-            "(MB, psutil memory_full_info, idle after a few jobs)", "",
-            table(head, rows)]
+    return [
+        "### Memory with a preloaded 50 MB module (MB, psutil memory_full_info, idle after a few jobs)",
+        "",
+        table(head, rows),
+    ]
 
 
 def s_recovery(doc):
@@ -291,27 +391,37 @@ def s_recovery(doc):
         rs = r["rerun_s"]
         restarts = [x["restart_s"] for x in r["reps"] if x.get("restart_s") is not None]
         note = _restart_note(r["fleet_exited"], r.get("restarted"))
-        rows.append([n, f"{r['lost']}/{r['trials']}",
-                     "not re-run (lost)" if rs["median"] is None else _secs(rs["median"]),
-                     "—" if rs["min"] is None else f"{_secs(rs['min'])}–{_secs(rs['max'])}",
-                     f"{note} after {_secs(statistics.median(restarts))}" if restarts else "no"])
+        rows.append(
+            [
+                n,
+                f"{r['lost']}/{r['trials']}",
+                "not re-run (lost)" if rs["median"] is None else _secs(rs["median"]),
+                "—" if rs["min"] is None else f"{_secs(rs['min'])}–{_secs(rs['max'])}",
+                f"{note} after {_secs(statistics.median(restarts))}" if restarts else "no",
+            ]
+        )
     if not rows:
         return None
     p = meta["plan"]
-    return [f"### Recovery: the process running a {p['rec_job']:.0f} s job is SIGKILLed half-way "
-            f"(N=2); seconds until that job starts again (lost: not within {p['rec_bound']:.0f} s). "
-            f"A launched process that exits is restarted once, as a supervisor would; "
-            f"{p.get('rec_trickle', 0)} no-op jobs/s keep arriving meanwhile. Up to {p['rec_trials']} "
-            f"trials; {p.get('rec_slow_trials', p['rec_trials'])} for a system with a trial slower than 20 s", "",
-            table(["system", "lost", "re-run after (median)", "min–max", "supervisor restart"], rows)]
+    return [
+        f"### Recovery: the process running a {p['rec_job']:.0f} s job is SIGKILLed half-way "
+        f"(N=2); seconds until that job starts again (lost: not within {p['rec_bound']:.0f} s). "
+        f"A launched process that exits is restarted once, as a supervisor would; "
+        f"{p.get('rec_trickle', 0)} no-op jobs/s keep arriving meanwhile. Up to {p['rec_trials']} "
+        f"trials; {p.get('rec_slow_trials', p['rec_trials'])} for a system with a trial slower than 20 s",
+        "",
+        table(["system", "lost", "re-run after (median)", "min–max", "supervisor restart"], rows),
+    ]
 
 
 def s_targets(doc):
     if not doc.get("targets"):
         return None
-    return ["### cogworker's targets (benchmark figures, not tests)", "",
-            table(["target", "measured", "met"],
-                  [[t["target"], t["measured"], t["met"]] for t in doc["targets"]])]
+    return [
+        "### cogworker's targets (benchmark figures, not tests)",
+        "",
+        table(["target", "measured", "met"], [[t["target"], t["measured"], t["met"]] for t in doc["targets"]]),
+    ]
 
 
 def _curve(doc, p, n, meta):
@@ -362,6 +472,7 @@ def _bytes(b):
 
 # ---------------------------------------------------------------- files
 
+
 def write(doc, text, out_dir):
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -373,8 +484,11 @@ def write(doc, text, out_dir):
         suffix += "-" + "-".join(doc["meta"]["workloads"])
     data = json.dumps(doc, indent=1, default=_json_default)
     paths = []
-    for name, content in ((f"{stamp}{suffix}.json", data), (f"latest{suffix}.json", data),
-                          (f"latest{suffix}.md", text + "\n")):
+    for name, content in (
+        (f"{stamp}{suffix}.json", data),
+        (f"latest{suffix}.json", data),
+        (f"latest{suffix}.md", text + "\n"),
+    ):
         path = out_dir / name
         tmp = path.with_suffix(path.suffix + ".tmp")
         tmp.write_text(content)

@@ -9,6 +9,7 @@ def _point(doc):
 
 def s_truenoop(doc):
     from bench import report as R
+
     P = _point(doc)
     rows = []
     for n in R._names(doc, "truenoop", P):
@@ -16,16 +17,38 @@ def s_truenoop(doc):
         if not r.get("overall"):
             rows.append([n, R._err(r), "", "", "", "", ""])
             continue
-        rows.append([n, R._jobs(r), R.rng(r["overall"]), R.rng(r.get("steady")), R._m(r, "redis_us", 1),
-                     R._m(r, "redis_cmds", 2), _core(r.get("redis_us"))])
+        rows.append(
+            [
+                n,
+                R._jobs(r),
+                R.rng(r["overall"]),
+                R.rng(r.get("steady")),
+                R._m(r, "redis_us", 1),
+                R._m(r, "redis_cmds", 2),
+                _core(r.get("redis_us")),
+            ]
+        )
     if not rows:
         return None
     plan = doc["meta"]["plan"]
-    return [f"### True no-op: {plan['tn_n']:,} jobs whose body makes no Redis call (it appends a byte to a "
-            f"file of its process), enqueued before the workers start, N = 2; Redis CPU (`INFO cpu` user + "
-            "sys) and commands (`INFO stats`) per job over the steady window (10–90% of the jobs)", "",
-            R.table(["system", "jobs run", "jobs/s first→last", "jobs/s steady", "Redis CPU µs/job",
-                     "commands/job", "jobs/s one Redis core carries (consume only)"], rows)]
+    return [
+        f"### True no-op: {plan['tn_n']:,} jobs whose body makes no Redis call (it appends a byte to a "
+        f"file of its process), enqueued before the workers start, N = 2; Redis CPU (`INFO cpu` user + "
+        "sys) and commands (`INFO stats`) per job over the steady window (10–90% of the jobs)",
+        "",
+        R.table(
+            [
+                "system",
+                "jobs run",
+                "jobs/s first→last",
+                "jobs/s steady",
+                "Redis CPU µs/job",
+                "commands/job",
+                "jobs/s one Redis core carries (consume only)",
+            ],
+            rows,
+        ),
+    ]
 
 
 def _core(stats):
@@ -59,11 +82,15 @@ def projection(doc):
 
 def s_projection(doc):
     from bench import report as R
-    rows = [[n, f"{c:.1f}", f"{e:.1f} ({api})", f"{c + e:.1f}", f"{jobs:,.0f}"]
-            for n, c, e, api, jobs in projection(doc)]
+
+    rows = [
+        [n, f"{c:.1f}", f"{e:.1f} ({api})", f"{c + e:.1f}", f"{jobs:,.0f}"] for n, c, e, api, jobs in projection(doc)
+    ]
     if not rows:
         return None
-    return ["### Projection: jobs/s one Redis core carries, enqueue included (1 ÷ Redis CPU per job; "
-            "medians of the true no-op run and of the enqueue run, bulk API where the library has one)", "",
-            R.table(["system", "consume µs/job", "enqueue µs/job", "total µs/job", "jobs/s per Redis core"],
-                    rows)]
+    return [
+        "### Projection: jobs/s one Redis core carries, enqueue included (1 ÷ Redis CPU per job; "
+        "medians of the true no-op run and of the enqueue run, bulk API where the library has one)",
+        "",
+        R.table(["system", "consume µs/job", "enqueue µs/job", "total µs/job", "jobs/s per Redis core"], rows),
+    ]

@@ -26,7 +26,7 @@ from bench.checkout import app_dir
 from bench.drain import drain_rate
 from bench.redis_server import RedisServer
 
-APP = textwrap.dedent('''
+APP = textwrap.dedent("""
     import time
     import cogworker
     from cogworker.config import get_config
@@ -43,7 +43,7 @@ APP = textwrap.dedent('''
     def probe(t_enqueued):
         get_config().redis().rpush("bench:probe", repr(time.time() - t_enqueued))
         return 1
-''')
+""")
 
 
 APP_PATH = app_dir("results_app", APP)
@@ -85,10 +85,22 @@ def prefork(kind: str, n: int, procs: int = 2) -> float:
         getattr(env.app, kind).enqueue_many([(i,) for i in range(n)])
         r = env.config.redis()
         queue = env.config.keys.queue("default")
-        proc = subprocess.Popen([sys.executable, "-m", "cogworker.prefork.cli", "--procs", str(procs),
-                                 "--redis-url", env.server.url, "results_app"],
-                                env={**os.environ, "PYTHONPATH": APP_PATH}, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "cogworker.prefork.cli",
+                "--procs",
+                str(procs),
+                "--redis-url",
+                env.server.url,
+                "results_app",
+            ],
+            env={**os.environ, "PYTHONPATH": APP_PATH},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             return drain_rate(r, queue, n)
         finally:
@@ -140,15 +152,19 @@ def main() -> None:
                 out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
                 value = float(out.strip().splitlines()[-1])
                 figures.setdefault((where, kind), []).append(value)
-                print(f"rep {rep + 1} {where:8} results {'on ' if kind == 'kept' else 'off'} {value:,.0f} jobs/s",
-                      flush=True)
+                print(
+                    f"rep {rep + 1} {where:8} results {'on ' if kind == 'kept' else 'off'} {value:,.0f} jobs/s",
+                    flush=True,
+                )
     for where in ("single", "prefork2"):
         on, off = statistics.median(figures[where, "kept"]), statistics.median(figures[where, "plain"])
         print(f"{where:8} median results=True {on:,.0f}  off {off:,.0f} jobs/s  cost {100 * (1 - on / off):.1f}%")
     whole, pickup = latency(args.latency_jobs)
-    print(f"result() round trip (enqueue -> value in hand): median {statistics.median(whole) * 1000:.2f} ms, "
-          f"p95 {p95(whole) * 1000:.2f} ms; the same jobs' pickup alone (enqueue -> start): median "
-          f"{statistics.median(pickup) * 1000:.2f} ms, p95 {p95(pickup) * 1000:.2f} ms ({len(whole)} jobs)")
+    print(
+        f"result() round trip (enqueue -> value in hand): median {statistics.median(whole) * 1000:.2f} ms, "
+        f"p95 {p95(whole) * 1000:.2f} ms; the same jobs' pickup alone (enqueue -> start): median "
+        f"{statistics.median(pickup) * 1000:.2f} ms, p95 {p95(pickup) * 1000:.2f} ms ({len(whole)} jobs)"
+    )
 
 
 if __name__ == "__main__":

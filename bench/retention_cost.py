@@ -23,9 +23,11 @@ from bench.redis_server import RedisServer
 
 
 def commands(r) -> int:  # type: ignore[no-untyped-def]
-    return sum(int(v["calls"]) for k, v in r.info("commandstats").items()
-               if k.startswith("cmdstat_") and k not in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_info",
-                                                         "cmdstat_llen"))
+    return sum(
+        int(v["calls"])
+        for k, v in r.info("commandstats").items()
+        if k.startswith("cmdstat_") and k not in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_info", "cmdstat_llen")
+    )
 
 
 def prefork2(checkout: str, n: int) -> tuple[float, float, float]:
@@ -54,11 +56,12 @@ def main(argv: list[str] | None = None) -> None:
     sides = {"old": args.old, "new": args.new}
     figures: dict[str, list[tuple[float, float, float]]] = {s: [] for s in sides}
     for rep in range(args.reps):
-        for side in (list(sides) if rep % 2 == 0 else list(sides)[::-1]):
+        for side in list(sides) if rep % 2 == 0 else list(sides)[::-1]:
             rate, cpu, calls = prefork2(sides[side], args.jobs)
             figures[side].append((rate, cpu, calls))
-            print(f"rep {rep + 1} {side} {rate:,.0f} jobs/s, Redis {cpu:.2f} us/job, {calls:.2f} commands/job",
-                  flush=True)
+            print(
+                f"rep {rep + 1} {side} {rate:,.0f} jobs/s, Redis {cpu:.2f} us/job, {calls:.2f} commands/job", flush=True
+            )
     medians = {s: [statistics.median(f[i] for f in figures[s]) for i in range(3)] for s in sides}
     for i, what in enumerate(("jobs/s", "Redis CPU us/job", "commands/job")):
         old, new = medians["old"][i], medians["new"][i]

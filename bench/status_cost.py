@@ -22,8 +22,9 @@ MEASURE = {
 
 def measure(kind: str, on: bool, n: int) -> float:
     env = {**os.environ, "COGWORKER_BENCH_STATUS": "1" if on else "0"}
-    out = subprocess.run([sys.executable, "-c", MEASURE[kind].format(n=n)], env=env, check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", MEASURE[kind].format(n=n)], env=env, check=True, capture_output=True, text=True
+    ).stdout
     return float(out.strip().splitlines()[-1])
 
 
@@ -38,8 +39,7 @@ def main() -> None:
             for on in (True, False):
                 value = measure(kind, on, args.jobs)
                 figures[kind, on].append(value)
-                print(f"rep {rep + 1} {kind:8} status/history {'on ' if on else 'off'} {value:,.0f} jobs/s",
-                      flush=True)
+                print(f"rep {rep + 1} {kind:8} status/history {'on ' if on else 'off'} {value:,.0f} jobs/s", flush=True)
     for kind in MEASURE:
         on, off = statistics.median(figures[kind, True]), statistics.median(figures[kind, False])
         print(f"{kind:8} median on {on:,.0f}  off {off:,.0f}  cost {100 * (1 - on / off):.1f}%")

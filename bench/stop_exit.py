@@ -57,8 +57,9 @@ main()
 """
 
 
-def one_stop(port: int, condition: str, arm: str, sig: signal.Signals, redis: RedisServer,
-             wrapper: Path) -> dict[str, Any]:
+def one_stop(
+    port: int, condition: str, arm: str, sig: signal.Signals, redis: RedisServer, wrapper: Path
+) -> dict[str, Any]:
     args = [sys.executable, str(wrapper), "--procs", "2", "examples.app"]
     metrics_port = free_port()
     if condition == "scraped":
@@ -66,8 +67,9 @@ def one_stop(port: int, condition: str, arm: str, sig: signal.Signals, redis: Re
     if condition == "json-logs":
         args[2:2] = ["--log-format", "json"]
     env = dict(os.environ, COGWORKER_REDIS_URL=f"redis://127.0.0.1:{port}/0", PYTHONPATH=str(ROOT), BENCH_STOP_ARM=arm)
-    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     lines: list[str] = []
     ready = threading.Event()
 
@@ -169,10 +171,17 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             mine = [r for r in rows if r["condition"] == condition and r["arm"] == arm and "gap_s" in r]
             if mine:
                 gaps = [r["gap_s"] for r in mine]
-                out.append({"condition": condition, "arm": arm, "stops": len(gaps),
-                            "median_ms": round(statistics.median(gaps) * 1000, 1), "max_ms": round(max(gaps) * 1000, 1),
-                            "teardown_median_ms": round(statistics.median(r["teardown_s"] for r in mine) * 1000, 1),
-                            "over_linger": sum(g > LINGER for g in gaps)})
+                out.append(
+                    {
+                        "condition": condition,
+                        "arm": arm,
+                        "stops": len(gaps),
+                        "median_ms": round(statistics.median(gaps) * 1000, 1),
+                        "max_ms": round(max(gaps) * 1000, 1),
+                        "teardown_median_ms": round(statistics.median(r["teardown_s"] for r in mine) * 1000, 1),
+                        "over_linger": sum(g > LINGER for g in gaps),
+                    }
+                )
     return out
 
 
@@ -183,8 +192,12 @@ def main() -> None:
     parser.add_argument("--conditions", default="quiet,starved,scraped,json-logs,redis-frozen")
     a = parser.parse_args()
     rows = run(a.stops, a.spinners, a.conditions.split(","))
-    result = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_before": os.getloadavg(),
-              "summary": summary(rows), "rows": rows}
+    result = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "load_before": os.getloadavg(),
+        "summary": summary(rows),
+        "rows": rows,
+    }
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "stop-exit-latest.json").write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result["summary"], indent=1))

@@ -12,8 +12,11 @@ def _median(point, name, key):
 
 def _survivors(systems, rec):
     """The peer rows whose every SIGKILLed job ran again (the recovery workload, same run)."""
-    return [n for n, s in systems.items() if s["lib"] not in ("cogworker", "bare")
-            and rec.get(n, {}).get("trials") and rec[n]["lost"] == 0]
+    return [
+        n
+        for n, s in systems.items()
+        if s["lib"] not in ("cogworker", "bare") and rec.get(n, {}).get("trials") and rec[n]["lost"] == 0
+    ]
 
 
 def _redis_targets(res, systems, rec, point, add):
@@ -23,14 +26,20 @@ def _redis_targets(res, systems, rec, point, add):
     if cog:
         bare = _median(tn, "bare-batch8", "steady")
         if bare:
-            add("true no-op ≥ 80% of bare-batch8 (steady jobs/s)", f"{cog / bare * 100:.0f}% ({cog:,.0f} against "
-                f"{bare:,.0f})", cog / bare >= 0.8)
+            add(
+                "true no-op ≥ 80% of bare-batch8 (steady jobs/s)",
+                f"{cog / bare * 100:.0f}% ({cog:,.0f} against {bare:,.0f})",
+                cog / bare >= 0.8,
+            )
         peers = [(n, _median(tn, n, "steady")) for n in _survivors(systems, rec)]
         peers = [(n, v) for n, v in peers if v]
         if peers:
             best, v = max(peers, key=lambda p: p[1])
-            add("true no-op ≥ 10× the fastest peer that re-ran every SIGKILLed job",
-                f"{cog / v:.1f}× ({best}: {v:,.0f} jobs/s)", cog / v >= 10)
+            add(
+                "true no-op ≥ 10× the fastest peer that re-ran every SIGKILLed job",
+                f"{cog / v:.1f}× ({best}: {v:,.0f} jobs/s)",
+                cog / v >= 10,
+            )
         for b in ("bare-batch32", "bare-ahead"):
             ref = _median(tn, b, "steady")
             if ref:
@@ -38,17 +47,22 @@ def _redis_targets(res, systems, rec, point, add):
     us = _median(tn, "cogworker", "redis_us")
     if us is not None:
         ref = _median(tn, "bare-batch8", "redis_us")
-        add("Redis CPU per consumed job ≤ 8 µs (true no-op)", f"{us:.1f} µs"
-            + (f" (bare-batch8: {ref:.1f})" if ref is not None else ""), us <= 8)
+        add(
+            "Redis CPU per consumed job ≤ 8 µs (true no-op)",
+            f"{us:.1f} µs" + (f" (bare-batch8: {ref:.1f})" if ref is not None else ""),
+            us <= 8,
+        )
     enq = res.get("enqueue", {}).get(point.split("-", 1)[1], {})
     bulk = _median(enq, "cogworker", "bulk_redis_us")
     if bulk is not None:
         add("Redis CPU per enqueued job in bulk ≤ 3 µs", f"{bulk:.1f} µs", bulk <= 3)
     single, bare_single = _median(enq, "cogworker", "single"), _median(enq, "bare-2rt", "single")
     if single and bare_single:
-        add("single enqueue ≥ 90% of a bare LPUSH loop (bare-2rt's client: json.dumps + LPUSH)",
+        add(
+            "single enqueue ≥ 90% of a bare LPUSH loop (bare-2rt's client: json.dumps + LPUSH)",
             f"{single / bare_single * 100:.0f}% ({single:,.0f} against {bare_single:,.0f}/s)",
-            single / bare_single >= 0.9)
+            single / bare_single >= 0.9,
+        )
 
 
 def _throughput_targets(thr, systems, rec, cog, add):
@@ -56,8 +70,14 @@ def _throughput_targets(thr, systems, rec, cog, add):
     (cogworker's own ``overall`` median is ``cog``)."""
     # "Survives SIGKILL" is what the recovery workload saw: every trial's job ran again
     # within the bound (after a supervisor restart if its processes exited).
-    safe = [n for n, s in systems.items() if s["lib"] not in ("cogworker", "bare")
-            and rec.get(n, {}).get("trials") and rec[n]["lost"] == 0 and thr.get(n, {}).get("overall")]
+    safe = [
+        n
+        for n, s in systems.items()
+        if s["lib"] not in ("cogworker", "bare")
+        and rec.get(n, {}).get("trials")
+        and rec[n]["lost"] == 0
+        and thr.get(n, {}).get("overall")
+    ]
     best = max(safe, key=lambda n: thr[n]["overall"]["median"], default=None)
     goal = "no-op throughput ≥ 3× the fastest peer row that re-ran every SIGKILLed job"
     if best:
@@ -70,12 +90,11 @@ def _throughput_targets(thr, systems, rec, cog, add):
         top = max(bares, key=lambda n: thr[n]["overall"]["median"], default=None)
         if top:
             ceiling = thr[top]["overall"]["median"] / thr[best]["overall"]["median"]
-            add(f"(for reference) the fastest bare row ({top}) ÷ {best}: the 3× target's ceiling",
-                f"{ceiling:.1f}×")
+            add(f"(for reference) the fastest bare row ({top}) ÷ {best}: the 3× target's ceiling", f"{ceiling:.1f}×")
     else:
         add(goal, "no peer has both a throughput and a loss-free recovery result")
     # The issue's row: one pipeline acking the last batch and fetching 8. bare-ahead
-    # (batched as cogworker batches when K = 1) and the others are shown for reference.
+    # (fetched as cogworker's look-ahead at K = 1) and the others are shown for reference.
     for bare in ("bare-batch8", "bare-ahead", "bare-2rt", "bare-lua"):
         b = thr.get(bare, {}).get("overall")
         if b:

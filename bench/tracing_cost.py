@@ -7,7 +7,7 @@ Modes, each measured in a fresh interpreter, alternating, `--reps` times:
   absent     this tree with `opentelemetry` unimportable (as without the `otel` extra)
   installed  this tree, `opentelemetry` importable, no tracer provider set
   traced     a tracer provider with a simple processor and an exporter that drops spans
-Prints every figure (µs per call, best of 5 batches) and the medians per mode.
+Prints every figure (µs per call, best of 5 timed loops) and the medians per mode.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-CHILD = r'''
+CHILD = r"""
 import sys, time
 mode, url, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if mode == "absent":
@@ -55,21 +55,28 @@ conn = cogworker.get_config().redis()
 push = best(lambda: client.push(dict(payload)), n // 10)
 conn.flushall()
 print(f"{run:.3f} {push:.3f}")
-'''
+"""
 
 
 def old_tree(commit: str) -> Path:
     folder = Path(tempfile.mkdtemp(prefix="cogworker-before-"))
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit, "cogworker"], check=True,
-                             capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", commit, "cogworker"], check=True, capture_output=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
     return folder
 
 
 def measure(mode: str, tree: Path, url: str, n: int) -> tuple[float, float]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    out = subprocess.run([sys.executable, "-c", CHILD, mode, url, str(n)], env=env, check=True,
-                         capture_output=True, text=True, cwd=tempfile.gettempdir()).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, mode, url, str(n)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),
+    ).stdout
     run, push = out.split()
     return float(run), float(push)
 
@@ -92,15 +99,19 @@ def main() -> None:
         for rep in range(args.reps):
             for mode, tree in trees.items():
                 figures[mode].append(measure(mode, tree, server.url, args.n))
-                print(f"rep {rep} {mode:9} run_job {figures[mode][-1][0]:7.3f} µs  push {figures[mode][-1][1]:7.2f} µs",
-                      flush=True)
+                print(
+                    f"rep {rep} {mode:9} run_job {figures[mode][-1][0]:7.3f} µs  push {figures[mode][-1][1]:7.2f} µs",
+                    flush=True,
+                )
     finally:
         server.stop()
         shutil.rmtree(before, ignore_errors=True)
     for mode, values in figures.items():
-        print(f"median {mode:9} run_job {statistics.median(v[0] for v in values):7.3f} µs  "
-              f"push {statistics.median(v[1] for v in values):7.2f} µs   "
-              f"best run_job {min(v[0] for v in values):7.3f} µs  push {min(v[1] for v in values):7.2f} µs")
+        print(
+            f"median {mode:9} run_job {statistics.median(v[0] for v in values):7.3f} µs  "
+            f"push {statistics.median(v[1] for v in values):7.2f} µs   "
+            f"best run_job {min(v[0] for v in values):7.3f} µs  push {min(v[1] for v in values):7.2f} µs"
+        )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ only the system's own traffic: its fetches, acks and bookkeeping. Reported: jobs
 first to last completion, steady jobs/s (10% to 90% of the jobs), and Redis's CPU and
 commands per job over that steady window (bench/rcpu.py).
 """
+
 import os
 import tempfile
 import time
@@ -38,8 +39,9 @@ def truenoop(ctx, system, procs, payload, n, cap):
         # A slow client (Celery's, on a loaded machine) fills for FILL_SECONDS at most: the
         # run is cut `cap` seconds after its first job anyway.
         n = ctx.prefill.restore(ctx, system, r, "truenoop", ["x" * payload], n, max_seconds=FILL_SECONDS)
-        fleet = Fleet(ctx, system, procs, rs.url, extra_env={"BENCH_MARKS_DIR": directory},
-                      log_name=f"truenoop-{procs}p")
+        fleet = Fleet(
+            ctx, system, procs, rs.url, extra_env={"BENCH_MARKS_DIR": directory}, log_name=f"truenoop-{procs}p"
+        )
         try:
             start = (time.monotonic(), 0, rcpu.snapshot(r))
             fleet.start()
@@ -77,9 +79,14 @@ def _watch(r, directory, fleet, n, cap, start):
     if hi is None or hi[1] <= lo[1]:  # too few jobs for a window (a tiny smoke run): the whole run
         lo, hi = start, _mark(r, directory)
     steady = (hi[1] - lo[1]) / (hi[0] - lo[0]) if hi[0] > lo[0] else None
-    out = {"n": done, "enqueued": n, "capped": done < n,
-           "overall": (done - first[1]) / (now - first[0]) if now > first[0] else None,
-           "steady": steady, "startup_s": first[0] - fleet.started_mono}
+    out = {
+        "n": done,
+        "enqueued": n,
+        "capped": done < n,
+        "overall": (done - first[1]) / (now - first[0]) if now > first[0] else None,
+        "steady": steady,
+        "startup_s": first[0] - fleet.started_mono,
+    }
     out.update(rcpu.per_job(lo[2], hi[2], hi[1] - lo[1]))
     return out
 

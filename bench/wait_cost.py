@@ -1,4 +1,4 @@
-"""What wait_replicas=1 costs per job (README "Past one Redis"; docs/architecture.md#replication).
+"""What wait_replicas=1 costs per job (docs/operations/failover.md; docs/architecture.md#replication).
 
     python -m bench.wait_cost            # 3 repetitions of each, alternating, medians
     python -m bench.wait_cost --jobs 2000 --reps 1
@@ -36,6 +36,7 @@ def _cpu(client: Any) -> float:
 
 def _enqueue(jobs: int, master: Any) -> tuple[float, float]:
     from bench.apps import failover_app
+
     cpu, started = _cpu(master), time.perf_counter()
     for i in range(jobs):
         failover_app.noop.enqueue(i)
@@ -45,6 +46,7 @@ def _enqueue(jobs: int, master: Any) -> tuple[float, float]:
 
 def _work(jobs: int, master: Any, worker: Any) -> tuple[float, float]:
     from cogworker import api
+
     queue = api.Queue("default")
     cpu, started = _cpu(master), time.perf_counter()
     queue.resume()
@@ -58,24 +60,35 @@ def _work(jobs: int, master: Any, worker: Any) -> tuple[float, float]:
 
 def one(wait: int, jobs: int, url: str, master: Any) -> dict[str, float]:
     import cogworker
-    from cogworker import api
-    from cogworker.testing.servers import PreforkWorker
 
     master.flushall()
     cogworker.config._config = None
     cogworker.configure(redis_url=url, wait_replicas=wait, wait_timeout=2.0, status=False, history=False)
+    env = {"COGWORKER_WAIT_REPLICAS": str(wait), "COGWORKER_WAIT_TIMEOUT": "2.0", "PYTHONPATH": str(ROOT)}
+    return measure(jobs, master, env)
+
+
+def measure(jobs: int, master: Any, env: dict[str, str]) -> dict[str, float]:
+    """Enqueue and drain as configured (the worker gets ``env``; bench/durability_crash.py
+    measures durability="aof" with it too)."""
+    from cogworker import api, get_config
+    from cogworker.testing.servers import PreforkWorker
+
     api.Queue("default").pause()
     enqueue_rate, enqueue_cpu = _enqueue(jobs, master)
-    env = {"COGWORKER_WAIT_REPLICAS": str(wait), "COGWORKER_WAIT_TIMEOUT": "2.0", "PYTHONPATH": str(ROOT),
-           "BENCH_FAILOVER_LOG": "/dev/null"}
-    worker = PreforkWorker(url, "bench.apps.failover_app", procs=2, env=env)
+    env = {**env, "BENCH_FAILOVER_LOG": "/dev/null"}
+    worker = PreforkWorker(get_config().redis_url, "bench.apps.failover_app", procs=2, env=env)
     try:
         worker.wait_ready()
         work_rate, work_cpu = _work(jobs, master, worker)
     finally:
         worker.stop()
-    return {"enqueue_per_s": enqueue_rate, "enqueue_cpu_us": enqueue_cpu,
-            "jobs_per_s": work_rate, "work_cpu_us": work_cpu}
+    return {
+        "enqueue_per_s": enqueue_rate,
+        "enqueue_cpu_us": enqueue_cpu,
+        "jobs_per_s": work_rate,
+        "work_cpu_us": work_cpu,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -106,7 +119,8 @@ def main(argv: list[str] | None = None) -> None:
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"wait-cost-{stamp}.json").write_text(
-        json.dumps({"command": command.strip(), "jobs": args.jobs, "reps": rows, "medians": medians}, indent=1) + "\n")
+        json.dumps({"command": command.strip(), "jobs": args.jobs, "reps": rows, "medians": medians}, indent=1) + "\n"
+    )
     text = report(medians, command.strip(), args)
     (RESULTS / "wait-cost-latest.md").write_text(text)
     print(text)
@@ -115,13 +129,20 @@ def main(argv: list[str] | None = None) -> None:
 def report(medians: dict[int, dict[str, float]], command: str, args: argparse.Namespace) -> str:
     off, on = medians[0], medians[1]
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    lines = [f"# What wait_replicas=1 costs (medians of {args.reps}, {args.jobs:,} no-op jobs each)", "",
-             f"`{command}` ({when}); a master and one replica on loopback, 2 cores.", "",
-             "| | wait_replicas=0 | wait_replicas=1 | ratio |", "|---|---|---|---|"]
-    for key, label, fmt in (("enqueue_per_s", "single enqueues/s (one thread)", "{:,.0f}"),
-                            ("enqueue_cpu_us", "master CPU per enqueue (µs)", "{:.1f}"),
-                            ("jobs_per_s", "jobs/s (prefork --procs 2)", "{:,.0f}"),
-                            ("work_cpu_us", "master CPU per job consumed (µs)", "{:.1f}")):
+    lines = [
+        f"# What wait_replicas=1 costs (medians of {args.reps}, {args.jobs:,} no-op jobs each)",
+        "",
+        f"`{command}` ({when}); a master and one replica on loopback, 2 cores.",
+        "",
+        "| | wait_replicas=0 | wait_replicas=1 | ratio |",
+        "|---|---|---|---|",
+    ]
+    for key, label, fmt in (
+        ("enqueue_per_s", "single enqueues/s (one thread)", "{:,.0f}"),
+        ("enqueue_cpu_us", "master CPU per enqueue (µs)", "{:.1f}"),
+        ("jobs_per_s", "jobs/s (prefork --procs 2)", "{:,.0f}"),
+        ("work_cpu_us", "master CPU per job consumed (µs)", "{:.1f}"),
+    ):
         lines.append(f"| {label} | {fmt.format(off[key])} | {fmt.format(on[key])} | {on[key] / off[key]:.2f} |")
     return "\n".join(lines) + "\n"
 

@@ -49,9 +49,11 @@ def flush_cost(config: cogworker.Config, runs: int) -> None:
         redis_us.append(sum(e["duration"] for e in log))
     config.redis().config_set("slowlog-log-slower-than", 10_000)  # the default again: the fill isn't logged
     config.redis().slowlog_reset()
-    print(f"flush of 1,000 jobs of 10 classes: {statistics.median(commands):.0f} commands, "
-          f"{statistics.median(redis_us):.0f} µs of Redis; wall time median {statistics.median(times):.2f} ms, "
-          f"slowest {max(times):.2f} ms ({runs} flushes)")
+    print(
+        f"flush of 1,000 jobs of 10 classes: {statistics.median(commands):.0f} commands, "
+        f"{statistics.median(redis_us):.0f} µs of Redis; wall time median {statistics.median(times):.2f} ms, "
+        f"slowest {max(times):.2f} ms ({runs} flushes)"
+    )
 
 
 def fill(config: cogworker.Config, classes: int, hours: int = 72) -> None:
@@ -69,11 +71,16 @@ def fill(config: cogworker.Config, classes: int, hours: int = 72) -> None:
         stats.flush(config, buffer.take())
     r = config.redis()
     memory = r.info("memory")["used_memory_human"]
-    hourly = [k for prefix in (config.keys.throughput_hour_prefix, config.keys.durations_hour_prefix)
-              for k in r.scan_iter(f"{prefix}*", count=1000)]
+    hourly = [
+        k
+        for prefix in (config.keys.throughput_hour_prefix, config.keys.durations_hour_prefix)
+        for k in r.scan_iter(f"{prefix}*", count=1000)
+    ]
     hourly_mb = sum(r.memory_usage(k) or 0 for k in hourly) / 2**20
-    print(f"filled {hours} h x {classes} classes in {time.perf_counter() - started:.1f} s; Redis {memory}, "
-          f"of which the {len(hourly)} per-hour hashes {hourly_mb:.1f} MB")
+    print(
+        f"filled {hours} h x {classes} classes in {time.perf_counter() - started:.1f} s; Redis {memory}, "
+        f"of which the {len(hourly)} per-hour hashes {hourly_mb:.1f} MB"
+    )
 
 
 def get(port: int, path: str, redis_client) -> tuple[float, int]:
@@ -105,8 +112,10 @@ def pages(config: cogworker.Config, runs: int) -> None:
                 get(web.port, path, r)  # warm-up
                 results = [get(web.port, path, r) for _ in range(runs)]
                 times = [t for t, _ in results]
-                print(f"| `{path}` | {statistics.median(times):.1f} | {max(times):.1f} | "
-                      f"{statistics.median([us for _, us in results]):,.0f} |")
+                print(
+                    f"| `{path}` | {statistics.median(times):.1f} | {max(times):.1f} | "
+                    f"{statistics.median([us for _, us in results]):,.0f} |"
+                )
     finally:
         web.stop()
 

@@ -34,11 +34,15 @@ CHUNK = 10_000
 def payload(i: int, queue: str = "big", failed: bool = True) -> str:
     """One job entry as the client writes it (formatted, not json.dumps: 1.1 M of them)."""
     now = time.time()
-    text = (f'{{"class":"app.jobs.Job{i % 7}","args":[{i},"{"x" * 40}"],"kwargs":{{}},"jid":"{uuid.uuid4().hex}",'
-            f'"queue":"{queue}","retry":25,"created_at":{now},"enqueued_at":{now}')
+    text = (
+        f'{{"class":"app.jobs.Job{i % 7}","args":[{i},"{"x" * 40}"],"kwargs":{{}},"jid":"{uuid.uuid4().hex}",'
+        f'"queue":"{queue}","retry":25,"created_at":{now},"enqueued_at":{now}'
+    )
     if failed:
-        text += (f',"retry_count":3,"error_class":"{["ValueError", "KeyError"][i % 2]}","error_message":"boom {i}",'
-                 f'"failed_at":{now},"error_traceback":"Traceback (most recent call last):\\n  ...\\nValueError"')
+        text += (
+            f',"retry_count":3,"error_class":"{["ValueError", "KeyError"][i % 2]}","error_message":"boom {i}",'
+            f'"failed_at":{now},"error_traceback":"Traceback (most recent call last):\\n  ...\\nValueError"'
+        )
     return text + "}"
 
 
@@ -47,8 +51,11 @@ def fill(config: cogworker.Config, dead: int, queued: int) -> dict[str, str]:
     r = config.redis()
     now = time.time()
     others = min(10_000, dead // 10)
-    for key, n, failed in ((config.keys.dead, dead, True), (config.keys.retry, others, True),
-                           (config.keys.schedule, others, False)):
+    for key, n, failed in (
+        (config.keys.dead, dead, True),
+        (config.keys.retry, others, True),
+        (config.keys.schedule, others, False),
+    ):
         pipe = r.pipeline(transaction=False)
         for start in range(0, n, CHUNK):
             pipe.zadd(key, {payload(i, failed=failed): now - dead + i for i in range(start, min(n, start + CHUNK))})
@@ -72,9 +79,22 @@ def fill(config: cogworker.Config, dead: int, queued: int) -> dict[str, str]:
 def pages(jids: dict[str, str], dead: int, queued: int) -> list[tuple[str, str]]:
     """(label, path): the same pages on either site; middle and last pages are its own."""
     last_dead, last_queue = -(-dead // 25), -(-queued // 25)
-    fixed = ["/", "/stats.json", "/live.svg", "/busy", "/queues", "/queues/big", "/scheduled", "/retries", "/dead",
-             "/periodic", "/metrics", "/unsettled", "/dead?job_class=app.jobs.Job3",
-             "/dead?error_class=KeyError&from=50000"]
+    fixed = [
+        "/",
+        "/stats.json",
+        "/live.svg",
+        "/busy",
+        "/queues",
+        "/queues/big",
+        "/scheduled",
+        "/retries",
+        "/dead",
+        "/periodic",
+        "/metrics",
+        "/unsettled",
+        "/dead?job_class=app.jobs.Job3",
+        "/dead?error_class=KeyError&from=50000",
+    ]
     return [(p, p) for p in fixed] + [
         ("/queues/big?page=(middle)", f"/queues/big?page={last_queue // 2}"),
         ("/queues/big?page=(last)", f"/queues/big?page={last_queue}"),
@@ -96,8 +116,10 @@ class Site:
         started = time.perf_counter()
         self.pages = dict(pages(fill(self.config, dead, queued), dead, queued))
         self.redis = self.config.redis()
-        print(f"filled {dead:,} dead, {queued:,} queued, {min(10_000, dead // 10):,} retries and scheduled in "
-              f"{time.perf_counter() - started:.1f} s; Redis {self.redis.info('memory')['used_memory_human']}")
+        print(
+            f"filled {dead:,} dead, {queued:,} queued, {min(10_000, dead // 10):,} retries and scheduled in "
+            f"{time.perf_counter() - started:.1f} s; Redis {self.redis.info('memory')['used_memory_human']}"
+        )
         self.redis.config_set("slowlog-log-slower-than", 0)
         self.redis.config_set("slowlog-max-len", 1_000_000)
         self.web = ServerThread(create_app(config=self.config), free_port()).start()
@@ -134,8 +156,10 @@ def main() -> None:
         sites.append(Site(1_000, 100))
         sites.append(Site(args.dead, args.queued))
         small, big = sites
-        print("\n| page | small: median ms | big: median ms | big: slowest ms | big/small | big: Redis µs |\n"
-              "|---|---:|---:|---:|---:|---:|")
+        print(
+            "\n| page | small: median ms | big: median ms | big: slowest ms | big/small | big: Redis µs |\n"
+            "|---|---:|---:|---:|---:|---:|"
+        )
         for label in small.pages:
             for site in sites:
                 site.get(site.pages[label])  # warm-up: templates compiled, scripts loaded
@@ -145,8 +169,10 @@ def main() -> None:
                 for site in sites:
                     site.get(site.pages[label])
             a, b = statistics.median(small.times), statistics.median(big.times)
-            print(f"| `{label}` | {a:.1f} | {b:.1f} | {max(big.times):.1f} | {b / a:.2f} | "
-                  f"{statistics.median(big.redis_us):,.0f} |")
+            print(
+                f"| `{label}` | {a:.1f} | {b:.1f} | {max(big.times):.1f} | {b / a:.2f} | "
+                f"{statistics.median(big.redis_us):,.0f} |"
+            )
     finally:
         for site in sites:
             site.close()

@@ -5,6 +5,7 @@ Every system gets the same job bodies (bench/apps/bench_body.py), the same job
 counts and the same timing method; nothing here knows which system it measures
 except through the System interface.
 """
+
 import json
 import os
 import statistics
@@ -20,16 +21,22 @@ from bench.fleet import Fleet, FleetError
 from bench.redis_server import RedisServer
 
 STOP = threading.Event()  # set on TERM/Ctrl-C: every wait below gives up at once
-START_TIMEOUT = 30.0   # a fleet that completes no job in this long has failed
-STALL_TIMEOUT = 30.0   # ... and one that completes no more jobs for this long
+START_TIMEOUT = 30.0  # a fleet that completes no job in this long has failed
+STALL_TIMEOUT = 30.0  # ... and one that completes no more jobs for this long
 
 
 def start_driver(ctx, system, url, spec):
     """Start bench.driver (the client side) in the system's interpreter."""
     spec = {**spec, "system": system.name}
-    return subprocess.Popen([ctx.python_for(system), "-m", "bench.driver", json.dumps(spec)],
-                            env=env.worker_env(url, system.worker_env()), cwd=env.REPO, text=True,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [ctx.python_for(system), "-m", "bench.driver", json.dumps(spec)],
+        env=env.worker_env(url, system.worker_env()),
+        cwd=env.REPO,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def driver_result(proc, timeout=300):
@@ -88,8 +95,9 @@ class Prefill:
 
     def _snapshot(self, ctx, system, fn, args, n, max_seconds):
         with RedisServer() as rs:
-            filled = driver(ctx, system, rs.url, {"action": "fill", "fn": fn, "args": args, "n": n,
-                                                  "max_seconds": max_seconds})
+            filled = driver(
+                ctx, system, rs.url, {"action": "fill", "fn": fn, "args": args, "n": n, "max_seconds": max_seconds}
+            )
             r = redis.Redis.from_url(rs.url)
             names = list(r.scan_iter(count=1000))
             with r.pipeline(transaction=False) as p:
@@ -199,10 +207,15 @@ def throughput(ctx, system, procs, payload, n, cap):
     (c1, t1), (cn, tn) = marks[0], marks[-1]
     lo = [m for m in marks if m[0] >= 0.1 * cn][0]
     hi = [m for m in marks if m[0] <= 0.9 * cn][-1]
-    return {"n": cn, "enqueued": n, "capped": capped,
-            "overall": (cn - c1) / (tn - t1) if tn > t1 else None,
-            "steady": (hi[0] - lo[0]) / (hi[1] - lo[1]) if hi[1] > lo[1] else None,
-            "startup_s": t1 - fleet.launched_at, **meter.result()}
+    return {
+        "n": cn,
+        "enqueued": n,
+        "capped": capped,
+        "overall": (cn - c1) / (tn - t1) if tn > t1 else None,
+        "steady": (hi[0] - lo[0]) / (hi[1] - lo[1]) if hi[1] > lo[1] else None,
+        "startup_s": t1 - fleet.launched_at,
+        **meter.result(),
+    }
 
 
 def cpu_scaling(ctx, system, procs, n, iterations):
@@ -215,8 +228,7 @@ def cpu_scaling(ctx, system, procs, n, iterations):
     alone = job_time_alone(iterations)
     with RedisServer() as rs, tempfile.TemporaryDirectory(prefix="bench-marks-") as marks_dir:
         r = redis.Redis.from_url(rs.url)
-        fleet = Fleet(ctx, system, procs, rs.url, extra_env={"BENCH_MARKS_DIR": marks_dir},
-                      log_name=f"cpu-{procs}p")
+        fleet = Fleet(ctx, system, procs, rs.url, extra_env={"BENCH_MARKS_DIR": marks_dir}, log_name=f"cpu-{procs}p")
         try:
             fleet.start()
             # Warm up first: the second process booting late is start-up, not scaling.
@@ -233,13 +245,19 @@ def cpu_scaling(ctx, system, procs, n, iterations):
     # efficiency: jobs/s against the ideal procs / job time, the job time being the mean CPU
     # time the work took in this run (= share of procs x wall spent in the jobs' work).
     # efficiency_vs_alone: the job time measured alone, in the orchestrator, just before.
-    return {"n": n, "rate": rate, "job_ms": burn_cpu / n * 1000, "alone_ms": alone * 1000,
-            "efficiency": burn_cpu / (procs * wall),
-            "efficiency_vs_alone": rate * alone / procs}
+    return {
+        "n": n,
+        "rate": rate,
+        "job_ms": burn_cpu / n * 1000,
+        "alone_ms": alone * 1000,
+        "efficiency": burn_cpu / (procs * wall),
+        "efficiency_vs_alone": rate * alone / procs,
+    }
 
 
 def _cpu_records(marks_dir):
     from bench_body import CPU_RECORD_SIZE  # bench/apps is on sys.path (run.calibrate_cpu)
+
     records = []
     for name in os.listdir(marks_dir):
         with open(os.path.join(marks_dir, name)) as f:
@@ -250,6 +268,7 @@ def _cpu_records(marks_dir):
 def _wait_records(marks_dir, fleet, n, cap=600):
     """Until n CPU records are written: their files' sizes tell, no reading needed."""
     from bench_body import CPU_RECORD_SIZE
+
     started = time.monotonic()
     last, last_change = 0, started
     while True:
@@ -274,6 +293,7 @@ def _wait_records(marks_dir, fleet, n, cap=600):
 def job_time_alone(iterations, runs=7):
     """CPU seconds of the work run alone here, now (the machine's speed drifts)."""
     from bench_body import burn  # bench/apps is on sys.path (run.calibrate_cpu)
+
     times = []
     for _ in range(runs):
         t = time.thread_time()
@@ -300,8 +320,9 @@ def latency(ctx, system, procs, n, min_gap, max_gap, seed):
         try:
             fleet.start()
             # The producer imports its library while the workers boot; it waits for "go".
-            producer = start_driver(ctx, system, rs.url, {"action": "latency", "n": n, "min_gap": min_gap,
-                                                          "max_gap": max_gap, "seed": seed})
+            producer = start_driver(
+                ctx, system, rs.url, {"action": "latency", "n": n, "min_gap": min_gap, "max_gap": max_gap, "seed": seed}
+            )
             warm_up(ctx, system, r, fleet, 2 * procs)
             r.lpush("bench:go", 1)
             driver_result(producer)
@@ -314,15 +335,24 @@ def latency(ctx, system, procs, n, min_gap, max_gap, seed):
     ms = [(float(t_start) - float(t_enq)) * 1000 for _tok, _pid, t_enq, t_start in rows]
     if len(ms) < n:
         raise FleetError(f"only {len(ms)} of {n} probes ran")
-    return {"n": len(ms), "p50_ms": percentile(ms, 0.50), "p95_ms": percentile(ms, 0.95),
-            "p99_ms": percentile(ms, 0.99), "max_ms": max(ms)}
+    return {
+        "n": len(ms),
+        "p50_ms": percentile(ms, 0.50),
+        "p95_ms": percentile(ms, 0.95),
+        "p99_ms": percentile(ms, 0.99),
+        "max_ms": max(ms),
+    }
 
 
 def enqueue(ctx, system, n_single, n_bulk, chunk, payload):
     """One producer, no workers: single enqueue calls, then the library's bulk API."""
     with RedisServer() as rs:
-        return driver(ctx, system, rs.url, {"action": "enqueue", "n_single": n_single,
-                                            "n_bulk": n_bulk, "chunk": chunk, "payload": payload})
+        return driver(
+            ctx,
+            system,
+            rs.url,
+            {"action": "enqueue", "n_single": n_single, "n_bulk": n_bulk, "chunk": chunk, "payload": payload},
+        )
 
 
 def memory(ctx, system, procs, warmup):
@@ -330,8 +360,7 @@ def memory(ctx, system, procs, warmup):
     ctx.prefill.ensure(ctx, system, "noop", [""], warmup)
     with RedisServer() as rs:
         r = redis.Redis.from_url(rs.url)
-        fleet = Fleet(ctx, system, procs, rs.url, extra_env={"BENCH_BALLAST": "1"},
-                      log_name=f"memory-{procs}p")
+        fleet = Fleet(ctx, system, procs, rs.url, extra_env={"BENCH_BALLAST": "1"}, log_name=f"memory-{procs}p")
         try:
             fleet.start()
             warm_up(ctx, system, r, fleet, warmup)

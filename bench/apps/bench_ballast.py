@@ -5,6 +5,7 @@ Tuples and strings, not one bytes blob: the collector walks container objects, s
 pages shared copy-on-write with the parent get written to unless the system
 freezes them before forking. That is exactly what the memory workload measures.
 """
+
 import os
 
 MEGABYTES = int(os.environ.get("BENCH_BALLAST_MB", "50"))

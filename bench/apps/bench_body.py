@@ -16,6 +16,7 @@ bench counts and times jobs the same way whatever system runs them:
   trip (most of a child's time there) hides.
 - probe/slow: RPUSH "<token> <pid> <time.time()>" when the job starts.
 """
+
 import os
 import time
 
@@ -44,8 +45,7 @@ def _conn():
     # (a forked child must not share its parent's socket).
     if _state["pid"] != os.getpid():
         client = redis.Redis.from_url(os.environ["BENCH_REDIS_URL"])
-        _state.update(pid=os.getpid(), client=client,
-                      done=client.register_script(_DONE_LUA))
+        _state.update(pid=os.getpid(), client=client, done=client.register_script(_DONE_LUA))
     return _state
 
 

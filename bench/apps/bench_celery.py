@@ -7,6 +7,7 @@
   back on the queue. Prefetched messages of a worker that is still alive stay reserved
   by it (unacked in Redis), so a larger multiplier keeps the guarantee.
 """
+
 import os
 
 import bench_body as body

@@ -1,4 +1,5 @@
 """cogworker's job module: the shared bodies under @cogworker.job (queue "default")."""
+
 import os
 
 import bench_body as body

@@ -1,4 +1,5 @@
 """Dramatiq's job module: Redis broker, default middleware (Retries included)."""
+
 import os
 
 import bench_body as body

@@ -1,4 +1,5 @@
 """Huey's job module: RedisHuey with its defaults (blocking BRPOP fetch)."""
+
 import os
 
 import bench_body as body

@@ -1,6 +1,7 @@
 """The memory run's job module (bench/memory_run.py): a mix of job kinds under the default
 configuration, bodies that make no Redis call of their own (so Redis holds only what
 cogworker keeps per job)."""
+
 import os
 import time
 

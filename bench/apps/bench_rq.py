@@ -2,6 +2,7 @@
 each worker process imports it once at start and forked work horses inherit it
 (RQ's documented way to preload: otherwise every horse would import it per job).
 """
+
 import bench_body as body
 
 

@@ -1,5 +1,6 @@
 """SAQ's job module (asyncio): `saq bench_saq.settings --workers N` starts N worker
 processes, each running up to `concurrency` jobs at once on its loop (SAQ's default: 10)."""
+
 import os
 
 import bench_body as body

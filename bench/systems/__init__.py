@@ -9,13 +9,14 @@ A System is used from two sides:
 Whether a configuration survives SIGKILL is not declared here: the recovery workload
 measures it.
 """
+
 from abc import ABC, abstractmethod
 
 
 class System(ABC):
-    name = ""          # the row's name in the tables
-    lib = ""           # the library (cogworker, celery, rq, dramatiq, huey, bare)
-    config = ""        # one line: how it is configured
+    name = ""  # the row's name in the tables
+    lib = ""  # the library (cogworker, celery, rq, dramatiq, huey, bare)
+    config = ""  # one line: how it is configured
     interpreter = "peers"  # "peers" (bench/.venv-peers) or "project" (cogworker's own)
 
     @property
@@ -38,13 +39,14 @@ class System(ABC):
 
 def all_systems():
     from bench.systems import bare, celery_, cogworker_, dramatiq_, huey_, rq_
-    return [*cogworker_.SYSTEMS, *bare.SYSTEMS, *celery_.SYSTEMS, *rq_.SYSTEMS,
-            *dramatiq_.SYSTEMS, *huey_.SYSTEMS]
+
+    return [*cogworker_.SYSTEMS, *bare.SYSTEMS, *celery_.SYSTEMS, *rq_.SYSTEMS, *dramatiq_.SYSTEMS, *huey_.SYSTEMS]
 
 
 def io_systems():
     """The extra rows of the I/O workload (bench.iobound): concurrency inside a process."""
     from bench.systems import iobound_
+
     return list(iobound_.SYSTEMS)
 
 

@@ -3,6 +3,7 @@
 N plain processes (no master, no heartbeat, no stats) loop over fetch -> run the same
 job body -> ack. See bench/bare.py for the variants.
 """
+
 from bench.systems import System
 
 QUEUE = "bare:queue"
@@ -23,8 +24,7 @@ class Bare(System):
         }[variant]
 
     def worker_argvs(self, procs, bindir, python):
-        return [[python, "-m", "bench.bare", "--variant", self.variant, "--index", str(i)]
-                for i in range(procs)]
+        return [[python, "-m", "bench.bare", "--variant", self.variant, "--index", str(i)] for i in range(procs)]
 
     def client(self):
         import json
@@ -43,6 +43,7 @@ class Bare(System):
                     for a in arglist:
                         p.lpush(QUEUE, json.dumps({"class": fn, "args": list(a)}))
                     p.execute()
+
         return Client()
 
 

@@ -1,4 +1,5 @@
 """Celery 5 with the prefork pool, in its default and its reliable configuration."""
+
 from bench.systems import System
 
 
@@ -18,8 +19,9 @@ class Celery(System):
     client_key = "celery"
 
     def worker_argvs(self, procs, bindir, python):
-        return [[f"{bindir}/celery", "-A", "bench_celery", "worker", "-P", "prefork",
-                 "-c", str(procs), "-l", "WARNING"]]
+        return [
+            [f"{bindir}/celery", "-A", "bench_celery", "worker", "-P", "prefork", "-c", str(procs), "-l", "WARNING"]
+        ]
 
     def worker_env(self):
         env = {"BENCH_CELERY_MODE": self.mode}
@@ -39,6 +41,7 @@ class Celery(System):
                 # Celery has no pipelined bulk enqueue; a group is its batch API.
                 task = getattr(app, fn)
                 group(task.s(*a) for a in arglist).apply_async()
+
         return Client()
 
 

@@ -1,5 +1,6 @@
 """cogworker: the prefork worker (master + N forked children), its only configuration,
 which is the reliable one (in-progress list per child, requeued when the child dies)."""
+
 from bench.systems import System
 
 
@@ -11,8 +12,18 @@ class Cogworker(System):
 
     def worker_argvs(self, procs, bindir, python):
         # `python -m` rather than the console script: works from a plain checkout too.
-        return [[python, "-m", "cogworker.prefork.cli", "--procs", str(procs),
-                 "--redis-url", "$BENCH_REDIS_URL", "bench_cogworker"]]
+        return [
+            [
+                python,
+                "-m",
+                "cogworker.prefork.cli",
+                "--procs",
+                str(procs),
+                "--redis-url",
+                "$BENCH_REDIS_URL",
+                "bench_cogworker",
+            ]
+        ]
 
     def client(self):
         import bench_cogworker as app
@@ -23,6 +34,7 @@ class Cogworker(System):
 
             def enqueue_many(self, fn, arglist):
                 getattr(app, fn).enqueue_many([tuple(a) for a in arglist])
+
         return Client()
 
 

@@ -1,4 +1,5 @@
 """Dramatiq 2 with the Redis broker: --processes N --threads 1 (one job at a time per process)."""
+
 from bench.systems import System
 
 
@@ -34,6 +35,7 @@ class Dramatiq(System):
                 # No pipelined bulk enqueue in Dramatiq; a group is its batch API.
                 actor = getattr(app, fn)
                 group(actor.message(*a) for a in arglist).run()
+
         return Client()
 
 

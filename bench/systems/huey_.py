@@ -1,4 +1,5 @@
 """Huey 3 with RedisHuey: huey_consumer -k process -w N."""
+
 from bench.systems import System
 
 
@@ -18,6 +19,7 @@ class Huey(System):
 
             def enqueue(self, fn, args):
                 getattr(app, fn)(*args)
+
         return Client()
 
 

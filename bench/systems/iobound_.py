@@ -1,5 +1,6 @@
 """The rows of the I/O workload (`python -m bench.iobound`): each system's way of waiting
 on many slow calls at once, with N processes."""
+
 from bench.systems import System
 from bench.systems.celery_ import Celery
 from bench.systems.cogworker_ import Cogworker
@@ -19,8 +20,20 @@ class CogworkerConcurrent(Cogworker):
         return "cogworker"
 
     def worker_argvs(self, procs, bindir, python):
-        return [[python, "-m", "cogworker.prefork.cli", "--procs", str(procs), "--concurrency",
-                 str(self.concurrency), "--redis-url", "$BENCH_REDIS_URL", "bench_cogworker"]]
+        return [
+            [
+                python,
+                "-m",
+                "cogworker.prefork.cli",
+                "--procs",
+                str(procs),
+                "--concurrency",
+                str(self.concurrency),
+                "--redis-url",
+                "$BENCH_REDIS_URL",
+                "bench_cogworker",
+            ]
+        ]
 
 
 class CeleryThreads(Celery):
@@ -33,8 +46,23 @@ class CeleryThreads(Celery):
         self.config = f"N x `celery worker -P threads -c {threads}`, acks_late, reject_on_worker_lost"
 
     def worker_argvs(self, procs, bindir, python):
-        return [[f"{bindir}/celery", "-A", "bench_celery", "worker", "-P", "threads", "-c", str(self.threads),
-                 "-n", f"w{i}@%h", "-l", "WARNING"] for i in range(procs)]
+        return [
+            [
+                f"{bindir}/celery",
+                "-A",
+                "bench_celery",
+                "worker",
+                "-P",
+                "threads",
+                "-c",
+                str(self.threads),
+                "-n",
+                f"w{i}@%h",
+                "-l",
+                "WARNING",
+            ]
+            for i in range(procs)
+        ]
 
 
 class DramatiqThreads(Dramatiq):
@@ -84,7 +112,9 @@ class Saq(System):
                     for (seconds,) in arglist:
                         await app.queue.enqueue(fn, seconds=seconds)
                     await app.queue.disconnect()
+
                 asyncio.run(go())
+
         return Client()
 
 

@@ -5,6 +5,7 @@
 Jobs are enqueued with Retry(max=3): with it, RQ requeues a job whose work horse died
 (its reliable configuration); without it the job goes to the failed registry.
 """
+
 from bench.systems import System
 
 
@@ -22,8 +23,17 @@ class RQ(System):
     client_key = "rq"  # the same client and jobs for both worker classes
 
     def worker_argvs(self, procs, bindir, python):
-        argv = [f"{bindir}/rq", "worker", "-u", "$BENCH_REDIS_URL", "-c", "bench_rq",
-                "--logging_level", "WARNING", "--disable-job-desc-logging"]
+        argv = [
+            f"{bindir}/rq",
+            "worker",
+            "-u",
+            "$BENCH_REDIS_URL",
+            "-c",
+            "bench_rq",
+            "--logging_level",
+            "WARNING",
+            "--disable-job-desc-logging",
+        ]
         if self.kind == "simple":
             argv += ["-w", "rq.worker.SimpleWorker"]
         return [argv + ["default"] for _ in range(procs)]
@@ -44,6 +54,7 @@ class RQ(System):
             def enqueue_many(self, fn, arglist):
                 f = getattr(app, fn)
                 q.enqueue_many([Queue.prepare_data(f, tuple(a), retry=Retry(max=3)) for a in arglist])
+
         return Client()
 
 
