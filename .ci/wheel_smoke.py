@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-PACKAGE_DATA = ("store/lua/*.lua", "web/templates/*.html", "web/static/*", "py.typed")
+PACKAGE_DATA = ("transitions/*.lua", "web/templates/*.html", "web/static/*", "py.typed")
 
 
 def expected_version(tree: Path) -> str:
@@ -56,21 +56,23 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-APP = '''
+APP = """
 import os, cogworker
 
 @cogworker.job
 def touch(path: str) -> None:
     with open(path, "w") as f:
         f.write("ran")
-'''
+"""
 
 
 def check_worker(bindir: Path, work: Path) -> list[str]:
     """A job enqueued with the installed package, run by cogworker-prefork from the wheel."""
     port = free_port()
-    redis = subprocess.Popen(["redis-server", "--port", str(port), "--save", "", "--appendonly", "no",
-                              "--dir", str(work)], stdout=subprocess.DEVNULL)
+    redis = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--dir", str(work)],
+        stdout=subprocess.DEVNULL,
+    )
     (work / "smoke_app.py").write_text(APP)
     env = {**os.environ, "PYTHONPATH": str(work), "COGWORKER_REDIS_URL": f"redis://127.0.0.1:{port}/0"}
     done = work / "done"
@@ -81,8 +83,14 @@ def check_worker(bindir: Path, work: Path) -> list[str]:
             if subprocess.run([sys.executable, "-c", enqueue], env=env, capture_output=True).returncode == 0:
                 break
             time.sleep(0.1)
-        worker = subprocess.Popen([str(bindir / "cogworker-prefork"), "--procs", "1", "smoke_app"], env=env,
-                                  cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        worker = subprocess.Popen(
+            [str(bindir / "cogworker-prefork"), "--procs", "1", "smoke_app"],
+            env=env,
+            cwd=work,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 60
         while not done.exists() and worker.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)

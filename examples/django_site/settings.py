@@ -2,7 +2,7 @@
 cogworker finds through its app config, enqueued on commit, with the web UI under the
 admin's login. Run its worker with:
 
-    DJANGO_SETTINGS_MODULE=examples.django_site.settings cogworker-prefork --procs 2 cogworker.django_worker
+    DJANGO_SETTINGS_MODULE=examples.django_site.settings cogworker-prefork --procs 2 cogworker.django.worker
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
-    "cogworker.django_support.CogworkerConfig",  # configures cogworker, finds each app's jobs.py
+    "cogworker.django",  # configures cogworker, finds each app's jobs.py
     "examples.django_site.shop",
 ]
 MIDDLEWARE = [
@@ -33,19 +33,25 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
 ]
 ROOT_URLCONF = "examples.django_site.urls"
-TEMPLATES = [{
-    "BACKEND": "django.template.backends.django.DjangoTemplates",
-    "APP_DIRS": True,
-    "OPTIONS": {"context_processors": [
-        "django.template.context_processors.request",
-        "django.contrib.auth.context_processors.auth",
-        "django.contrib.messages.context_processors.messages",
-    ]},
-}]
-DATABASES = {"default": {
-    "ENGINE": "django.db.backends.sqlite3",
-    "NAME": os.environ.get("EXAMPLE_DJANGO_DB", str(BASE_DIR / "db.sqlite3")),
-}}
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": os.environ.get("EXAMPLE_DJANGO_DB", str(BASE_DIR / "db.sqlite3")),
+    }
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True
 STATIC_URL = "static/"

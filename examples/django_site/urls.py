@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import path
 
-from cogworker.django_support import admin_urls
+from cogworker.django import admin_urls
 
 from .shop import views
 

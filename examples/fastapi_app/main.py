@@ -77,7 +77,11 @@ class Mounted(Response):
 ui = create_app(allowed_hosts=[h for h in os.environ.get("ALLOWED_HOSTS", "").split(",") if h])
 
 
-@app.api_route("/cogworker{path:path}", methods=["GET", "HEAD", "POST"], include_in_schema=False,
-               dependencies=[Depends(require_admin)])
+@app.api_route(
+    "/cogworker{path:path}",
+    methods=["GET", "HEAD", "POST"],
+    include_in_schema=False,
+    dependencies=[Depends(require_admin)],
+)
 async def cogworker_ui(request: Request) -> Response:
     return Mounted(ui, "/cogworker")

@@ -1,4 +1,4 @@
-"""The shop's jobs: found by cogworker.django_support at django.setup() (this is the
+"""The shop's jobs: found by cogworker.django at django.setup() (this is the
 app's ``jobs`` module), so the worker needs no list of them."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from cogworker.django_support import enqueue_on_commit
+from cogworker.django import enqueue_on_commit
 
 from .jobs import ship_order
 from .models import Order
