@@ -13,7 +13,7 @@ from ...transitions.call import Call, as_command
 from .work import MARK, Fast
 
 
-def commands(sha: str, call: Call, in_progress: str, guess_key: str, ack: bytes | None) -> list[tuple[Any, ...]]:
+def commands(sha: str, call: Call, in_progress: bytes, guess_key: bytes, ack: bytes | None) -> list[tuple[Any, ...]]:
     """The MULTI: a plain LREM of ``ack``, the mark, a plain LMOVE from ``guess_key`` (the
     queue the last job came from), then fetch_moved.lua (``call``, sent under ``sha``)."""
     sent: list[tuple[Any, ...]] = [("MULTI",)]

@@ -347,28 +347,30 @@ class Fetcher(InProgressList):
         ahead: tuple[Any, Any],
     ) -> tuple[Fast, list[tuple[Any, ...]]]:
         guess = self._guess(order)
-        keys = self.keys
-        queues = [self._queue_keys[q] for q in order]
+        fixed = self._encoded or self._fixed()
+        named, queues = self._named_for
+        if named is not order:
+            queues = self._queue_list(order)
         call = scripts.fetch_moved(
-            in_progress=self.in_progress,
-            orphans=keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"),
-            fence=self.fence_key,
-            last_beat=keys.last_beat,
-            wake=keys.wake,
-            paused=keys.paused,
-            ahead=keys.ahead,
+            in_progress=fixed.in_progress,
+            orphans=self.keys.orphanings((ack_jid or jid_of(ack)) if ack else "-"),
+            fence=fixed.fence,
+            last_beat=fixed.last_beat,
+            wake=fixed.wake,
+            paused=fixed.paused,
+            ahead=fixed.ahead,
             queues=queues,
             acked="1" if ack else "",
             block=blocks,
             owner=ahead[0],
             number=ahead[1],
-            identity=self.beat_as,
-            queue_prefix=keys.queue_prefix,
+            identity=fixed.identity,
+            queue_prefix=fixed.queue_prefix,
             mark=MARK,
             guess=scripts.FIRST_QUEUE + guess,  # its index in KEYS
             since=since,
         )
-        commands = fastfetch.commands(self._sha_moved(), call, self.in_progress, queues[guess], ack)
+        commands = fastfetch.commands(self._sha_moved(), call, fixed.in_progress, queues[guess], ack)
         return Fast(len(commands) - 2, call, guess), commands
 
     def _fast_allowed(self, ack: bytes | None) -> bool:
