@@ -53,7 +53,8 @@ class JobEvent:
     why it went to dead ("failed", "interrupted", "timed_out", "bad_payload",
     "process_died"; an ``orphaned`` job parked past ``max_orphanings``, bound for dead:
     "process_died"); ``counted`` (``orphaned``): whether an orphaning was counted for it
-    (its process died running it) or not (it was only listed, or stopped by its master)."""
+    (its process died running it) or not (it was only listed, or stopped by its master);
+    ``later`` (``succeeded``, cogworker's own subscribers): see the field."""
 
     name: str
     payload: dict[str, Any]
@@ -68,6 +69,11 @@ class JobEvent:
     reason: str | None = None
     counted: bool | None = None
     config: Any = field(default=None, repr=False)
+    # ``succeeded`` of a success whose ack rides on the process's next fetch: a write a
+    # subscriber hands over (a transitions ``Call``) to ride on that fetch too, in the
+    # same round trip, instead of one of its own (the unique lock's release). None: write
+    # it at once.
+    later: Callable[[Any], None] | None = field(default=None, repr=False)
 
 
 Hook = Callable[[JobEvent], None]

@@ -19,6 +19,7 @@ from ..core.workflow import Completion
 from ..errors import Fenced
 from ..lifecycle import history, stats
 from ..store import guard
+from ..transitions import call as script
 from .fetch.fast import MARK
 from .fetch.fetcher import Fetcher, Work, jid_of
 from .reporter import Reporter
@@ -90,6 +91,11 @@ class Settling(ABC):
         """One job, the ack due riding on the fetch."""
 
     @abstractmethod
+    def later(self, call: Any) -> None:
+        """A ``succeeded`` hook's best-effort write (``JobEvent.later``), handed to the fetch
+        strategy: held to ride on its next fetch with the ack, or written now."""
+
+    @abstractmethod
     def jobs_left(self) -> int | None:
         """How many more jobs it may start before it leaves (``max_jobs``); None: no limit."""
 
@@ -128,6 +134,8 @@ class Settling(ABC):
         event: dict[str, Any] = {"queue": work.queue, "duration": getattr(outcome, "duration", None)}
         if decision.ran is False:
             event["error"] = getattr(outcome, "error", None)
+        elif ride:  # its hooks' writes may ride with the ack (``JobEvent.later``)
+            event["later"] = self.later
         try:
             # ``settlement.apply`` without its keyword packing (per job): the same table.
             took = settlement.TABLE[type(decision)](self, work.raw, decision, payload, event)
@@ -205,6 +213,22 @@ class Settling(ABC):
                     return True
                 time.sleep(0.1 * attempt)
         return True
+
+    def write_now(self, calls: list[Any]) -> None:
+        """Best-effort writes that had no fetch to ride on (a unique lock's release, each
+        compare-and-delete): written one by one; once one fails, the rest are not tried
+        (Redis is away: each lock then frees itself at its TTL)."""
+        for n, call in enumerate(calls):
+            try:
+                script.run(self.fetcher.client, call)
+            except store.RedisError as exc:
+                logger.error(
+                    "worker %s: %d write(s) of finished jobs not made (a unique lock frees at its TTL): %s",
+                    self.identity,
+                    len(calls) - n,
+                    exc,
+                )
+                return
 
     def give_back(self, raw: bytes) -> bool:
         return self.fetcher.give_back(raw)

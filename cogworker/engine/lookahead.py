@@ -21,6 +21,8 @@ from .. import store
 from ..config import logger
 from ..core import fate
 from ..store import errors as redis_errors
+from ..transitions import push
+from ..transitions.call import Call
 from .fetch.ahead import Ack
 from .fetch.fetcher import Ahead, Work, jid_of, large
 from .ledger import Settling  # the loop that owns a strategy, as its settlement sees it
@@ -44,6 +46,11 @@ class Plain:
     def riding_acks(self) -> tuple[bytes, ...]:
         """Acks held for the next fetch or riding on one out now (unknown whether they landed)."""
         return ()
+
+    def ride(self, rider: Call) -> None:
+        """A best-effort write (a unique lock's release) handed over by a ``succeeded``
+        hook (``JobEvent.later``): no fetch of this strategy carries it, so it is written now."""
+        self.worker.write_now([rider])
 
     def holding(self) -> list[bytes]:
         """Entries of our list this strategy holds (fetched ahead, or finished and their
@@ -112,6 +119,9 @@ class LookAhead(Plain):
         self.asked = 1
         self.number = 0
         self.acks: list[Ack] = []  # finished jobs of this look-ahead, acks held for the next fetch
+        # Best-effort writes of those jobs' successes (their unique locks' releases), held
+        # with the acks and sent in front of the same fetch (``ride``).
+        self.riders: list[Call] = []
         self.depth = Depth()
         self._began = 0.0
 
@@ -145,7 +155,8 @@ class LookAhead(Plain):
         # Told first: if we die with it out, the master must know the acks may have landed.
         w.reporter.looked_ahead(self.number, ack_jid)
         try:
-            self.ahead = w.fetcher.send_ahead(self.number, w.ack_due, ack_jid, k, tuple(self.acks))
+            riders = tuple(push.merged(self.riders))  # the locks' releases: one script call
+            self.ahead = w.fetcher.send_ahead(self.number, w.ack_due, ack_jid, k, tuple(self.acks), riders)
         except store.RedisError as exc:
             logger.debug("look-ahead not sent: %s", exc)
             w.reporter.looked_ahead(0, None)
@@ -153,6 +164,7 @@ class LookAhead(Plain):
             return  # the last ack stays due; the plain fetch carries it
         self.asked = k
         self.acks = []  # riding now: the slot lists them until the reply is read
+        self.riders = []
         w.ack_due = None
 
     def _may_send(self) -> bool:
@@ -180,12 +192,21 @@ class LookAhead(Plain):
 
     def _flush_acks(self) -> None:
         """Held acks with no look-ahead fetch to ride on: written one by one (rare: a sibling
-        went idle, a stop, or the jobs behind them were taken over)."""
+        went idle, a stop, or the jobs behind them were taken over), their riders after them."""
         acks, self.acks = self.acks, []
         for raw, _ in acks:
             self.worker.acknowledge(raw)  # or owed: the master is told
         if acks:
             self.worker.reporter.acks_held([])
+        riders, self.riders = self.riders, []
+        if riders:
+            self.worker.write_now(push.merged(riders))
+
+    def ride(self, rider: Call) -> None:
+        """Held for the next look-ahead fetch, in front of which it is sent; if none goes
+        out, written with the held acks (``_flush_acks``). A child that dies holding it has
+        its master write it, as the master drops the held ack (``prefork/master.py``)."""
+        self.riders.append(rider)
 
     def after_run(self) -> None:
         # A success's settlement (a workflow job's completion, a unique lock's release) is
@@ -229,7 +250,10 @@ class LookAhead(Plain):
         """The look-ahead's jobs, oldest first (each still to be claimed)."""
         w = self.worker
         works: list[Work] = []
+        refused = list(ahead.riders)  # until their replies are read: unknown, so written again
         try:
+            if ahead.riders:
+                refused = w.fetcher.read_riders(ahead)
             works = w.fetcher.read_ahead_all(ahead)
         except store.NoScriptError:
             # Scripts flushed (or a new server): it did not run, so neither did its acks.
@@ -248,6 +272,8 @@ class LookAhead(Plain):
         finally:
             self.ahead = None
             w.reporter.came_back()
+        if refused:  # compare-and-delete: written twice does no harm
+            w.write_now(refused)
         return works
 
 

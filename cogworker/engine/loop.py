@@ -289,6 +289,9 @@ class Worker(Settling):
     def jobs_left(self) -> int | None:
         return None if self.max_jobs is None else self.max_jobs - self.jobs_done
 
+    def later(self, call: Any) -> None:
+        self.fetching.ride(call)
+
     def redis_away(self, exc: BaseException) -> float:
         """An outage: logged once; a READONLY reply drops every connection first (the
         server is a replica now). Returns how long to back off."""

@@ -16,7 +16,7 @@ from typing import Any
 from .. import store
 from ..config import get_config
 from ..core import hooks
-from ..core.payload import priority_of
+from ..core.payload import parse_payload, priority_of
 from ..keys import Keys
 from ..transitions import call
 from ..transitions import push as push_scripts
@@ -75,9 +75,30 @@ def release(client: Any, payload: dict[str, Any], keys: Keys | None = None) -> N
     """Free the lock if this job owns it (success, start, or a terminal failure);
     ``keys``: the client's (a part's, in a split layout)."""
     if holds(payload):
-        push_scripts.release_lock(
-            client, lock=(keys or get_config().keys).unique(payload["unique_digest"]), owner=payload["jid"]
-        )
+        call.run(client, release_call(payload, keys or get_config().keys))
+
+
+def release_call(payload: dict[str, Any], keys: Keys) -> call.Call:
+    """``release_lock.lua``'s call for this job's lock: compare-and-delete, so it may be
+    sent more than once (a release riding on a fetch whose reply was lost, the master's
+    for a dead child's success)."""
+    return push_scripts.release_lock_call(lock=keys.unique(payload["unique_digest"]), owner=payload["jid"])
+
+
+def releases_on_success(payload: dict[str, Any]) -> bool:
+    """A success frees this job's lock (``unique_until="success"``, the default)."""
+    return holds(payload) and payload.get("unique_until", "success") == "success"
+
+
+def release_dropped(client: Any, keys: Keys, dropped: list[bytes]) -> None:
+    """A dead child's finished jobs whose acks its master wrote for it (dropped from its
+    list): their locks, released as the child would have (its release rode with the ack,
+    held for a fetch it never sent). Compare-and-delete: a release that did land, or a
+    lock a later duplicate took, is left as it is."""
+    for raw in dropped:
+        payload, _ = parse_payload(raw)
+        if payload is not None and releases_on_success(payload):
+            release(client, payload, keys)
 
 
 def extend(client: Any, payload: dict[str, Any], delay: float, keys: Keys | None = None) -> None:
@@ -104,9 +125,15 @@ def _on_started(event: hooks.JobEvent) -> None:
 
 
 def _on_succeeded(event: hooks.JobEvent) -> None:
+    """The release rides on the worker's next fetch, with the job's ack, where it has one
+    (``event.later``; a child that dies first has its master release it, as it drops the
+    ack: ``prefork/master.py``); otherwise it is its own round trip."""
     if event.payload.get("unique_digest") and event.payload.get("unique_until", "success") == "success":
         config = event.config or get_config()
-        release(config.redis(), event.payload, config.keys)
+        if event.later is not None and holds(event.payload):
+            event.later(release_call(event.payload, config.keys))
+        else:
+            release(config.redis(), event.payload, config.keys)
 
 
 def _on_filed(event: hooks.JobEvent) -> None:

@@ -40,7 +40,7 @@ from ..engine.loop import FENCED_EXIT, new_identity
 from ..errors import Fenced
 from ..fleet import recovery
 from ..fleet.housekeeping import Housekeeping
-from ..lifecycle import stats
+from ..lifecycle import stats, unique
 from ..store.durability import warn_at_boot
 from ..store.guard import Breaker
 from ..store.server import warn_lacking
@@ -496,6 +496,7 @@ class Master:
                 fence=True,
                 killed=owed.killed,
             )
+            unique.release_dropped(config.redis(), config.keys, drop)  # their releases rode with the acks
             if owed.count_orphanings:
                 buried = recovery.bury_repeat_orphans(config)
                 if buried:

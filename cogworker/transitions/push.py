@@ -88,7 +88,28 @@ def batch_push(
 @entry("release_lock", keys=1)
 def release_lock(client: Any, *, lock: Key, owner: Arg) -> bool:
     """Deletes ``lock`` if ``owner`` holds it."""
-    return bool(run(client, Call("release_lock", [lock], [owner])) == 1)
+    return bool(run(client, release_lock_call(lock=lock, owner=owner)) == 1)
+
+
+def release_lock_call(*, lock: Key, owner: Arg) -> Call:
+    """``release_lock``'s call, to send with other commands (a fetch's round trip)."""
+    return Call("release_lock", [lock], [owner])
+
+
+@entry("release_locks", keys=1)
+def release_locks(*, locks: Sequence[Key], owners: Sequence[Arg]) -> Call:
+    """Deletes each of ``locks`` that its owner in ``owners`` (same order) holds."""
+    return Call("release_locks", list(locks), list(owners))
+
+
+def merged(calls: Sequence[Call]) -> list[Call]:
+    """``calls`` with every ``release_lock`` among them made one ``release_locks`` (one
+    script call for the releases riding on a fetch); the others as they are."""
+    releases = [c for c in calls if c.script == "release_lock"]
+    if len(releases) < 2:
+        return list(calls)
+    rest = [c for c in calls if c.script != "release_lock"]
+    return [*rest, release_locks(locks=[c.keys[0] for c in releases], owners=[c.args[0] for c in releases])]
 
 
 @entry("extend_lock", keys=1)

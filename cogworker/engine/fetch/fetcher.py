@@ -219,11 +219,13 @@ class Fetcher(InProgressList):
         ack_jid: str | None = None,
         k: int = 1,
         older: tuple[aheadfetch.Ack, ...] = (),
+        riders: tuple[script.Call, ...] = (),
     ) -> Ahead:
         """Sends the fetch script (never blocking) without waiting for its reply; the
         jobs it takes (up to ``k``) land on this identity's in-progress list like any
         other, and are recorded under ``number`` so an idle sibling may take them
-        (``take_ahead``). ``older``: acks due before ``ack``, riding along too."""
+        (``take_ahead``). ``older``: acks due before ``ack``, riding along too;
+        ``riders``: best-effort writes sent first in the same round trip (``read_riders``)."""
         order, since, _ = self.plan()  # cut and came back empty: the next fetch names every queue
         conn = self._ahead_conn
         if conn is None or self._ahead_pid != os.getpid():
@@ -251,8 +253,8 @@ class Fetcher(InProgressList):
                     self._guess(order),
                     since,
                 )
-                need = self._send(conn, multi)
-                return Ahead(conn, order, ack, sent, fast, tuple(raw for raw, _ in acks), True, since, k, need)
+                need = self._send(conn, multi, riders)
+                return Ahead(conn, order, ack, sent, fast, tuple(raw for raw, _ in acks), True, since, k, need, riders)
             if not self._ahead_sha:  # loaded here: no plain call of it loads it (after a flush too)
                 self._ahead_sha = script.load(self.client, "fetch_ahead")
             need = self._send(
@@ -262,18 +264,23 @@ class Fetcher(InProgressList):
                         self, self._encoded or self._fixed(), self._ahead_sha, order, number, k, acks, since
                     )
                 ],
+                riders,
             )
-            return Ahead(conn, order, ack, sent, None, tuple(raw for raw, _ in acks), True, since, k, need)
+            return Ahead(conn, order, ack, sent, None, tuple(raw for raw, _ in acks), True, since, k, need, riders)
         if self._fast_allowed(ack):
             fast, commands = self._fast_commands(order, since, ack, ack_jid, "", (self.identity, number))
         else:
             call = self._fetch_call(order, since, ack, ack_jid, "", self.identity, number)
             commands = [script.as_command(self._fetch_sha, call)]
-        need = self._send(conn, commands)
-        return Ahead(conn, order, ack, sent, fast, since=since, need=need)
+        need = self._send(conn, commands, riders)
+        return Ahead(conn, order, ack, sent, fast, since=since, need=need, riders=riders)
 
-    def _send(self, conn: Any, commands: Sequence[tuple[Any, ...] | bytes]) -> replication.Need | None:
+    def _send(
+        self, conn: Any, commands: Sequence[tuple[Any, ...] | bytes], riders: tuple[script.Call, ...] = ()
+    ) -> replication.Need | None:
         need = replication.need_of(self.client)
+        if riders:  # first: their replies are read first, each on its own (``read_riders``)
+            commands = [*(script.as_command(script.sha(self.client, c.script), c) for c in riders), *commands]
         if need is not None:  # wait_replicas: the fetch's move is replicated before its job starts
             commands = [*commands, need.command()]
         try:
@@ -282,6 +289,18 @@ class Fetcher(InProgressList):
             conn.disconnect()
             raise
         return need
+
+    def read_riders(self, ahead: Ahead) -> list[script.Call]:
+        """The replies of the writes that rode in front of the look-ahead fetch, read before
+        its own; the riders Redis refused (NOSCRIPT after a flush, say), to be written again."""
+        refused: list[script.Call] = []
+        for rider in ahead.riders:
+            try:
+                ahead.conn.read_response()
+            except store.ResponseError as exc:
+                logger.debug("a write riding on the fetch was refused (%s): written again", exc)
+                refused.append(rider)
+        return refused
 
     def read_ahead_all(self, ahead: Ahead) -> list[Work]:
         """Every job the look-ahead took, oldest first (``read_ahead`` for K > 1 too)."""

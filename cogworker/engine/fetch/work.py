@@ -98,3 +98,4 @@ class Ahead:
     since: str = ""  # the known-empty queues' wake ID it was sent with (EmptyQueues.plan)
     k: int = 1  # jobs asked for
     need: replication.Need | None = None  # wait_replicas: a WAIT was sent after the fetch
+    riders: tuple[Call, ...] = ()  # best-effort writes sent in front of it (a unique lock's release)
