@@ -204,9 +204,14 @@ class LookAhead(Plain):
 
     def ride(self, rider: Call) -> None:
         """Held for the next look-ahead fetch, in front of which it is sent; if none goes
-        out, written with the held acks (``_flush_acks``). A child that dies holding it has
-        its master write it, as the master drops the held ack (``prefork/master.py``)."""
-        self.riders.append(rider)
+        out after all, written with the held acks (``_flush_acks``). A child that dies
+        holding it has its master write it, as the master drops the held ack
+        (``prefork/master.py``). Where no look-ahead may go out (a single-process worker, a
+        sibling idle), nothing would carry it: written now, as ``Plain`` does."""
+        if self.worker.reporter.may_look_ahead():
+            self.riders.append(rider)
+        else:
+            super().ride(rider)
 
     def after_run(self) -> None:
         # A success's settlement (a workflow job's completion, a unique lock's release) is

@@ -90,15 +90,17 @@ def releases_on_success(payload: dict[str, Any]) -> bool:
     return holds(payload) and payload.get("unique_until", "success") == "success"
 
 
-def release_dropped(client: Any, keys: Keys, dropped: list[bytes]) -> None:
+def release_dropped(client: Any, keys: Keys, dropped: list[bytes]) -> int:
     """A dead child's finished jobs whose acks its master wrote for it (dropped from its
     list): their locks, released as the child would have (its release rode with the ack,
     held for a fetch it never sent). Compare-and-delete: a release that did land, or a
-    lock a later duplicate took, is left as it is."""
+    lock a later duplicate took, is left as it is. Returns how many it deleted."""
+    calls = []
     for raw in dropped:
         payload, _ = parse_payload(raw)
         if payload is not None and releases_on_success(payload):
-            release(client, payload, keys)
+            calls.append(release_call(payload, keys))
+    return sum(int(call.run(client, c)) for c in push_scripts.merged(calls))
 
 
 def extend(client: Any, payload: dict[str, Any], delay: float, keys: Keys | None = None) -> None:

@@ -496,7 +496,9 @@ class Master:
                 fence=True,
                 killed=owed.killed,
             )
-            unique.release_dropped(config.redis(), config.keys, drop)  # their releases rode with the acks
+            released = unique.release_dropped(config.redis(), config.keys, drop)
+            if released:  # their releases were held with the acks, for a fetch never sent
+                logger.info("master: released %d unique lock(s) of %s's finished jobs", released, identity)
             if owed.count_orphanings:
                 buried = recovery.bury_repeat_orphans(config)
                 if buried:
