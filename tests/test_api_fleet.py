@@ -52,10 +52,11 @@ def test_pause_under_load(own_config, masters, tmp_path):
     wait_for(lambda: log.exists() and sum(" a " in x for x in log.read_text().splitlines()) >= 10, what="a running")
     api.Queue("a").pause()
     paused_at = time.time()
-    fetched = set()
-    for identity in r.smembers(own_config.keys.in_progress_identities):
-        for raw in r.lrange(own_config.keys.in_progress(identity.decode()), 0, -1):
-            fetched.add(api.JobRecord.parse(raw, "").args[2])
+    # Fetched before the pause: every job no longer on the queue once pause() returned
+    # (nothing is taken from it after). Read from the queue, not from the in-progress lists,
+    # where a job fetched ahead could start and end before they were read.
+    queued = {api.JobRecord.parse(raw, "").args[2] for raw in r.lrange(own_config.keys.queue("a"), 0, -1)}
+    fetched = {f"a{i}" for i in range(per_queue)} - queued
     api_app.mark.options(queue="a").enqueue_many([(str(log), "a", f"late{i}", 0.0) for i in range(20)])
     wait_for(lambda: sum(" b " in x for x in log.read_text().splitlines()) == per_queue, timeout=30, what="b drained")
     time.sleep(0.5)
