@@ -71,11 +71,38 @@ class Sentinels:
         replica.args = ("--replicaof", "127.0.0.1", str(master.port))
         replica.start()
         self.wait_replicas(master, 1)
-        for port in self.sentinel_ports:
-            self.sentinel_procs.append(self._start_sentinel(port, master.port))
+        for index in range(len(self.sentinel_ports)):
+            self.sentinel_procs.append(self._started_sentinel(index, master.port))
         self.wait_for(lambda: self.master_port() == master.port, "the sentinels did not name the master")
-        self.wait_for(lambda: self._sentinels_known(), "the sentinels did not find each other")
+        self.wait_for(lambda: self._sentinels_known(), "the sentinels did not find each other", said=self._seen)
         return self
+
+    def _started_sentinel(self, index: int, master_port: int) -> subprocess.Popen[bytes]:
+        """Sentinel ``index``, answering; one whose port was taken since it was chosen
+        exits at once, and starts again on another (as ``RedisServer`` does)."""
+        for _ in range(3):
+            proc = self._start_sentinel(self.sentinel_ports[index], master_port)
+            deadline = time.monotonic() + 10
+            while proc.poll() is None and time.monotonic() < deadline:
+                with contextlib.suppress(store.RedisError):
+                    if self.sentinel_client(index).ping():
+                        return proc
+                time.sleep(0.05)
+            if proc.poll() is None:
+                return proc  # running but slow to answer: the waits after it decide
+            self.sentinel_ports[index] = free_port()
+        raise AssertionError(f"sentinel {index} exited at start three times (ports taken?)")
+
+    def _seen(self) -> str:
+        """What each sentinel says of the others and the replicas (for a failed wait)."""
+        said = []
+        for index, port in enumerate(self.sentinel_ports):
+            try:
+                state = self.sentinel_client(index).sentinel_masters()[SERVICE]  # type: ignore[call-overload]
+                said.append(f"{port}: {state.get('num-other-sentinels')} others, {state.get('num-slaves')} replicas")
+            except Exception as exc:  # a diagnostic only: whatever it is, it is said
+                said.append(f"{port}: {type(exc).__name__}: {exc}")
+        return "; ".join(said)
 
     def _start_sentinel(self, port: int, master_port: int) -> subprocess.Popen[bytes]:
         conf = Path(self.dir) / f"sentinel-{port}.conf"
@@ -179,13 +206,14 @@ class Sentinels:
 
         self.wait_for(online, f"fewer than {count} replica(s) online", timeout)
 
-    def wait_for(self, done: object, what: str, timeout: float = 30.0) -> None:
+    def wait_for(self, done: object, what: str, timeout: float = 30.0, said: Any = None) -> None:
+        """``said``: a callable whose text a timeout's error adds (what was seen)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if callable(done) and done():
                 return
             time.sleep(0.05)
-        raise AssertionError(f"{what} within {timeout}s")
+        raise AssertionError(f"{what} within {timeout}s" + (f" ({said()})" if said is not None else ""))
 
     def cleanup(self) -> None:
         for proc in self.sentinel_procs:
