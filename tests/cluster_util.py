@@ -18,7 +18,7 @@ def cluster() -> Iterator[Cluster]:
     why = cluster_support()
     if why:
         pytest.skip(why)
-    deployment = Cluster().start()
+    deployment = Cluster().start(timeout=30)  # a cluster stuck past it is made again (once)
     yield deployment
     deployment.cleanup()
 

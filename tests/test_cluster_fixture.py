@@ -1,13 +1,17 @@
 """The cluster fixture itself (cogworker.testing.cluster): 3 masters each with a replica,
 the slot of a key as Redis computes it, a slot moved to another master, a killed master
-replaced by its replica."""
+replaced by its replica, a cluster whose nodes never agree created again."""
 
 from __future__ import annotations
+
+import contextlib
+import os
+import signal
 
 import pytest
 from cluster_util import cluster  # noqa: F401 (fixture)
 
-from cogworker.testing.cluster import key_slot
+from cogworker.testing.cluster import Cluster, key_slot
 
 
 def test_three_masters_three_replicas(cluster):  # noqa: F811
@@ -57,3 +61,50 @@ def test_a_killed_master_is_replaced_by_its_replica(cluster):  # noqa: F811
     assert promoted.port == replica.port and promoted.server.client().get(key) == b"v"
     cluster.rejoin(killed)
     assert len(cluster.masters()) == 3 and len(cluster.replicas()) == 3
+
+
+class _StuckFirst(Cluster):
+    """Its first creation leaves one node frozen (SIGSTOP) or dead (SIGKILL), unknown to
+    the fixture's own bookkeeping, so the nodes never come to agree: the case of a CI run
+    where one worker's cluster never did in 60 s."""
+
+    def __init__(self, how: signal.Signals) -> None:
+        super().__init__()
+        self.how, self.stuck = how, 0
+
+    def _create(self) -> None:
+        super()._create()
+        if not self.stuck:
+            self.stuck = self.servers[0].proc.pid
+            os.kill(self.stuck, self.how)
+
+    def cleanup(self) -> None:
+        if self.stuck:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.stuck, signal.SIGCONT)
+        super().cleanup()
+
+
+@pytest.mark.parametrize("how, seen", [(signal.SIGSTOP, "TimeoutError"), (signal.SIGKILL, "exited with status -9")])
+def test_a_cluster_that_never_agrees_is_said_and_created_again_on_other_ports(capfd, how, seen):
+    deployment = _StuckFirst(how)
+    first = deployment.servers[0].port
+    first_ports = {server.port for server in deployment.servers}
+    try:
+        deployment.start(timeout=4)
+        said = capfd.readouterr().err
+        assert "the cluster did not come to cluster_state:ok within 4s" in said
+        assert f"{first}: {seen}" in said  # what the stuck node said, and each other's view
+        assert said.count("cluster_state:ok master") + said.count("cluster_state:ok slave") >= 4
+        assert "creating the cluster again on other ports" in said
+        assert not first_ports & {server.port for server in deployment.servers}
+        assert len(deployment.masters()) == 3 and len(deployment.replicas()) == 3
+    finally:
+        deployment.cleanup()
+
+
+def test_a_cluster_that_never_agrees_fails_with_what_each_node_saw():
+    deployment = _StuckFirst(signal.SIGSTOP)
+    with pytest.raises(AssertionError, match=r"did not come to cluster_state:ok within 3s \(\d+: "):
+        deployment.start(timeout=3, tries=1)
+    assert all(server.proc is None for server in deployment.servers)  # all stopped

@@ -108,6 +108,8 @@ class RedisServer:
                 self.dir,
                 "--loglevel",
                 "warning",
+                "--logfile",
+                self.log_path,
                 *self._auth(),
                 *self.args,
             ],
@@ -133,6 +135,29 @@ class RedisServer:
 
     def client(self) -> store.Client:
         return store.Client(host="127.0.0.1", port=self.port, socket_timeout=5, password=self.password)
+
+    def probe(self) -> store.Client:
+        """A client that asks once and waits 2 s at most (cogworker's own options): for the
+        fixtures' waits, where a frozen or dead server must cost one short timeout, not
+        redis-py's default ten retries (a minute against a frozen server)."""
+        auth = f":{self.password}@" if self.password else ""
+        return connect(f"redis://{auth}127.0.0.1:{self.port}/0", 2.0, 2.0, cluster=False)
+
+    @property
+    def log_path(self) -> str:
+        """Its own log (warnings and worse: why it exited, if it did)."""
+        return os.path.join(self.dir, "server.log")
+
+    def said(self, lines: int = 5) -> str:
+        """Its exit status and the last ``lines`` of its log, if it exited on its own; "" if not."""
+        if self.proc is None or self.proc.poll() is None:
+            return ""
+        try:
+            with open(self.log_path, errors="replace") as log:
+                tail = " / ".join(line.strip() for line in log.readlines()[-lines:])
+        except OSError:
+            tail = "no log"
+        return f"exited with status {self.proc.returncode}: {tail}"
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
