@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import store
+from ..store.connection import connect
 from .binaries import NoServer, server_binary
 from .servers import RedisServer, free_port
 
@@ -85,7 +86,7 @@ class Sentinels:
             deadline = time.monotonic() + 10
             while proc.poll() is None and time.monotonic() < deadline:
                 with contextlib.suppress(store.RedisError):
-                    if self.sentinel_client(index).ping():
+                    if self._probe(index).ping():
                         return proc
                 time.sleep(0.05)
             if proc.poll() is None:
@@ -98,7 +99,7 @@ class Sentinels:
         said = []
         for index, port in enumerate(self.sentinel_ports):
             try:
-                state = self.sentinel_client(index).sentinel_masters()[SERVICE]  # type: ignore[call-overload]
+                state = self._probe(index).sentinel_masters()[SERVICE]  # type: ignore[call-overload]
                 said.append(f"{port}: {state.get('num-other-sentinels')} others, {state.get('num-slaves')} replicas")
             except Exception as exc:  # a diagnostic only: whatever it is, it is said
                 said.append(f"{port}: {type(exc).__name__}: {exc}")
@@ -128,12 +129,17 @@ class Sentinels:
     def sentinel_client(self, index: int = 0) -> store.Client:
         return store.Client(host="127.0.0.1", port=self.sentinel_ports[index], socket_timeout=2)
 
+    def _probe(self, index: int) -> store.Client:
+        """Sentinel ``index`` asked once, 2 s at most: for the waits, where a stopped
+        sentinel must cost one timeout, not redis-py's default ten retries."""
+        return connect(f"redis://127.0.0.1:{self.sentinel_ports[index]}/0", 2.0, 2.0, cluster=False)
+
     def master_port(self) -> int | None:
         """The master's port as most sentinels say (None: no majority, or none answers)."""
         said: dict[int, int] = {}
         for index in range(len(self.sentinel_ports)):
             with contextlib.suppress(store.RedisError):
-                reply = self.sentinel_client(index).execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE)
+                reply = self._probe(index).execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE)
                 if reply:
                     port = int(reply[1])
                     said[port] = said.get(port, 0) + 1
@@ -142,7 +148,7 @@ class Sentinels:
 
     def _sentinels_known(self) -> bool:
         with contextlib.suppress(store.RedisError):
-            state: dict[str, Any] = self.sentinel_client().sentinel_masters()[SERVICE]  # type: ignore[call-overload]
+            state: dict[str, Any] = self._probe(0).sentinel_masters()[SERVICE]  # type: ignore[call-overload]
             return int(state["num-other-sentinels"]) >= len(self.sentinel_ports) - 1 and int(state["num-slaves"]) >= 1
         return False
 
@@ -174,7 +180,7 @@ class Sentinels:
             if port is None or port == old_port:
                 return False
             with contextlib.suppress(store.RedisError):
-                return self.node(port).client().info("replication")["role"] == "master"
+                return self.node(port).probe().info("replication")["role"] == "master"
             return False
 
         self.wait_for(promoted, "no failover", timeout)
@@ -193,7 +199,7 @@ class Sentinels:
     def wait_replicas(self, master: RedisServer, count: int, timeout: float = 30.0) -> None:
         def online() -> bool:
             with contextlib.suppress(store.RedisError):
-                info = master.client().info("replication")
+                info = master.probe().info("replication")
                 return (
                     sum(
                         1
