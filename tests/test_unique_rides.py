@@ -27,16 +27,24 @@ def _locks(client) -> list[bytes]:
     return list(client.scan_iter(match="cogworker:unique:*", count=1000))
 
 
-def _drain(config, tmp_path: Path, tags: list[tuple[str, str]]) -> tuple[PreforkWorker, int]:
+def _drain(
+    config, tmp_path: Path, tags: list[tuple[str, str]], args: tuple[str, ...] = ()
+) -> tuple[PreforkWorker, int]:
     """Enqueues ``tags`` (job, tag) while the queue is paused, then drains them with one
     child (no sibling to idle: the look-ahead's K grows); Redis's reads until they all ran."""
     client = config.redis()
     api.Queue("default").pause()
-    jobs = {"mark": unique_rides.mark, "killer": unique_rides.killer, "plain": unique_rides.plain}
+    jobs = {
+        "mark": unique_rides.mark,
+        "killer": unique_rides.killer,
+        "plain": unique_rides.plain,
+        "flusher": unique_rides.flusher,
+        "cutter": unique_rides.cutter,
+    }
     for name, tag in tags:
         assert jobs[name].enqueue(tag) is not None
     worker = PreforkWorker(
-        config.redis_url, "apps.unique_rides", procs=1, env={"COGWORKER_TEST_LOG": str(tmp_path / "log")}
+        config.redis_url, "apps.unique_rides", procs=1, args=args, env={"COGWORKER_TEST_LOG": str(tmp_path / "log")}
     )
     worker.wait_ready()
     before = _reads(client)
@@ -90,6 +98,49 @@ def test_a_child_killed_holding_releases_has_its_master_free_them(config, tmp_pa
         if exercised:
             return
     raise AssertionError("the killer never died holding releases: the master's path was not exercised")
+
+
+def test_releases_refused_with_the_scripts_flushed_are_written_again(config, tmp_path):
+    """A flush between a job's end and the next fetch: Redis refuses the releases riding on
+    it (NOSCRIPT, as it refuses the fetch); each is written again, and every lock is freed
+    at once, not at its TTL (an hour). Nothing is lost or run twice."""
+    client = config.redis()
+    tags = [
+        (name, f"{round}{name[0]}{n}")
+        for round in range(4)
+        for name, n in [("flusher", 0), *(("mark", n) for n in range(40))]
+    ]
+    worker, _ = _drain(config, tmp_path, tags, args=("--verbose",))
+    try:
+        wait_for(lambda: not _locks(client), timeout=10, what="every lock released")
+        ran = (tmp_path / "log").read_text().split()[::2]
+        assert sorted(ran) == sorted(tag for _, tag in tags)
+        # Each flush had releases ride into it after (the path under test was taken).
+        assert worker.output().count("a write riding on the fetch was refused (NoScriptError: ") >= 4
+        assert "not made" not in worker.output()
+    finally:
+        worker.stop()
+
+
+def test_releases_whose_replies_were_lost_with_the_connection_are_written_again(config, tmp_path):
+    """The connection closed while the fetch and the releases riding on it were out: it is
+    unknown whether they ran, so each release is written again (a compare-and-delete: twice
+    does no harm), and every lock is freed at once, not at its TTL."""
+    client = config.redis()
+    tags = [
+        (name, f"{round}{name[0]}{n}")
+        for round in range(4)
+        for name, n in [*(("mark", n) for n in range(40)), ("cutter", 0)]
+    ]
+    worker, _ = _drain(config, tmp_path, tags, args=("--verbose",))
+    try:
+        wait_for(lambda: not _locks(client), timeout=10, what="every lock released")
+        ran = (tmp_path / "log").read_text().split()[::2]
+        assert sorted(ran) == sorted(tag for _, tag in tags)
+        assert "write(s) riding on the fetch got no reply (Connection closed by server.)" in worker.output()
+        assert "not made" not in worker.output()
+    finally:
+        worker.stop()
 
 
 def test_the_releases_of_one_fetch_are_one_compare_and_delete_call(config):

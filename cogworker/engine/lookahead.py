@@ -255,10 +255,12 @@ class LookAhead(Plain):
         """The look-ahead's jobs, oldest first (each still to be claimed)."""
         w = self.worker
         works: list[Work] = []
+        replied = False
         refused = list(ahead.riders)  # until their replies are read: unknown, so written again
         try:
             if ahead.riders:
                 refused = w.fetcher.read_riders(ahead)
+                replied = True
             works = w.fetcher.read_ahead_all(ahead)
         except store.NoScriptError:
             # Scripts flushed (or a new server): it did not run, so neither did its acks.
@@ -270,6 +272,8 @@ class LookAhead(Plain):
             # may have moved are strays that reconcile requeues.
             for raw in _riding(ahead):
                 w.owe(raw, fate.ACK)
+            if refused and not replied:
+                logger.debug("%d write(s) riding on the fetch got no reply (%s): written again", len(refused), exc)
             if redis_errors.is_outage(exc):
                 w.redis_away(exc)  # the next plain fetch backs off
             else:

@@ -298,7 +298,7 @@ class Fetcher(InProgressList):
             try:
                 ahead.conn.read_response()
             except store.ResponseError as exc:
-                logger.debug("a write riding on the fetch was refused (%s): written again", exc)
+                logger.debug("a write riding on the fetch was refused (%s: %s): written again", type(exc).__name__, exc)
                 refused.append(rider)
         return refused
 
