@@ -130,9 +130,9 @@ def _on_succeeded(event: hooks.JobEvent) -> None:
     """The release rides on the worker's next fetch, with the job's ack, where it has one
     (``event.later``; a child that dies first has its master release it, as it drops the
     ack: ``prefork/master.py``); otherwise it is its own round trip."""
-    if event.payload.get("unique_digest") and event.payload.get("unique_until", "success") == "success":
+    if releases_on_success(event.payload):
         config = event.config or get_config()
-        if event.later is not None and holds(event.payload):
+        if event.later is not None:
             event.later(release_call(event.payload, config.keys))
         else:
             release(config.redis(), event.payload, config.keys)

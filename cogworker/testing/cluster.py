@@ -13,14 +13,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import store
 from .binaries import NoServer, server_binary
-from .servers import RedisServer, free_port
+from .servers import RedisServer, free_port, wait_until
 
 
 def cluster_support() -> str | None:
@@ -192,16 +191,18 @@ class Cluster:
         replication link, and the nodes it does not place as a master of slots or its replica."""
         said = []
         for server in self.live():
-            if server.said():
-                said.append(f"{server.port}: {server.said()}")
+            exited = server.said()
+            if exited:
+                said.append(f"{server.port}: {exited}")
                 continue
             try:
-                info = server.probe().execute_command("CLUSTER", "INFO")
+                client = server.probe()
+                info = client.execute_command("CLUSTER", "INFO")
                 text = info.decode() if isinstance(info, bytes) else str(info)
                 state = next((line for line in text.splitlines() if line.startswith("cluster_state:")), "?")
-                replication = server.probe().info("replication")
+                replication = client.info("replication")
                 link = replication.get("master_link_status", "-")
-                raw = server.probe().execute_command("CLUSTER", "NODES")
+                raw = client.execute_command("CLUSTER", "NODES")
                 view = " | ".join(
                     " ".join(line.split()[1:4])
                     for line in (raw.decode() if isinstance(raw, bytes) else str(raw)).splitlines()
@@ -351,12 +352,7 @@ class Cluster:
         self, done: Callable[[], bool], what: str, timeout: float = 30.0, said: Callable[[], str] | None = None
     ) -> None:
         """``said``: what a timeout's error adds (what was seen)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if done():
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"{what} within {timeout}s" + (f" ({said()})" if said is not None else ""))
+        wait_until(done, what, timeout, said)
 
     def cleanup(self) -> None:
         for server in self.servers:

@@ -14,13 +14,13 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .. import store
-from ..store.connection import connect
 from .binaries import NoServer, server_binary
-from .servers import RedisServer, free_port
+from .servers import RedisServer, free_port, probe, wait_until
 
 SERVICE = "cogworker"
 
@@ -130,9 +130,8 @@ class Sentinels:
         return store.Client(host="127.0.0.1", port=self.sentinel_ports[index], socket_timeout=2)
 
     def _probe(self, index: int) -> store.Client:
-        """Sentinel ``index`` asked once, 2 s at most: for the waits, where a stopped
-        sentinel must cost one timeout, not redis-py's default ten retries."""
-        return connect(f"redis://127.0.0.1:{self.sentinel_ports[index]}/0", 2.0, 2.0, cluster=False)
+        """Sentinel ``index``, asked once (``servers.probe``): for the waits."""
+        return probe(self.sentinel_ports[index])
 
     def master_port(self) -> int | None:
         """The master's port as most sentinels say (None: no majority, or none answers)."""
@@ -212,14 +211,11 @@ class Sentinels:
 
         self.wait_for(online, f"fewer than {count} replica(s) online", timeout)
 
-    def wait_for(self, done: object, what: str, timeout: float = 30.0, said: Any = None) -> None:
-        """``said``: a callable whose text a timeout's error adds (what was seen)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if callable(done) and done():
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"{what} within {timeout}s" + (f" ({said()})" if said is not None else ""))
+    def wait_for(
+        self, done: Callable[[], bool], what: str, timeout: float = 30.0, said: Callable[[], str] | None = None
+    ) -> None:
+        """``said``: what a timeout's error adds (what was seen)."""
+        wait_until(done, what, timeout, said)
 
     def cleanup(self) -> None:
         for proc in self.sentinel_procs:

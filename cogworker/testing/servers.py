@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,26 @@ def free_port(bus: int = 0) -> int:
         if port + bus <= 65535 and (not bus or _bindable(port + bus)):
             return port
     raise RuntimeError("no free port found on 127.0.0.1")
+
+
+def probe(port: int, password: str | None = None) -> store.Client:
+    """A client of the server (or sentinel) on ``port`` that asks once and waits 2 s at
+    most (cogworker's own options): for the fixtures' waits, where a frozen or dead server
+    must cost one short timeout, not redis-py's default ten retries (a minute against a
+    frozen server)."""
+    auth = f":{password}@" if password else ""
+    return connect(f"redis://{auth}127.0.0.1:{port}/0", 2.0, 2.0, cluster=False)
+
+
+def wait_until(done: Callable[[], bool], what: str, timeout: float, said: Callable[[], str] | None = None) -> None:
+    """Polls ``done`` every 50 ms; past ``timeout``, an AssertionError saying ``what`` and,
+    from ``said``, what was seen."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if done():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{what} within {timeout}s" + (f" ({said()})" if said is not None else ""))
 
 
 class RedisServer:
@@ -137,11 +158,8 @@ class RedisServer:
         return store.Client(host="127.0.0.1", port=self.port, socket_timeout=5, password=self.password)
 
     def probe(self) -> store.Client:
-        """A client that asks once and waits 2 s at most (cogworker's own options): for the
-        fixtures' waits, where a frozen or dead server must cost one short timeout, not
-        redis-py's default ten retries (a minute against a frozen server)."""
-        auth = f":{self.password}@" if self.password else ""
-        return connect(f"redis://{auth}127.0.0.1:{self.port}/0", 2.0, 2.0, cluster=False)
+        """``probe(port)`` for this server."""
+        return probe(self.port, self.password)
 
     @property
     def log_path(self) -> str:
